@@ -1,0 +1,81 @@
+//! A job that misbehaves on request, so that tests can drive every failure path of the
+//! host through a real component. `mode` (job config) chooses the behaviour:
+//!
+//! - `ok` (default): output the task index
+//! - `trap`: execute `unreachable`
+//! - `loop`: spin forever
+//! - `alloc`: allocate until memory runs out
+//! - `panic`: panic with a message
+//! - `big-output`: return `bytes` bytes (default 4 MiB)
+//! - `fail` / `fatal`: return a retryable / non-retryable job error
+//! - `flaky`: fail on the first attempt, succeed on retries
+//! - `chatter`: write `bytes` bytes to stdout, then succeed
+//!
+//! `only_task=N` applies the mode to task N alone; the others behave.
+
+use flint_guest::{Error, Partition, Task, config, config_or, info, task_info};
+use std::hint::black_box;
+use std::io::Write;
+
+pub struct Chaos;
+
+impl Task for Chaos {
+    type Output = serde_json_value::Output;
+
+    fn run(_: Partition) -> Result<Self::Output, Error> {
+        let me = task_info();
+        let mode = config("mode").unwrap_or_else(|| "ok".into());
+        let only: Option<u32> = config("only_task").map(|t| t.parse()).transpose()?;
+        if only.is_some_and(|t| t != me.task_index) {
+            return Ok(serde_json_value::Output::Index(me.task_index));
+        }
+        info!("task {} running mode {mode}", me.task_index);
+        let bytes: usize = config_or("bytes", 4 << 20)?;
+        match mode.as_str() {
+            "ok" => {}
+            "trap" => core::arch::wasm32::unreachable(),
+            "loop" => {
+                let mut n: u64 = 0;
+                loop {
+                    n = black_box(n.wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    let mut block = vec![0u8; 16 << 20];
+                    block[0] = 1;
+                    hoard.push(black_box(block));
+                }
+            }
+            "panic" => panic!("chaos asked to panic in task {}", me.task_index),
+            "big-output" => return Ok(serde_json_value::Output::Bytes("x".repeat(bytes))),
+            "fail" => return Err(Error::new("chaos asked to fail")),
+            "fatal" => return Err(Error::fatal("chaos asked to fail for good")),
+            "flaky" if me.attempt == 0 => return Err(Error::new("flaky on first attempt")),
+            "flaky" => {}
+            "chatter" => {
+                let line = [b'.'; 1023];
+                let mut out = std::io::stdout().lock();
+                for _ in 0..bytes / 1024 {
+                    out.write_all(&line)?;
+                    out.write_all(b"\n")?;
+                }
+            }
+            other => return Err(Error::fatal(format!("unknown mode {other:?}"))),
+        }
+        Ok(serde_json_value::Output::Index(me.task_index))
+    }
+}
+
+mod serde_json_value {
+    /// A task's output: its index, or a large string.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    #[serde(untagged)]
+    pub enum Output {
+        Index(u32),
+        Bytes(String),
+    }
+}
+
+flint_guest::export_task!(Chaos);

@@ -1,0 +1,71 @@
+//! Monte Carlo pi. Task t of T seeds SplitMix64 with state t, draws `points` pairs
+//! (x, y the top 32 bits of two successive outputs) and counts x² + y² < 2⁶⁴.
+
+use flint_guest::{Aggregate, Error, Partition, Task, config_or, task_info};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize)]
+pub struct Count {
+    pub inside: u64,
+    pub total: u64,
+}
+
+#[derive(Serialize)]
+pub struct Estimate {
+    pub inside: u64,
+    pub total: u64,
+    pub pi: f64,
+}
+
+/// SplitMix64, as in Steele, Lea and Flood (2014).
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// How many of `points` pairs drawn from seed `task` fall inside the quarter circle.
+/// Public so that the benchmark runs the very same code natively.
+pub fn count_inside(task: u64, points: u64) -> u64 {
+    let mut rng = SplitMix64(task);
+    let mut inside = 0;
+    for _ in 0..points {
+        let x = (rng.next() >> 32) as u128;
+        let y = (rng.next() >> 32) as u128;
+        inside += u64::from(x * x + y * y < 1u128 << 64);
+    }
+    inside
+}
+
+pub struct Pi;
+
+impl Task for Pi {
+    type Output = Count;
+
+    fn run(_: Partition) -> Result<Count, Error> {
+        let points: u64 = config_or("points", 1_000_000)?;
+        let inside = count_inside(u64::from(task_info().task_index), points);
+        Ok(Count { inside, total: points })
+    }
+}
+
+impl Aggregate for Pi {
+    type Result = Estimate;
+
+    fn merge(a: Count, b: Count) -> Result<Count, Error> {
+        Ok(Count { inside: a.inside + b.inside, total: a.total + b.total })
+    }
+
+    fn finish(c: Count) -> Result<Estimate, Error> {
+        let pi = if c.total == 0 { 0.0 } else { 4.0 * c.inside as f64 / c.total as f64 };
+        Ok(Estimate { inside: c.inside, total: c.total, pi })
+    }
+}
+
+flint_guest::export_aggregate!(Pi);

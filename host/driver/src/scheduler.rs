@@ -1,0 +1,278 @@
+//! The task scheduler: a state machine without IO, in the manner of `quinn-proto`.
+//!
+//! The driver's event loop feeds it [`Input`]s with the current time and carries out the
+//! [`Output`]s it returns: launches on free slots, kills, and job outcomes. It owns which
+//! task runs where, how often each has failed, and which executors are usable; it knows
+//! nothing of sockets, threads or wasm.
+
+use flint_proto::TaskFailure;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+pub type ExecutorId = String;
+pub type JobId = u64;
+
+/// One attempt of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Attempt {
+    pub job: JobId,
+    pub index: u32,
+    /// 0 for the first launch, then 1, 2, ...
+    pub number: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    ExecutorAdded { id: ExecutorId, slots: u32 },
+    /// The executor is gone; its running tasks go back to the queue without counting
+    /// as failures.
+    ExecutorLost { id: ExecutorId, reason: String },
+    /// The executor finishes what it runs and takes nothing new.
+    ExecutorDecommissioning { id: ExecutorId },
+    JobSubmitted { job: JobId, tasks: u32, max_failures: u32 },
+    TaskSucceeded { attempt: Attempt, executor: ExecutorId },
+    TaskFailed { attempt: Attempt, executor: ExecutorId, failure: TaskFailure },
+    CancelJob { job: JobId, reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Launch { executor: ExecutorId, attempt: Attempt },
+    Kill { executor: ExecutorId, attempt: Attempt },
+    /// A failed attempt will be tried again.
+    Retrying { attempt: Attempt, failure: TaskFailure },
+    JobSucceeded { job: JobId },
+    JobFailed { job: JobId, reason: JobFailure },
+}
+
+/// Why a job failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobFailure {
+    #[error("task {index} failed {attempts} time(s); last attempt (#{last_attempt}) on executor {executor}: {failure}")]
+    TaskFailed { index: u32, attempts: u32, last_attempt: u32, executor: ExecutorId, failure: TaskFailure },
+    #[error("cancelled: {0}")]
+    Cancelled(String),
+}
+
+#[derive(Debug)]
+struct Executor {
+    slots: u32,
+    running: BTreeSet<Attempt>,
+    decommissioning: bool,
+    added: Instant,
+}
+
+impl Executor {
+    fn free(&self) -> u32 {
+        if self.decommissioning { 0 } else { self.slots.saturating_sub(self.running.len() as u32) }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Task {
+    /// Launches so far; the next attempt's number.
+    launches: u32,
+    /// Failures that count against `max_failures`.
+    failures: u32,
+    failed_on: BTreeSet<ExecutorId>,
+    running: Option<(u32, ExecutorId)>,
+    done: bool,
+}
+
+#[derive(Debug)]
+struct Job {
+    tasks: Vec<Task>,
+    remaining: u32,
+    max_failures: u32,
+}
+
+/// The scheduler's state. See the module documentation.
+#[derive(Debug, Default)]
+pub struct Scheduler {
+    executors: BTreeMap<ExecutorId, Executor>,
+    jobs: BTreeMap<JobId, Job>,
+    /// Tasks waiting for a slot, oldest job first; retries go to the front.
+    queue: VecDeque<(JobId, u32)>,
+}
+
+impl Scheduler {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one input; returns what to do, launches last.
+    pub fn handle(&mut self, now: Instant, input: Input) -> Vec<Output> {
+        let mut out = Vec::new();
+        match input {
+            Input::ExecutorAdded { id, slots } => {
+                self.executors.entry(id).or_insert(Executor {
+                    slots,
+                    running: BTreeSet::new(),
+                    decommissioning: false,
+                    added: now,
+                });
+            }
+            Input::ExecutorLost { id, .. } => {
+                if let Some(exec) = self.executors.remove(&id) {
+                    for attempt in exec.running.into_iter().rev() {
+                        if let Some(task) = self.task_mut(attempt) {
+                            task.running = None;
+                            self.queue.push_front((attempt.job, attempt.index));
+                        }
+                    }
+                }
+            }
+            Input::ExecutorDecommissioning { id } => {
+                if let Some(exec) = self.executors.get_mut(&id) {
+                    exec.decommissioning = true;
+                }
+            }
+            Input::JobSubmitted { job, tasks, max_failures } => {
+                let state = Job {
+                    tasks: (0..tasks).map(|_| Task::default()).collect(),
+                    remaining: tasks,
+                    max_failures: max_failures.max(1),
+                };
+                self.jobs.insert(job, state);
+                self.queue.extend((0..tasks).map(|i| (job, i)));
+                if tasks == 0 {
+                    self.jobs.remove(&job);
+                    out.push(Output::JobSucceeded { job });
+                }
+            }
+            Input::TaskSucceeded { attempt, executor } => {
+                self.release(&executor, attempt);
+                if let Some(job) = self.jobs.get_mut(&attempt.job) {
+                    let task = &mut job.tasks[attempt.index as usize];
+                    if !task.done && task.running.as_ref().is_some_and(|(n, _)| *n == attempt.number) {
+                        task.done = true;
+                        task.running = None;
+                        job.remaining -= 1;
+                        if job.remaining == 0 {
+                            self.jobs.remove(&attempt.job);
+                            out.push(Output::JobSucceeded { job: attempt.job });
+                        }
+                    }
+                }
+            }
+            Input::TaskFailed { attempt, executor, failure } => {
+                self.release(&executor, attempt);
+                self.task_failed(attempt, executor, failure, &mut out);
+            }
+            Input::CancelJob { job, reason } => {
+                self.fail_job(job, JobFailure::Cancelled(reason), &mut out);
+            }
+        }
+        self.launch(&mut out);
+        out
+    }
+
+    /// Slots free across usable executors.
+    pub fn free_slots(&self) -> u32 {
+        self.executors.values().map(Executor::free).sum()
+    }
+
+    /// Executors known and usable for new tasks.
+    pub fn live_executors(&self) -> usize {
+        self.executors.values().filter(|e| !e.decommissioning).count()
+    }
+
+    /// Whether an executor runs nothing (for decommission and idle removal).
+    pub fn is_idle(&self, id: &str) -> bool {
+        self.executors.get(id).is_none_or(|e| e.running.is_empty())
+    }
+
+    /// When an executor was added, for idle-time policies.
+    pub fn added_at(&self, id: &str) -> Option<Instant> {
+        self.executors.get(id).map(|e| e.added)
+    }
+
+    fn task_mut(&mut self, attempt: Attempt) -> Option<&mut Task> {
+        self.jobs.get_mut(&attempt.job)?.tasks.get_mut(attempt.index as usize)
+    }
+
+    fn release(&mut self, executor: &str, attempt: Attempt) {
+        if let Some(exec) = self.executors.get_mut(executor) {
+            exec.running.remove(&attempt);
+        }
+    }
+
+    fn task_failed(&mut self, attempt: Attempt, executor: ExecutorId, failure: TaskFailure, out: &mut Vec<Output>) {
+        let Some(job) = self.jobs.get_mut(&attempt.job) else { return };
+        let max_failures = job.max_failures;
+        let task = &mut job.tasks[attempt.index as usize];
+        if task.done || task.running.as_ref().is_none_or(|(n, _)| *n != attempt.number) {
+            return; // a stale report of an attempt already replaced
+        }
+        task.running = None;
+        if failure.counts_against_task() {
+            task.failures += 1;
+            task.failed_on.insert(executor.clone());
+        }
+        if !failure.retryable() || task.failures >= max_failures {
+            let reason = JobFailure::TaskFailed {
+                index: attempt.index,
+                attempts: task.launches,
+                last_attempt: attempt.number,
+                executor,
+                failure,
+            };
+            self.fail_job(attempt.job, reason, out);
+        } else {
+            out.push(Output::Retrying { attempt, failure });
+            self.queue.push_front((attempt.job, attempt.index));
+        }
+    }
+
+    fn fail_job(&mut self, job: JobId, reason: JobFailure, out: &mut Vec<Output>) {
+        let Some(state) = self.jobs.remove(&job) else { return };
+        for (index, task) in state.tasks.iter().enumerate() {
+            if let Some((number, executor)) = &task.running {
+                let attempt = Attempt { job, index: index as u32, number: *number };
+                if let Some(exec) = self.executors.get_mut(executor) {
+                    exec.running.remove(&attempt);
+                }
+                out.push(Output::Kill { executor: executor.clone(), attempt });
+            }
+        }
+        self.queue.retain(|(j, _)| *j != job);
+        out.push(Output::JobFailed { job, reason });
+    }
+
+    /// Places queued tasks on free slots, spreading them over executors (the one with
+    /// the most free slots first) and keeping a retry off the executors it failed on
+    /// while another executor could take it.
+    fn launch(&mut self, out: &mut Vec<Output>) {
+        let mut deferred = Vec::new();
+        while self.free_slots() > 0 {
+            let Some((job, index)) = self.queue.pop_front() else { break };
+            let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index as usize)) else { continue };
+            if task.done || task.running.is_some() {
+                continue;
+            }
+            let clean_exists = self.executors.iter().any(|(id, e)| !e.decommissioning && !task.failed_on.contains(id));
+            let pick = self
+                .executors
+                .iter()
+                .filter(|(id, e)| e.free() > 0 && (!clean_exists || !task.failed_on.contains(*id)))
+                .max_by_key(|(id, e)| (e.free(), std::cmp::Reverse(*id)))
+                .map(|(id, _)| id.clone());
+            let Some(executor) = pick else {
+                deferred.push((job, index));
+                continue;
+            };
+            let task = &mut self.jobs.get_mut(&job).expect("job checked above").tasks[index as usize];
+            let attempt = Attempt { job, index, number: task.launches };
+            task.launches += 1;
+            task.running = Some((attempt.number, executor.clone()));
+            self.executors.get_mut(&executor).expect("picked above").running.insert(attempt);
+            out.push(Output::Launch { executor, attempt });
+        }
+        for item in deferred.into_iter().rev() {
+            self.queue.push_front(item);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+//! Configuration: raw `key=value` properties and the typed settings read from them.
+//!
+//! Keys under `flint.` configure the platform and must be known; every other key is the
+//! job's own configuration, passed to its tasks as it is. Sizes read `512m`, `4g`;
+//! durations read `250ms`, `30s`, `5m`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Raw properties, in key order.
+pub type Conf = BTreeMap<String, String>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfError {
+    #[error("malformed --conf {0:?}: expected KEY=VALUE")]
+    Malformed(String),
+    #[error("unknown configuration key {0}")]
+    UnknownKey(String),
+    #[error("configuration {key}={value:?}: {reason}")]
+    Invalid { key: String, value: String, reason: String },
+}
+
+/// Parses `KEY=VALUE`.
+pub fn parse_pair(text: &str) -> Result<(String, String), ConfError> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(ConfError::Malformed(text.to_owned())),
+    }
+}
+
+/// Parses a size in bytes: a number with an optional `b`, `k`, `m`, `g` or `t` suffix
+/// (binary multiples, as Spark reads them).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 10),
+        Some((i, 'm')) => (&t[..i], 20),
+        Some((i, 'g')) => (&t[..i], 30),
+        Some((i, 't')) => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| format!("{text:?} is not a size such as 512m or 4g"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Parses a duration: a number with a `ms`, `s`, `m`, `h` or `d` suffix; a bare number
+/// is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, unit_ms) = if let Some(d) = t.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = t.strip_suffix('s') {
+        (d, 1_000)
+    } else if let Some(d) = t.strip_suffix("min").or_else(|| t.strip_suffix('m')) {
+        (d, 60_000)
+    } else if let Some(d) = t.strip_suffix('h') {
+        (d, 3_600_000)
+    } else if let Some(d) = t.strip_suffix('d') {
+        (d, 86_400_000)
+    } else {
+        (t.as_str(), 1_000)
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| format!("{text:?} is not a duration such as 30s or 5m"))?;
+    n.checked_mul(unit_ms).map(Duration::from_millis).ok_or_else(|| format!("{text:?} is too long"))
+}
+
+/// The platform's typed settings, each with its key and documented default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// `flint.executor.cores` (default 2): task slots come from cores ÷ `flint.task.cpus`.
+    pub executor_cores: u32,
+    /// `flint.executor.memory` (default 1g).
+    pub executor_memory: u64,
+    /// `flint.memory.fraction` (default 0.6): the share of executor memory for tasks.
+    pub memory_fraction: f64,
+    /// `flint.task.cpus` (default 1).
+    pub task_cpus: u32,
+    /// `flint.task.maxFailures` (default 4): attempts before a task fails its job.
+    pub task_max_failures: u32,
+    /// `flint.task.deadline` (default 10m): a task running longer is interrupted.
+    pub task_deadline: Duration,
+    /// `flint.task.maxResultSize` (default 64m): the largest output one task may return.
+    pub task_max_result_size: u64,
+    /// `flint.task.maxLogSize` (default 1m): guest stdout and stderr kept per task.
+    pub task_max_log_size: u64,
+    /// `flint.executor.heartbeatInterval` (default 10s).
+    pub heartbeat_interval: Duration,
+    /// `flint.network.timeout` (default 120s): an executor silent this long is lost.
+    pub network_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            executor_cores: 2,
+            executor_memory: 1 << 30,
+            memory_fraction: 0.6,
+            task_cpus: 1,
+            task_max_failures: 4,
+            task_deadline: Duration::from_secs(600),
+            task_max_result_size: 64 << 20,
+            task_max_log_size: 1 << 20,
+            heartbeat_interval: Duration::from_secs(10),
+            network_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Settings {
+    /// Every `flint.` key this version knows.
+    pub const KEYS: &'static [&'static str] = &[
+        "flint.executor.cores",
+        "flint.executor.memory",
+        "flint.memory.fraction",
+        "flint.task.cpus",
+        "flint.task.maxFailures",
+        "flint.task.deadline",
+        "flint.task.maxResultSize",
+        "flint.task.maxLogSize",
+        "flint.executor.heartbeatInterval",
+        "flint.network.timeout",
+    ];
+
+    /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
+    /// value that does not parse is an error naming the key.
+    pub fn from_conf(conf: &Conf) -> Result<Settings, ConfError> {
+        let mut s = Settings::default();
+        for (key, value) in conf.iter().filter(|(k, _)| k.starts_with("flint.")) {
+            let invalid = |reason: String| ConfError::Invalid {
+                key: key.clone(),
+                value: value.clone(),
+                reason,
+            };
+            let positive = |n: u64| if n == 0 { Err(invalid("must be positive".into())) } else { Ok(n) };
+            match key.as_str() {
+                "flint.executor.cores" => s.executor_cores = positive(parse_u32(value).map_err(&invalid)?.into())? as u32,
+                "flint.executor.memory" => s.executor_memory = positive(parse_size(value).map_err(&invalid)?)?,
+                "flint.memory.fraction" => {
+                    s.memory_fraction = match value.trim().parse::<f64>() {
+                        Ok(f) if f > 0.0 && f <= 1.0 => f,
+                        _ => return Err(invalid("must be a number in (0, 1]".into())),
+                    }
+                }
+                "flint.task.cpus" => s.task_cpus = positive(parse_u32(value).map_err(&invalid)?.into())? as u32,
+                "flint.task.maxFailures" => s.task_max_failures = positive(parse_u32(value).map_err(&invalid)?.into())? as u32,
+                "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
+                "flint.task.maxResultSize" => s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?,
+                "flint.task.maxLogSize" => s.task_max_log_size = parse_size(value).map_err(&invalid)?,
+                "flint.executor.heartbeatInterval" => s.heartbeat_interval = parse_duration(value).map_err(&invalid)?,
+                "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(&invalid)?,
+                _ => return Err(ConfError::UnknownKey(key.clone())),
+            }
+        }
+        if s.task_cpus > s.executor_cores {
+            return Err(ConfError::Invalid {
+                key: "flint.task.cpus".into(),
+                value: s.task_cpus.to_string(),
+                reason: format!("more than flint.executor.cores ({})", s.executor_cores),
+            });
+        }
+        Ok(s)
+    }
+
+    /// Task slots per executor: cores ÷ cpus per task.
+    pub fn slots(&self) -> u32 {
+        (self.executor_cores / self.task_cpus).max(1)
+    }
+
+    /// Memory for all of an executor's task instances.
+    pub fn task_memory_pool(&self) -> u64 {
+        (self.executor_memory as f64 * self.memory_fraction) as u64
+    }
+
+    /// The memory cap of one task instance: the pool shared evenly by the slots.
+    pub fn instance_memory(&self) -> u64 {
+        self.task_memory_pool() / u64::from(self.slots())
+    }
+}
+
+fn parse_u32(text: &str) -> Result<u32, String> {
+    text.trim().parse().map_err(|_| format!("{text:?} is not a whole number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(pairs: &[(&str, &str)]) -> Conf {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn sizes_and_durations_read_as_spark_writes_them() {
+        assert_eq!(parse_size("512m"), Ok(512 << 20));
+        assert_eq!(parse_size("4g"), Ok(4 << 30));
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn memory_cap_is_pool_shared_by_slots() {
+        let s = Settings::from_conf(&conf(&[
+            ("flint.executor.cores", "4"),
+            ("flint.executor.memory", "4g"),
+            ("flint.task.cpus", "2"),
+        ]))
+        .unwrap();
+        assert_eq!(s.slots(), 2);
+        assert_eq!(s.task_memory_pool(), (4u64 << 30) * 6 / 10);
+        assert_eq!(s.instance_memory(), s.task_memory_pool() / 2);
+    }
+
+    #[test]
+    fn job_keys_pass_and_platform_keys_are_checked() {
+        assert!(Settings::from_conf(&conf(&[("points", "10")])).is_ok());
+        assert_eq!(
+            Settings::from_conf(&conf(&[("flint.task.maxFailurez", "3")])),
+            Err(ConfError::UnknownKey("flint.task.maxFailurez".into()))
+        );
+        let err = Settings::from_conf(&conf(&[("flint.executor.memory", "lots")])).unwrap_err();
+        assert!(err.to_string().contains("flint.executor.memory"), "{err}");
+        assert!(Settings::from_conf(&conf(&[("flint.memory.fraction", "1.5")])).is_err());
+        assert!(Settings::from_conf(&conf(&[("flint.task.cpus", "3")])).is_err());
+        assert_eq!(parse_pair("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_pair("novalue").is_err());
+    }
+}

@@ -1,0 +1,64 @@
+//! Why a task failed: a closed set of reasons, never a bare string.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TaskFailure {
+    /// The guest trapped: `unreachable`, a panic, an out-of-bounds access.
+    #[error("trap: {message}")]
+    Trap { message: String, backtrace: Option<String> },
+    /// The guest tried to grow its memory past the instance's cap.
+    #[error("memory limit: the task needed more than its cap of {limit} bytes")]
+    MemoryLimit { limit: u64 },
+    /// The guest ran past `flint.task.deadline` and was interrupted.
+    #[error("deadline: interrupted after {deadline_ms} ms (flint.task.deadline)")]
+    Deadline { deadline_ms: u64 },
+    /// The guest returned more than `flint.task.maxResultSize`.
+    #[error("result too large: {size} bytes, over flint.task.maxResultSize of {limit} bytes")]
+    ResultTooLarge { size: u64, limit: u64 },
+    /// The job's own code reported an error.
+    #[error("guest error: {message}")]
+    Guest { message: String, retryable: bool },
+    /// Something on the host side went wrong (an unreadable input, say).
+    #[error("host error: {message}")]
+    Host { message: String },
+    /// The task was killed on request.
+    #[error("killed: {reason}")]
+    Killed { reason: String },
+    /// The executor running the task went away.
+    #[error("executor lost: {executor}: {reason}")]
+    ExecutorLost { executor: String, reason: String },
+}
+
+impl TaskFailure {
+    /// A short name for the failure's kind, for summaries and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TaskFailure::Trap { .. } => "trap",
+            TaskFailure::MemoryLimit { .. } => "memory-limit",
+            TaskFailure::Deadline { .. } => "deadline",
+            TaskFailure::ResultTooLarge { .. } => "result-too-large",
+            TaskFailure::Guest { .. } => "guest-error",
+            TaskFailure::Host { .. } => "host-error",
+            TaskFailure::Killed { .. } => "killed",
+            TaskFailure::ExecutorLost { .. } => "executor-lost",
+        }
+    }
+
+    /// Whether another attempt may succeed. As in Spark, most failures are retried; a
+    /// result over the size limit, a job error marked fatal and a kill are not.
+    pub fn retryable(&self) -> bool {
+        match self {
+            TaskFailure::ResultTooLarge { .. } | TaskFailure::Killed { .. } => false,
+            TaskFailure::Guest { retryable, .. } => *retryable,
+            _ => true,
+        }
+    }
+
+    /// Whether the failure counts against `flint.task.maxFailures`. Losing an executor
+    /// is not the task's fault.
+    pub fn counts_against_task(&self) -> bool {
+        !matches!(self, TaskFailure::ExecutorLost { .. })
+    }
+}

@@ -1,0 +1,171 @@
+//! Jobs: the manifest a bundle carries, and the plan that splits a job into partitions.
+
+use crate::config::{Conf, parse_duration, parse_size};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Which `flint:task` world a component implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum World {
+    /// Exports `job`: the job's output is the list of task outputs.
+    Task,
+    /// Exports `job` and `aggregator`: task outputs are folded into one result.
+    Aggregate,
+}
+
+/// A job's manifest (`flint.toml` beside its crate, or inside a bundle).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub name: String,
+    /// The world the component must implement; checked when the component is loaded.
+    #[serde(default)]
+    pub world: Option<World>,
+    /// Partitions when the job reads no input files (default: the cluster's slots).
+    #[serde(default)]
+    pub partitions: Option<u32>,
+    /// The job's configuration; `--conf` overrides it key by key.
+    #[serde(default)]
+    pub config: Conf,
+    /// Values to run one task each on (JSON), instead of indices or files.
+    #[serde(default)]
+    pub inputs: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub limits: Limits,
+    /// Token services the job's tasks may read.
+    #[serde(default)]
+    pub tokens: Vec<String>,
+}
+
+/// Per-task limits a job asks for; they can lower the executor's, never raise them.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// A memory cap such as `256m`.
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// A deadline such as `30s`.
+    #[serde(default)]
+    pub deadline: Option<String>,
+}
+
+impl Limits {
+    pub fn memory_bytes(&self) -> Result<Option<u64>, String> {
+        self.memory.as_deref().map(parse_size).transpose().map_err(|e| format!("limits.memory: {e}"))
+    }
+
+    pub fn deadline(&self) -> Result<Option<Duration>, String> {
+        self.deadline.as_deref().map(parse_duration).transpose().map_err(|e| format!("limits.deadline: {e}"))
+    }
+}
+
+/// What one task works on, as the driver describes it to an executor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PartitionSpec {
+    /// A generated partition: the task index is the whole input.
+    Index(u32),
+    /// One input value, encoded as JSON.
+    Value(Vec<u8>),
+    /// The lines of `path` whose first byte falls in `start..end`.
+    FileSplit { path: String, start: u64, end: u64 },
+}
+
+/// A job split into partitions, one task each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPlan {
+    pub partitions: Vec<PartitionSpec>,
+}
+
+impl JobPlan {
+    /// Generated partitions `0..n`.
+    pub fn indices(n: u32) -> JobPlan {
+        JobPlan { partitions: (0..n).map(PartitionSpec::Index).collect() }
+    }
+
+    /// One partition per value.
+    pub fn values(values: &[serde_json::Value]) -> JobPlan {
+        let partitions = values
+            .iter()
+            .map(|v| PartitionSpec::Value(serde_json::to_vec(v).expect("a JSON value encodes")))
+            .collect();
+        JobPlan { partitions }
+    }
+
+    /// Splits files (path, size in bytes) into about `target` byte ranges of equal size,
+    /// as Hadoop's input format does: a range never spans two files, and every
+    /// non-empty file gets at least one. The reader of a range takes the lines whose
+    /// first byte falls in it, so ranges need not fall on line boundaries.
+    pub fn file_splits(files: &[(String, u64)], target: u32) -> JobPlan {
+        let total: u64 = files.iter().map(|(_, size)| size).sum();
+        let split = total.div_ceil(u64::from(target.max(1))).max(1);
+        let mut partitions = Vec::new();
+        for (path, size) in files.iter().filter(|(_, size)| *size > 0) {
+            let mut start = 0;
+            while start < *size {
+                let end = (start + split).min(*size);
+                partitions.push(PartitionSpec::FileSplit { path: path.clone(), start, end });
+                start = end;
+            }
+        }
+        JobPlan { partitions }
+    }
+
+    pub fn len(&self) -> usize {
+        self.partitions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.partitions.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranges(plan: &JobPlan) -> Vec<(String, u64, u64)> {
+        plan.partitions
+            .iter()
+            .map(|p| match p {
+                PartitionSpec::FileSplit { path, start, end } => (path.clone(), *start, *end),
+                other => panic!("not a split: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn splits_cover_every_byte_once_and_never_span_files() {
+        let files = vec![("a".to_string(), 10), ("empty".to_string(), 0), ("b".to_string(), 25)];
+        let plan = JobPlan::file_splits(&files, 4);
+        let r = ranges(&plan);
+        // 35 bytes in 4 parts: splits of 9 bytes, cut again at the file boundary.
+        assert_eq!(
+            r,
+            vec![
+                ("a".into(), 0, 9),
+                ("a".into(), 9, 10),
+                ("b".into(), 0, 9),
+                ("b".into(), 9, 18),
+                ("b".into(), 18, 25)
+            ]
+        );
+    }
+
+    #[test]
+    fn one_partition_per_index_or_value() {
+        assert_eq!(JobPlan::indices(3).len(), 3);
+        let plan = JobPlan::values(&[serde_json::json!(1), serde_json::json!({"a": 2})]);
+        assert_eq!(plan.partitions[1], PartitionSpec::Value(br#"{"a":2}"#.to_vec()));
+    }
+
+    #[test]
+    fn manifest_reads_and_rejects_unknown_fields() {
+        let m: Manifest = serde_json::from_str(r#"{"name":"pi","world":"aggregate","partitions":4}"#).unwrap();
+        assert_eq!(m.world, Some(World::Aggregate));
+        assert!(serde_json::from_str::<Manifest>(r#"{"name":"pi","partitons":4}"#).is_err());
+        let limits = Limits { memory: Some("64m".into()), deadline: Some("bad".into()) };
+        assert_eq!(limits.memory_bytes(), Ok(Some(64 << 20)));
+        assert!(limits.deadline().unwrap_err().contains("limits.deadline"));
+    }
+}

@@ -1,0 +1,131 @@
+//! Job components: identified by SHA-256 digest, compiled once per engine and kept on
+//! disk, checked against the `flint:task` worlds, and pre-instantiated.
+
+use crate::bindings::exports::flint::task::{aggregator, job};
+use crate::engine::Runtime;
+use crate::host::HostState;
+use flint_proto::World;
+use sha2::{Digest as _, Sha256};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use wasmtime::component::{Component, InstancePre};
+
+/// A component's SHA-256 digest.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    pub fn of(bytes: &[u8]) -> Digest {
+        Digest(Sha256::digest(bytes).into())
+    }
+
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.hex())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", &self.hex()[..12])
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("not a WebAssembly component: {0}")]
+    NotAComponent(String),
+    #[error("not a Flint job: {0}")]
+    WrongWorld(String),
+}
+
+/// A loaded job component, ready to instantiate.
+pub struct JobComponent {
+    pub digest: Digest,
+    pub world: World,
+    pub(crate) pre: InstancePre<HostState>,
+    pub(crate) job: job::GuestIndices,
+    pub(crate) aggregator: Option<aggregator::GuestIndices>,
+}
+
+impl fmt::Debug for JobComponent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobComponent").field("digest", &self.digest).field("world", &self.world).finish()
+    }
+}
+
+impl JobComponent {
+    pub(crate) fn load(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<JobComponent, LoadError> {
+        let component = compile_cached(rt, digest, bytes)?;
+        let pre = rt.linker.instantiate_pre(&component).map_err(|e| {
+            LoadError::WrongWorld(format!("{}", e).replace('\n', " "))
+        })?;
+        let job = job::GuestIndices::new(&pre).map_err(|_| {
+            LoadError::WrongWorld(
+                "the component does not export flint:task/job (build it with the flint-guest SDK)".into(),
+            )
+        })?;
+        let aggregator = aggregator::GuestIndices::new(&pre).ok();
+        let world = if aggregator.is_some() { World::Aggregate } else { World::Task };
+        tracing::debug!(%digest, ?world, "component loaded");
+        Ok(JobComponent { digest, world, pre, job, aggregator })
+    }
+}
+
+/// Compiles `bytes`, or reads the artifact an earlier run kept. Artifacts are keyed by
+/// the component's digest and the engine's compatibility hash, so an engine with other
+/// settings or another wasmtime never reads one it cannot run.
+fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Component, LoadError> {
+    let path = rt.config.cache_dir.as_deref().map(|dir| artifact_path(rt, dir, digest));
+    if let Some(path) = path.as_deref().filter(|p| p.exists()) {
+        // SAFETY: the cache directory is the executor's own; artifacts are written by
+        // `Component::serialize` of an engine with the same compatibility hash and
+        // renamed into place whole.
+        match unsafe { Component::deserialize_file(&rt.engine, path) } {
+            Ok(component) => return Ok(component),
+            Err(e) => tracing::warn!(path = %path.display(), error = %e, "compiled artifact unusable; recompiling"),
+        }
+    }
+    if is_core_module(bytes) {
+        return Err(LoadError::NotAComponent(
+            "it is a core wasm module; build the job for wasm32-wasip2 to get a component".into(),
+        ));
+    }
+    let component = Component::new(&rt.engine, bytes).map_err(|e| {
+        LoadError::NotAComponent(format!("{e:#}").lines().next().unwrap_or_default().to_owned())
+    })?;
+    if let Some(path) = path {
+        if let Err(e) = store_artifact(&component, &path) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot keep the compiled artifact");
+        }
+    }
+    Ok(component)
+}
+
+fn artifact_path(rt: &Runtime, dir: &Path, digest: Digest) -> PathBuf {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    rt.engine.precompile_compatibility_hash().hash(&mut h);
+    dir.join(format!("{}-{:016x}.cwasm", digest.hex(), h.finish()))
+}
+
+fn store_artifact(component: &Component, path: &Path) -> std::io::Result<()> {
+    let bytes = component.serialize().map_err(std::io::Error::other)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// A core module starts with the wasm magic and version 1; a component has layer 1 in
+/// the version field's upper half.
+fn is_core_module(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
+}

@@ -1,0 +1,164 @@
+//! The engine an executor runs every task on, and the ticker that drives deadlines.
+
+use crate::component::{Digest, JobComponent, LoadError};
+use crate::host::HostState;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How often the ticker advances the engine's epoch: the granularity of deadlines and
+/// kills. Each tick costs running guests one callback.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// How a runtime is sized.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Instances that may run at once: the executor's task slots, plus room for the
+    /// merges a driver runs.
+    pub slots: u32,
+    /// The memory cap of one instance, in bytes.
+    pub instance_memory: u64,
+    /// Where compiled components are kept between restarts; `None` keeps them in memory.
+    pub cache_dir: Option<PathBuf>,
+    /// Guest stdout, stderr and log lines kept per task, in bytes.
+    pub max_log_size: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot create the wasm engine: {0}")]
+    Engine(String),
+    #[error("cannot link the host interfaces: {0}")]
+    Link(String),
+}
+
+/// One executor's wasm runtime.
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<HostState>,
+    pub(crate) config: RuntimeConfig,
+    pub(crate) components: Mutex<HashMap<Digest, Arc<JobComponent>>>,
+    pooling: bool,
+    ticker: Option<Ticker>,
+}
+
+impl Runtime {
+    /// Builds the engine. The pooling allocator reserves virtual memory for every slot
+    /// up front; where it cannot (a small pod's address-space limit), the runtime falls
+    /// back to allocating on demand and says so, rather than failing to start.
+    pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        let (engine, pooling) = match Engine::new(&engine_config(&config, true)) {
+            Ok(engine) => (engine, true),
+            Err(e) => {
+                tracing::warn!(error = %e, "pooling allocator unavailable; allocating instances on demand");
+                let engine = Engine::new(&engine_config(&config, false))
+                    .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
+                (engine, false)
+            }
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        crate::bindings::flint::task::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        let ticker = Some(Ticker::start(engine.clone()));
+        Ok(Runtime { engine, linker, config, components: Mutex::new(HashMap::new()), pooling, ticker })
+    }
+
+    /// Whether instances come from the pooling allocator.
+    pub fn pooling(&self) -> bool {
+        self.pooling
+    }
+
+    /// The memory cap of one instance.
+    pub fn instance_memory(&self) -> u64 {
+        self.config.instance_memory
+    }
+
+    /// A component already loaded, by digest: an executor fetches each module once.
+    pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
+        self.components.lock().expect("component map lock").get(digest).cloned()
+    }
+
+    /// Loads a component: validates it, compiles it (or reads the compiled artifact from
+    /// the disk cache) and prepares its instances. Loading the same bytes twice is free.
+    pub fn load(&self, bytes: &[u8]) -> Result<Arc<JobComponent>, LoadError> {
+        let digest = Digest::of(bytes);
+        if let Some(found) = self.cached(&digest) {
+            return Ok(found);
+        }
+        let component = Arc::new(JobComponent::load(self, digest, bytes)?);
+        self.components.lock().expect("component map lock").insert(digest, component.clone());
+        Ok(component)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if let Some(ticker) = self.ticker.take() {
+            ticker.stop();
+        }
+    }
+}
+
+fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
+    let mut c = Config::new();
+    c.wasm_component_model(true);
+    c.epoch_interruption(true);
+    c.memory_init_cow(true);
+    if pooling {
+        // Every instance may grow to the cap; a component holds a few core instances
+        // (the program, libc's shims) and one or two memories.
+        let instances = config.slots.max(1) * 2 + 2;
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(instances)
+            .total_core_instances(instances * 8)
+            .max_core_instances_per_component(16)
+            .total_memories(instances * 2)
+            .max_memories_per_component(2)
+            .total_tables(instances * 8)
+            .max_tables_per_component(8)
+            .total_stacks(instances)
+            .max_memory_size(config.instance_memory as usize)
+            // Keep a little of each memory resident between tasks to skip page faults.
+            .linear_memory_keep_resident(64 << 10);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    c
+}
+
+/// The one thread per engine that advances the epoch, so that deadlines and kills are
+/// noticed by running guests within a tick.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Ticker {
+    fn start(engine: Engine) -> Ticker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("flint-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawn the epoch thread");
+        Ticker { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+    }
+}

@@ -1,0 +1,23 @@
+//! Flint's wasmtime sandbox. One [`Runtime`] per executor: one `Engine` with the pooling
+//! allocator, copy-on-write memory images and epoch interruption from one ticker thread;
+//! components identified by SHA-256 digest, compiled once and kept on disk; one
+//! `InstancePre` per component; a fresh store per call that always carries the memory cap,
+//! the deadline and a WASI context without ambient authority. No networking here.
+
+mod capture;
+mod component;
+mod engine;
+mod host;
+mod sandbox;
+
+pub use component::{Digest, JobComponent, LoadError};
+pub use engine::{Runtime, RuntimeConfig, RuntimeError};
+pub use sandbox::{Call, KillSwitch, Outcome, TaskContext, TaskInput, Token};
+
+/// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "aggregate",
+        path: "../../wit",
+    });
+}

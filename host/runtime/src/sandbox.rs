@@ -1,0 +1,236 @@
+//! Running one call of a job component in a fresh, limited store.
+//!
+//! [`Runtime::call`] is the only way to run guest code, and the store it builds always
+//! carries the memory cap, the deadline, the kill switch and a WASI context with no
+//! ambient authority: no environment, arguments, directories or sockets; stdout and
+//! stderr go to the task's bounded log; clocks and random are allowed.
+
+use crate::bindings::exports::flint::task::job;
+use crate::bindings::flint::task::host::TaskInfo;
+use crate::bindings::flint::task::types::{FileSplit, Partition, TaskError};
+use crate::capture::TaskLogSink;
+use crate::component::JobComponent;
+use crate::engine::Runtime;
+use crate::host::{HostState, MemoryCap};
+use flint_proto::{Conf, TaskFailure};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
+use wasmtime_wasi::WasiCtxBuilder;
+
+/// A delegation token a task may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub service: String,
+    pub secret: String,
+    pub expires_at_ms: u64,
+}
+
+/// Stops a running call within one epoch tick.
+#[derive(Debug, Clone, Default)]
+pub struct KillSwitch(Arc<AtomicBool>);
+
+impl KillSwitch {
+    pub fn kill(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Who a call runs as and under which limits.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    pub app_id: String,
+    pub job_id: String,
+    pub task_index: u32,
+    pub task_count: u32,
+    pub attempt: u32,
+    pub config: Arc<Conf>,
+    pub tokens: Arc<Vec<Token>>,
+    /// A job's own memory cap; the runtime's instance cap applies when it is larger.
+    pub memory_limit: Option<u64>,
+    pub deadline: Duration,
+    pub max_result_size: u64,
+    pub kill: KillSwitch,
+}
+
+/// A task's input, with file data already read by the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskInput {
+    Index(u32),
+    Value(Vec<u8>),
+    Lines { path: String, start: u64, end: u64, data: Vec<u8> },
+}
+
+/// What to call.
+#[derive(Debug, Clone)]
+pub enum Call {
+    Run(TaskInput),
+    Merge(Vec<u8>, Vec<u8>),
+    Finish(Vec<u8>),
+}
+
+/// How a call ended, with the task's captured output.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: Result<Vec<u8>, TaskFailure>,
+    pub log: String,
+    pub elapsed: Duration,
+}
+
+/// Marks the error a kill raises inside the guest.
+#[derive(Debug)]
+struct Killed;
+
+impl std::fmt::Display for Killed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("killed on request")
+    }
+}
+
+impl std::error::Error for Killed {}
+
+impl Runtime {
+    /// Runs `call` in a fresh instance of `component`. Never panics on guest behaviour:
+    /// every way a guest can fail comes back as a [`TaskFailure`].
+    pub fn call(&self, component: &JobComponent, ctx: &TaskContext, call: Call) -> Outcome {
+        let started = Instant::now();
+        let log = TaskLogSink::new(self.config.max_log_size);
+        let limit = ctx.memory_limit.map_or(self.config.instance_memory, |l| l.min(self.config.instance_memory));
+        let mut store = self.new_store(ctx, log.clone(), limit);
+        let result = invoke(component, &mut store, call)
+            .map_err(|e| classify(e, &store, ctx, &log))
+            .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }))
+            .and_then(|bytes| match bytes.len() as u64 {
+                size if size > ctx.max_result_size => {
+                    Err(TaskFailure::ResultTooLarge { size, limit: ctx.max_result_size })
+                }
+                _ => Ok(bytes),
+            });
+        Outcome { result, log: log.contents(), elapsed: started.elapsed() }
+    }
+
+    /// The one place a store is made: memory cap, deadline, kill switch, sandboxed WASI.
+    fn new_store(&self, ctx: &TaskContext, log: TaskLogSink, limit: u64) -> Store<HostState> {
+        let wasi = WasiCtxBuilder::new()
+            .stdout(log.clone())
+            .stderr(log.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let info = TaskInfo {
+            app_id: ctx.app_id.clone(),
+            job_id: ctx.job_id.clone(),
+            task_index: ctx.task_index,
+            task_count: ctx.task_count,
+            attempt: ctx.attempt,
+        };
+        let state = HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limits: MemoryCap { limit, refused: false },
+            info,
+            config: ctx.config.clone(),
+            tokens: ctx.tokens.clone(),
+            log,
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        let deadline = Instant::now() + ctx.deadline;
+        let kill = ctx.kill.clone();
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if kill.is_killed() {
+                return Err(wasmtime::Error::new(Killed));
+            }
+            if Instant::now() >= deadline {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+        store
+    }
+}
+
+fn invoke(
+    component: &JobComponent,
+    store: &mut Store<HostState>,
+    call: Call,
+) -> wasmtime::Result<Result<Vec<u8>, TaskError>> {
+    let instance = component.pre.instantiate(&mut *store)?;
+    match call {
+        Call::Run(input) => {
+            let job: job::Guest = component.job.load(&mut *store, &instance)?;
+            job.call_run(&mut *store, &partition(input))
+        }
+        Call::Merge(a, b) => aggregator(component, store, &instance)?.call_merge(&mut *store, &a, &b),
+        Call::Finish(acc) => aggregator(component, store, &instance)?.call_finish(&mut *store, &acc),
+    }
+}
+
+fn aggregator(
+    component: &JobComponent,
+    store: &mut Store<HostState>,
+    instance: &wasmtime::component::Instance,
+) -> wasmtime::Result<crate::bindings::exports::flint::task::aggregator::Guest> {
+    match &component.aggregator {
+        Some(indices) => indices.load(&mut *store, instance),
+        None => Err(wasmtime::Error::msg("the component exports no aggregator (world task)")),
+    }
+}
+
+fn partition(input: TaskInput) -> Partition {
+    match input {
+        TaskInput::Index(i) => Partition::Index(i),
+        TaskInput::Value(v) => Partition::Value(v),
+        TaskInput::Lines { path, start, end, data } => Partition::Lines(FileSplit { path, start, end, data }),
+    }
+}
+
+/// Turns a wasmtime error into the failure a user can act on.
+fn classify(e: wasmtime::Error, store: &Store<HostState>, ctx: &TaskContext, log: &TaskLogSink) -> TaskFailure {
+    if e.is::<Killed>() {
+        return TaskFailure::Killed { reason: "killed on request".into() };
+    }
+    if store.data().limits.refused {
+        return TaskFailure::MemoryLimit { limit: store.data().limits.limit };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => TaskFailure::Deadline { deadline_ms: ctx.deadline.as_millis() as u64 },
+        Some(trap) => {
+            let mut message = trap.to_string();
+            if let Some(panic) = panic_message(&log.contents()) {
+                message = format!("{message} (guest panicked: {panic})");
+            }
+            let backtrace = e.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
+            TaskFailure::Trap { message, backtrace }
+        }
+        None => TaskFailure::Host { message: format!("{e:#}").replace('\n', " ") },
+    }
+}
+
+/// The message of a Rust panic, from what the guest's panic hook wrote to stderr.
+fn panic_message(log: &str) -> Option<String> {
+    let after = &log[log.find("panicked at ")?..];
+    let mut lines = after.lines().skip(1).take_while(|l| !l.starts_with("note:"));
+    let message: Vec<&str> = lines.by_ref().collect();
+    Some(message.join(" ").trim().to_owned()).filter(|m| !m.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_message;
+
+    #[test]
+    fn panic_message_is_read_from_the_hook_output() {
+        let log = "thread '<unnamed>' panicked at src/lib.rs:5:9:\nboom in task 3\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(panic_message(log).as_deref(), Some("boom in task 3"));
+        assert_eq!(panic_message("all quiet"), None);
+    }
+}

@@ -36,9 +36,13 @@ pub fn count_inside(task: u64, points: u64) -> u64 {
     let mut rng = SplitMix64(task);
     let mut inside = 0;
     for _ in 0..points {
-        let x = (rng.next() >> 32) as u128;
-        let y = (rng.next() >> 32) as u128;
-        inside += u64::from(x * x + y * y < 1u128 << 64);
+        let x = rng.next() >> 32;
+        let y = rng.next() >> 32;
+        // x² + y² < 2⁶⁴, exactly as in u128: x, y < 2³² so each square fits in a u64,
+        // and the sum reaches 2⁶⁴ exactly when the u64 addition overflows. Written so,
+        // wasm needs no 128-bit multiply routine.
+        let (_, overflows) = (x * x).overflowing_add(y * y);
+        inside += u64::from(!overflows);
     }
     inside
 }

@@ -1,1 +1,62 @@
-fn main() {}
+//! The `flint` binary: one command for running jobs, and (later) for drivers, executors
+//! and submitters of a cluster.
+
+mod bundle;
+mod report;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+/// Exit codes, documented in the README.
+pub mod exit {
+    /// The job failed: a task failed past its retries, or merging failed.
+    pub const JOB_FAILED: u8 = 1;
+    /// Bad command-line usage (clap's own code).
+    pub const USAGE: u8 = 2;
+    /// The job could not start: a bad bundle, component, input or configuration.
+    pub const INVALID_JOB: u8 = 3;
+    /// The platform itself failed (the engine could not start, say).
+    pub const INTERNAL: u8 = 4;
+}
+
+#[derive(Parser)]
+#[command(
+    name = "flint",
+    version,
+    about = "Run WebAssembly jobs on a cluster of sandboxed executors"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a job on an embedded driver with in-process executors: no cluster needed.
+    Run(run::RunArgs),
+    /// Package a job folder (flint.toml and its crate) into a bundle file.
+    Bundle(run::BundleArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `run` reports failures in its summary; a long-running service logs them.
+    let default_level = match cli.command {
+        Command::Run(_) | Command::Bundle(_) => "error",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLINT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
+    let code = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Bundle(args) => run::bundle(args),
+    };
+    ExitCode::from(code)
+}

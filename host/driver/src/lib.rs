@@ -1,4 +1,11 @@
-//! Flint's driver: the scheduler state machine, job planning and folding, the executor
-//! core that runs tasks on a runtime, and the embedded cluster behind `flint run`.
+//! Flint's driver: the scheduler state machine, job planning and ordered folding of
+//! task outputs, the driver's event loop, and the embedded cluster behind `flint run`.
 
+mod driver;
+pub mod fold;
+mod job;
+pub mod local;
 pub mod scheduler;
+
+pub use driver::{Driver, DriverConfig, ExecutorStatus};
+pub use job::{FailureRecord, JobError, JobProgress, JobReport, JobRequest, SubmitError};

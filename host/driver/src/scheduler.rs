@@ -6,50 +6,88 @@
 //! nothing of sockets, threads or wasm.
 
 use flint_proto::TaskFailure;
+pub use flint_proto::{Attempt, ExecutorId, JobId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
-pub type ExecutorId = String;
-pub type JobId = u64;
-
-/// One attempt of one task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Attempt {
-    pub job: JobId,
-    pub index: u32,
-    /// 0 for the first launch, then 1, 2, ...
-    pub number: u32,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
-    ExecutorAdded { id: ExecutorId, slots: u32 },
+    ExecutorAdded {
+        id: ExecutorId,
+        slots: u32,
+    },
     /// The executor is gone; its running tasks go back to the queue without counting
     /// as failures.
-    ExecutorLost { id: ExecutorId, reason: String },
+    ExecutorLost {
+        id: ExecutorId,
+        reason: String,
+    },
     /// The executor finishes what it runs and takes nothing new.
-    ExecutorDecommissioning { id: ExecutorId },
-    JobSubmitted { job: JobId, tasks: u32, max_failures: u32 },
-    TaskSucceeded { attempt: Attempt, executor: ExecutorId },
-    TaskFailed { attempt: Attempt, executor: ExecutorId, failure: TaskFailure },
-    CancelJob { job: JobId, reason: String },
+    ExecutorDecommissioning {
+        id: ExecutorId,
+    },
+    JobSubmitted {
+        job: JobId,
+        tasks: u32,
+        max_failures: u32,
+    },
+    TaskSucceeded {
+        attempt: Attempt,
+        executor: ExecutorId,
+    },
+    TaskFailed {
+        attempt: Attempt,
+        executor: ExecutorId,
+        failure: TaskFailure,
+    },
+    CancelJob {
+        job: JobId,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    Launch { executor: ExecutorId, attempt: Attempt },
-    Kill { executor: ExecutorId, attempt: Attempt },
+    Launch {
+        executor: ExecutorId,
+        attempt: Attempt,
+    },
+    /// The attempt's success was accepted: its output is the task's output. Reports of
+    /// attempts already replaced are dropped without this.
+    TaskDone {
+        attempt: Attempt,
+    },
+    Kill {
+        executor: ExecutorId,
+        attempt: Attempt,
+    },
     /// A failed attempt will be tried again.
-    Retrying { attempt: Attempt, failure: TaskFailure },
-    JobSucceeded { job: JobId },
-    JobFailed { job: JobId, reason: JobFailure },
+    Retrying {
+        attempt: Attempt,
+        failure: TaskFailure,
+    },
+    JobSucceeded {
+        job: JobId,
+    },
+    JobFailed {
+        job: JobId,
+        reason: JobFailure,
+    },
 }
 
 /// Why a job failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum JobFailure {
-    #[error("task {index} failed {attempts} time(s); last attempt (#{last_attempt}) on executor {executor}: {failure}")]
-    TaskFailed { index: u32, attempts: u32, last_attempt: u32, executor: ExecutorId, failure: TaskFailure },
+    #[error(
+        "task {index} failed {attempts} time(s); last attempt (#{last_attempt}) on executor {executor}: {failure}"
+    )]
+    TaskFailed {
+        index: u32,
+        attempts: u32,
+        last_attempt: u32,
+        executor: ExecutorId,
+        failure: TaskFailure,
+    },
     #[error("cancelled: {0}")]
     Cancelled(String),
 }
@@ -64,7 +102,11 @@ struct Executor {
 
 impl Executor {
     fn free(&self) -> u32 {
-        if self.decommissioning { 0 } else { self.slots.saturating_sub(self.running.len() as u32) }
+        if self.decommissioning {
+            0
+        } else {
+            self.slots.saturating_sub(self.running.len() as u32)
+        }
     }
 }
 
@@ -127,7 +169,11 @@ impl Scheduler {
                     exec.decommissioning = true;
                 }
             }
-            Input::JobSubmitted { job, tasks, max_failures } => {
+            Input::JobSubmitted {
+                job,
+                tasks,
+                max_failures,
+            } => {
                 let state = Job {
                     tasks: (0..tasks).map(|_| Task::default()).collect(),
                     remaining: tasks,
@@ -144,10 +190,16 @@ impl Scheduler {
                 self.release(&executor, attempt);
                 if let Some(job) = self.jobs.get_mut(&attempt.job) {
                     let task = &mut job.tasks[attempt.index as usize];
-                    if !task.done && task.running.as_ref().is_some_and(|(n, _)| *n == attempt.number) {
+                    if !task.done
+                        && task
+                            .running
+                            .as_ref()
+                            .is_some_and(|(n, _)| *n == attempt.number)
+                    {
                         task.done = true;
                         task.running = None;
                         job.remaining -= 1;
+                        out.push(Output::TaskDone { attempt });
                         if job.remaining == 0 {
                             self.jobs.remove(&attempt.job);
                             out.push(Output::JobSucceeded { job: attempt.job });
@@ -155,7 +207,11 @@ impl Scheduler {
                     }
                 }
             }
-            Input::TaskFailed { attempt, executor, failure } => {
+            Input::TaskFailed {
+                attempt,
+                executor,
+                failure,
+            } => {
                 self.release(&executor, attempt);
                 self.task_failed(attempt, executor, failure, &mut out);
             }
@@ -174,7 +230,10 @@ impl Scheduler {
 
     /// Executors known and usable for new tasks.
     pub fn live_executors(&self) -> usize {
-        self.executors.values().filter(|e| !e.decommissioning).count()
+        self.executors
+            .values()
+            .filter(|e| !e.decommissioning)
+            .count()
     }
 
     /// Whether an executor runs nothing (for decommission and idle removal).
@@ -188,7 +247,10 @@ impl Scheduler {
     }
 
     fn task_mut(&mut self, attempt: Attempt) -> Option<&mut Task> {
-        self.jobs.get_mut(&attempt.job)?.tasks.get_mut(attempt.index as usize)
+        self.jobs
+            .get_mut(&attempt.job)?
+            .tasks
+            .get_mut(attempt.index as usize)
     }
 
     fn release(&mut self, executor: &str, attempt: Attempt) {
@@ -197,11 +259,24 @@ impl Scheduler {
         }
     }
 
-    fn task_failed(&mut self, attempt: Attempt, executor: ExecutorId, failure: TaskFailure, out: &mut Vec<Output>) {
-        let Some(job) = self.jobs.get_mut(&attempt.job) else { return };
+    fn task_failed(
+        &mut self,
+        attempt: Attempt,
+        executor: ExecutorId,
+        failure: TaskFailure,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(job) = self.jobs.get_mut(&attempt.job) else {
+            return;
+        };
         let max_failures = job.max_failures;
         let task = &mut job.tasks[attempt.index as usize];
-        if task.done || task.running.as_ref().is_none_or(|(n, _)| *n != attempt.number) {
+        if task.done
+            || task
+                .running
+                .as_ref()
+                .is_none_or(|(n, _)| *n != attempt.number)
+        {
             return; // a stale report of an attempt already replaced
         }
         task.running = None;
@@ -225,14 +300,23 @@ impl Scheduler {
     }
 
     fn fail_job(&mut self, job: JobId, reason: JobFailure, out: &mut Vec<Output>) {
-        let Some(state) = self.jobs.remove(&job) else { return };
+        let Some(state) = self.jobs.remove(&job) else {
+            return;
+        };
         for (index, task) in state.tasks.iter().enumerate() {
             if let Some((number, executor)) = &task.running {
-                let attempt = Attempt { job, index: index as u32, number: *number };
+                let attempt = Attempt {
+                    job,
+                    index: index as u32,
+                    number: *number,
+                };
                 if let Some(exec) = self.executors.get_mut(executor) {
                     exec.running.remove(&attempt);
                 }
-                out.push(Output::Kill { executor: executor.clone(), attempt });
+                out.push(Output::Kill {
+                    executor: executor.clone(),
+                    attempt,
+                });
             }
         }
         self.queue.retain(|(j, _)| *j != job);
@@ -245,12 +329,23 @@ impl Scheduler {
     fn launch(&mut self, out: &mut Vec<Output>) {
         let mut deferred = Vec::new();
         while self.free_slots() > 0 {
-            let Some((job, index)) = self.queue.pop_front() else { break };
-            let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index as usize)) else { continue };
+            let Some((job, index)) = self.queue.pop_front() else {
+                break;
+            };
+            let Some(task) = self
+                .jobs
+                .get(&job)
+                .and_then(|j| j.tasks.get(index as usize))
+            else {
+                continue;
+            };
             if task.done || task.running.is_some() {
                 continue;
             }
-            let clean_exists = self.executors.iter().any(|(id, e)| !e.decommissioning && !task.failed_on.contains(id));
+            let clean_exists = self
+                .executors
+                .iter()
+                .any(|(id, e)| !e.decommissioning && !task.failed_on.contains(id));
             let pick = self
                 .executors
                 .iter()
@@ -261,11 +356,20 @@ impl Scheduler {
                 deferred.push((job, index));
                 continue;
             };
-            let task = &mut self.jobs.get_mut(&job).expect("job checked above").tasks[index as usize];
-            let attempt = Attempt { job, index, number: task.launches };
+            let task =
+                &mut self.jobs.get_mut(&job).expect("job checked above").tasks[index as usize];
+            let attempt = Attempt {
+                job,
+                index,
+                number: task.launches,
+            };
             task.launches += 1;
             task.running = Some((attempt.number, executor.clone()));
-            self.executors.get_mut(&executor).expect("picked above").running.insert(attempt);
+            self.executors
+                .get_mut(&executor)
+                .expect("picked above")
+                .running
+                .insert(attempt);
             out.push(Output::Launch { executor, attempt });
         }
         for item in deferred.into_iter().rev() {

@@ -18,7 +18,11 @@ pub enum ConfError {
     #[error("unknown configuration key {0}")]
     UnknownKey(String),
     #[error("configuration {key}={value:?}: {reason}")]
-    Invalid { key: String, value: String, reason: String },
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
 }
 
 /// Parses `KEY=VALUE`.
@@ -33,7 +37,10 @@ pub fn parse_pair(text: &str) -> Result<(String, String), ConfError> {
 /// (binary multiples, as Spark reads them).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim().to_ascii_lowercase();
-    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
     let (digits, shift) = match t.char_indices().last() {
         Some((i, 'k')) => (&t[..i], 10),
         Some((i, 'm')) => (&t[..i], 20),
@@ -41,8 +48,12 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         Some((i, 't')) => (&t[..i], 40),
         _ => (t, 0),
     };
-    let n: u64 = digits.trim().parse().map_err(|_| format!("{text:?} is not a size such as 512m or 4g"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 512m or 4g"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// Parses a duration: a number with a `ms`, `s`, `m`, `h` or `d` suffix; a bare number
@@ -62,8 +73,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     } else {
         (t.as_str(), 1_000)
     };
-    let n: u64 = digits.trim().parse().map_err(|_| format!("{text:?} is not a duration such as 30s or 5m"))?;
-    n.checked_mul(unit_ms).map(Duration::from_millis).ok_or_else(|| format!("{text:?} is too long"))
+    let n: u64 = digits
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 30s or 5m"))?;
+    n.checked_mul(unit_ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is too long"))
 }
 
 /// The platform's typed settings, each with its key and documented default.
@@ -133,23 +149,48 @@ impl Settings {
                 value: value.clone(),
                 reason,
             };
-            let positive = |n: u64| if n == 0 { Err(invalid("must be positive".into())) } else { Ok(n) };
+            let positive = |n: u64| {
+                if n == 0 {
+                    Err(invalid("must be positive".into()))
+                } else {
+                    Ok(n)
+                }
+            };
             match key.as_str() {
-                "flint.executor.cores" => s.executor_cores = positive(parse_u32(value).map_err(&invalid)?.into())? as u32,
-                "flint.executor.memory" => s.executor_memory = positive(parse_size(value).map_err(&invalid)?)?,
+                "flint.executor.cores" => {
+                    s.executor_cores = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.executor.memory" => {
+                    s.executor_memory = positive(parse_size(value).map_err(&invalid)?)?
+                }
                 "flint.memory.fraction" => {
                     s.memory_fraction = match value.trim().parse::<f64>() {
                         Ok(f) if f > 0.0 && f <= 1.0 => f,
                         _ => return Err(invalid("must be a number in (0, 1]".into())),
                     }
                 }
-                "flint.task.cpus" => s.task_cpus = positive(parse_u32(value).map_err(&invalid)?.into())? as u32,
-                "flint.task.maxFailures" => s.task_max_failures = positive(parse_u32(value).map_err(&invalid)?.into())? as u32,
-                "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
-                "flint.task.maxResultSize" => s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?,
-                "flint.task.maxLogSize" => s.task_max_log_size = parse_size(value).map_err(&invalid)?,
-                "flint.executor.heartbeatInterval" => s.heartbeat_interval = parse_duration(value).map_err(&invalid)?,
-                "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(&invalid)?,
+                "flint.task.cpus" => {
+                    s.task_cpus = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.task.maxFailures" => {
+                    s.task_max_failures =
+                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.task.deadline" => {
+                    s.task_deadline = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.task.maxResultSize" => {
+                    s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
+                }
+                "flint.task.maxLogSize" => {
+                    s.task_max_log_size = parse_size(value).map_err(&invalid)?
+                }
+                "flint.executor.heartbeatInterval" => {
+                    s.heartbeat_interval = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.network.timeout" => {
+                    s.network_timeout = parse_duration(value).map_err(&invalid)?
+                }
                 _ => return Err(ConfError::UnknownKey(key.clone())),
             }
         }
@@ -180,7 +221,9 @@ impl Settings {
 }
 
 fn parse_u32(text: &str) -> Result<u32, String> {
-    text.trim().parse().map_err(|_| format!("{text:?} is not a whole number"))
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number"))
 }
 
 #[cfg(test)]
@@ -188,7 +231,10 @@ mod tests {
     use super::*;
 
     fn conf(pairs: &[(&str, &str)]) -> Conf {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

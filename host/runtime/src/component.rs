@@ -4,38 +4,11 @@
 use crate::bindings::exports::flint::task::{aggregator, job};
 use crate::engine::Runtime;
 use crate::host::HostState;
-use flint_proto::World;
-use sha2::{Digest as _, Sha256};
+use flint_proto::{Digest, World};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use wasmtime::component::{Component, InstancePre};
-
-/// A component's SHA-256 digest.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Digest(pub [u8; 32]);
-
-impl Digest {
-    pub fn of(bytes: &[u8]) -> Digest {
-        Digest(Sha256::digest(bytes).into())
-    }
-
-    pub fn hex(&self) -> String {
-        hex::encode(self.0)
-    }
-}
-
-impl fmt::Display for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", self.hex())
-    }
-}
-
-impl fmt::Debug for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sha256:{}", &self.hex()[..12])
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -56,25 +29,44 @@ pub struct JobComponent {
 
 impl fmt::Debug for JobComponent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JobComponent").field("digest", &self.digest).field("world", &self.world).finish()
+        f.debug_struct("JobComponent")
+            .field("digest", &self.digest)
+            .field("world", &self.world)
+            .finish()
     }
 }
 
 impl JobComponent {
-    pub(crate) fn load(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<JobComponent, LoadError> {
+    pub(crate) fn load(
+        rt: &Runtime,
+        digest: Digest,
+        bytes: &[u8],
+    ) -> Result<JobComponent, LoadError> {
         let component = compile_cached(rt, digest, bytes)?;
-        let pre = rt.linker.instantiate_pre(&component).map_err(|e| {
-            LoadError::WrongWorld(format!("{}", e).replace('\n', " "))
-        })?;
+        let pre = rt
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::WrongWorld(format!("{}", e).replace('\n', " ")))?;
         let job = job::GuestIndices::new(&pre).map_err(|_| {
             LoadError::WrongWorld(
-                "the component does not export flint:task/job (build it with the flint-guest SDK)".into(),
+                "the component does not export flint:task/job (build it with the flint-guest SDK)"
+                    .into(),
             )
         })?;
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
-        let world = if aggregator.is_some() { World::Aggregate } else { World::Task };
+        let world = if aggregator.is_some() {
+            World::Aggregate
+        } else {
+            World::Task
+        };
         tracing::debug!(%digest, ?world, "component loaded");
-        Ok(JobComponent { digest, world, pre, job, aggregator })
+        Ok(JobComponent {
+            digest,
+            world,
+            pre,
+            job,
+            aggregator,
+        })
     }
 }
 
@@ -82,14 +74,20 @@ impl JobComponent {
 /// the component's digest and the engine's compatibility hash, so an engine with other
 /// settings or another wasmtime never reads one it cannot run.
 fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Component, LoadError> {
-    let path = rt.config.cache_dir.as_deref().map(|dir| artifact_path(rt, dir, digest));
+    let path = rt
+        .config
+        .cache_dir
+        .as_deref()
+        .map(|dir| artifact_path(rt, dir, digest));
     if let Some(path) = path.as_deref().filter(|p| p.exists()) {
         // SAFETY: the cache directory is the executor's own; artifacts are written by
         // `Component::serialize` of an engine with the same compatibility hash and
         // renamed into place whole.
         match unsafe { Component::deserialize_file(&rt.engine, path) } {
             Ok(component) => return Ok(component),
-            Err(e) => tracing::warn!(path = %path.display(), error = %e, "compiled artifact unusable; recompiling"),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "compiled artifact unusable; recompiling")
+            }
         }
     }
     if is_core_module(bytes) {
@@ -98,7 +96,16 @@ fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Componen
         ));
     }
     let component = Component::new(&rt.engine, bytes).map_err(|e| {
-        LoadError::NotAComponent(format!("{e:#}").lines().next().unwrap_or_default().to_owned())
+        let text = format!("{e:#}");
+        // The parser's message ends in a dump of the bytes it expected: keep the words.
+        let first = text.lines().next().unwrap_or_default();
+        LoadError::NotAComponent(
+            first
+                .split(" - expected")
+                .next()
+                .unwrap_or(first)
+                .to_owned(),
+        )
     })?;
     if let Some(path) = path {
         if let Err(e) = store_artifact(&component, &path) {

@@ -1,7 +1,8 @@
 //! The engine an executor runs every task on, and the ticker that drives deadlines.
 
-use crate::component::{Digest, JobComponent, LoadError};
+use crate::component::{JobComponent, LoadError};
 use crate::host::HostState;
+use flint_proto::Digest;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -62,14 +63,22 @@ impl Runtime {
             }
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         crate::bindings::flint::task::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
             &mut linker,
             |state| state,
         )
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         let ticker = Some(Ticker::start(engine.clone()));
-        Ok(Runtime { engine, linker, config, components: Mutex::new(HashMap::new()), pooling, ticker })
+        Ok(Runtime {
+            engine,
+            linker,
+            config,
+            components: Mutex::new(HashMap::new()),
+            pooling,
+            ticker,
+        })
     }
 
     /// Whether instances come from the pooling allocator.
@@ -84,7 +93,11 @@ impl Runtime {
 
     /// A component already loaded, by digest: an executor fetches each module once.
     pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
-        self.components.lock().expect("component map lock").get(digest).cloned()
+        self.components
+            .lock()
+            .expect("component map lock")
+            .get(digest)
+            .cloned()
     }
 
     /// Loads a component: validates it, compiles it (or reads the compiled artifact from
@@ -95,7 +108,10 @@ impl Runtime {
             return Ok(found);
         }
         let component = Arc::new(JobComponent::load(self, digest, bytes)?);
-        self.components.lock().expect("component map lock").insert(digest, component.clone());
+        self.components
+            .lock()
+            .expect("component map lock")
+            .insert(digest, component.clone());
         Ok(component)
     }
 }

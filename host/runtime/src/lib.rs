@@ -10,9 +10,9 @@ mod engine;
 mod host;
 mod sandbox;
 
-pub use component::{Digest, JobComponent, LoadError};
+pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError};
-pub use sandbox::{Call, KillSwitch, Outcome, TaskContext, TaskInput, Token};
+pub use sandbox::{Call, KillSwitch, Outcome, TaskContext, TaskInput};
 
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
 mod bindings {

@@ -12,21 +12,13 @@ use crate::capture::TaskLogSink;
 use crate::component::JobComponent;
 use crate::engine::Runtime;
 use crate::host::{HostState, MemoryCap};
-use flint_proto::{Conf, TaskFailure};
+use flint_proto::{Conf, TaskFailure, Token};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
-
-/// A delegation token a task may read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Token {
-    pub service: String,
-    pub secret: String,
-    pub expires_at_ms: u64,
-}
 
 /// Stops a running call within one epoch tick.
 #[derive(Debug, Clone, Default)]
@@ -64,7 +56,12 @@ pub struct TaskContext {
 pub enum TaskInput {
     Index(u32),
     Value(Vec<u8>),
-    Lines { path: String, start: u64, end: u64, data: Vec<u8> },
+    Lines {
+        path: String,
+        start: u64,
+        end: u64,
+        data: Vec<u8>,
+    },
 }
 
 /// What to call.
@@ -101,18 +98,30 @@ impl Runtime {
     pub fn call(&self, component: &JobComponent, ctx: &TaskContext, call: Call) -> Outcome {
         let started = Instant::now();
         let log = TaskLogSink::new(self.config.max_log_size);
-        let limit = ctx.memory_limit.map_or(self.config.instance_memory, |l| l.min(self.config.instance_memory));
+        let limit = ctx.memory_limit.map_or(self.config.instance_memory, |l| {
+            l.min(self.config.instance_memory)
+        });
         let mut store = self.new_store(ctx, log.clone(), limit);
         let result = invoke(component, &mut store, call)
             .map_err(|e| classify(e, &store, ctx, &log))
-            .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }))
+            .and_then(|r| {
+                r.map_err(|e| TaskFailure::Guest {
+                    message: e.message,
+                    retryable: e.retryable,
+                })
+            })
             .and_then(|bytes| match bytes.len() as u64 {
-                size if size > ctx.max_result_size => {
-                    Err(TaskFailure::ResultTooLarge { size, limit: ctx.max_result_size })
-                }
+                size if size > ctx.max_result_size => Err(TaskFailure::ResultTooLarge {
+                    size,
+                    limit: ctx.max_result_size,
+                }),
                 _ => Ok(bytes),
             });
-        Outcome { result, log: log.contents(), elapsed: started.elapsed() }
+        Outcome {
+            result,
+            log: log.contents(),
+            elapsed: started.elapsed(),
+        }
     }
 
     /// The one place a store is made: memory cap, deadline, kill switch, sandboxed WASI.
@@ -134,7 +143,10 @@ impl Runtime {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limits: MemoryCap { limit, refused: false },
+            limits: MemoryCap {
+                limit,
+                refused: false,
+            },
             info,
             config: ctx.config.clone(),
             tokens: ctx.tokens.clone(),
@@ -169,8 +181,12 @@ fn invoke(
             let job: job::Guest = component.job.load(&mut *store, &instance)?;
             job.call_run(&mut *store, &partition(input))
         }
-        Call::Merge(a, b) => aggregator(component, store, &instance)?.call_merge(&mut *store, &a, &b),
-        Call::Finish(acc) => aggregator(component, store, &instance)?.call_finish(&mut *store, &acc),
+        Call::Merge(a, b) => {
+            aggregator(component, store, &instance)?.call_merge(&mut *store, &a, &b)
+        }
+        Call::Finish(acc) => {
+            aggregator(component, store, &instance)?.call_finish(&mut *store, &acc)
+        }
     }
 }
 
@@ -181,7 +197,9 @@ fn aggregator(
 ) -> wasmtime::Result<crate::bindings::exports::flint::task::aggregator::Guest> {
     match &component.aggregator {
         Some(indices) => indices.load(&mut *store, instance),
-        None => Err(wasmtime::Error::msg("the component exports no aggregator (world task)")),
+        None => Err(wasmtime::Error::msg(
+            "the component exports no aggregator (world task)",
+        )),
     }
 }
 
@@ -189,36 +207,65 @@ fn partition(input: TaskInput) -> Partition {
     match input {
         TaskInput::Index(i) => Partition::Index(i),
         TaskInput::Value(v) => Partition::Value(v),
-        TaskInput::Lines { path, start, end, data } => Partition::Lines(FileSplit { path, start, end, data }),
+        TaskInput::Lines {
+            path,
+            start,
+            end,
+            data,
+        } => Partition::Lines(FileSplit {
+            path,
+            start,
+            end,
+            data,
+        }),
     }
 }
 
 /// Turns a wasmtime error into the failure a user can act on.
-fn classify(e: wasmtime::Error, store: &Store<HostState>, ctx: &TaskContext, log: &TaskLogSink) -> TaskFailure {
+fn classify(
+    e: wasmtime::Error,
+    store: &Store<HostState>,
+    ctx: &TaskContext,
+    log: &TaskLogSink,
+) -> TaskFailure {
     if e.is::<Killed>() {
-        return TaskFailure::Killed { reason: "killed on request".into() };
+        return TaskFailure::Killed {
+            reason: "killed on request".into(),
+        };
     }
     if store.data().limits.refused {
-        return TaskFailure::MemoryLimit { limit: store.data().limits.limit };
+        return TaskFailure::MemoryLimit {
+            limit: store.data().limits.limit,
+        };
     }
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => TaskFailure::Deadline { deadline_ms: ctx.deadline.as_millis() as u64 },
+        Some(Trap::Interrupt) => TaskFailure::Deadline {
+            deadline_ms: ctx.deadline.as_millis() as u64,
+        },
         Some(trap) => {
-            let mut message = trap.to_string();
+            let mut message = trap
+                .to_string()
+                .trim_start_matches("wasm trap: ")
+                .to_owned();
             if let Some(panic) = panic_message(&log.contents()) {
                 message = format!("{message} (guest panicked: {panic})");
             }
             let backtrace = e.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
             TaskFailure::Trap { message, backtrace }
         }
-        None => TaskFailure::Host { message: format!("{e:#}").replace('\n', " ") },
+        None => TaskFailure::Host {
+            message: format!("{e:#}").replace('\n', " "),
+        },
     }
 }
 
 /// The message of a Rust panic, from what the guest's panic hook wrote to stderr.
 fn panic_message(log: &str) -> Option<String> {
     let after = &log[log.find("panicked at ")?..];
-    let mut lines = after.lines().skip(1).take_while(|l| !l.starts_with("note:"));
+    let mut lines = after
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("note:"));
     let message: Vec<&str> = lines.by_ref().collect();
     Some(message.join(" ").trim().to_owned()).filter(|m| !m.is_empty())
 }

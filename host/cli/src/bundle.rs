@@ -1,0 +1,136 @@
+//! Resolving `<JOB>`: an example's folder (built with cargo), a component file, or a
+//! bundle file made by `flint bundle`.
+
+use anyhow::{Context, Result, bail};
+use flint_proto::Manifest;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MAGIC: &[u8; 8] = b"FLINTBDL";
+const VERSION: u32 = 1;
+
+/// A job's manifest and component.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Bundle {
+    pub manifest: Manifest,
+    pub component: Vec<u8>,
+}
+
+impl Bundle {
+    /// Reads `<JOB>`: a folder with `flint.toml` (and a crate to build), a `.wasm`
+    /// component, or a bundle file.
+    pub fn open(path: &Path) -> Result<Bundle> {
+        if path.is_dir() {
+            return Self::from_folder(path);
+        }
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        if bytes.starts_with(MAGIC) {
+            return Self::decode(&bytes)
+                .with_context(|| format!("{}: not a valid Flint bundle", path.display()));
+        }
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "job".into());
+        Ok(Bundle {
+            manifest: Manifest {
+                name,
+                ..Manifest::default()
+            },
+            component: bytes,
+        })
+    }
+
+    fn from_folder(dir: &Path) -> Result<Bundle> {
+        let manifest_path = dir.join("flint.toml");
+        let text = std::fs::read_to_string(&manifest_path).with_context(|| {
+            format!(
+                "{} has no flint.toml: it is not a job folder",
+                dir.display()
+            )
+        })?;
+        let manifest: Manifest = toml::from_str(&text)
+            .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?;
+        let component_path = build_component(dir)?;
+        let component = std::fs::read(&component_path).with_context(|| {
+            format!(
+                "cannot read the built component {}",
+                component_path.display()
+            )
+        })?;
+        Ok(Bundle {
+            manifest,
+            component,
+        })
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend(postcard::to_stdvec(self).expect("a bundle encodes"));
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Bundle> {
+        let version = bytes
+            .get(8..12)
+            .map(|v| u32::from_le_bytes(v.try_into().expect("4 bytes")));
+        match version {
+            Some(VERSION) => {}
+            Some(v) => bail!("bundle format version {v}; this flint reads version {VERSION}"),
+            None => bail!("truncated header"),
+        }
+        postcard::from_bytes(&bytes[12..]).context("corrupt bundle body")
+    }
+}
+
+/// Builds the crate in `dir` for `wasm32-wasip2` and returns the component cargo made.
+fn build_component(dir: &Path) -> Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--message-format=json-render-diagnostics",
+        ])
+        .current_dir(dir)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("cannot run cargo to build {}", dir.display()))?;
+    if !output.status.success() {
+        bail!("cargo could not build the job in {}", dir.display());
+    }
+    let mut found = None;
+    for line in output.stdout.split(|b| *b == b'\n') {
+        let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else {
+            continue;
+        };
+        if message["reason"] != "compiler-artifact"
+            || message["manifest_path"]
+                != dir
+                    .canonicalize()?
+                    .join("Cargo.toml")
+                    .to_string_lossy()
+                    .as_ref()
+        {
+            continue;
+        }
+        let files = message["filenames"].as_array().into_iter().flatten();
+        found = files
+            .filter_map(|f| f.as_str())
+            .find(|f| f.ends_with(".wasm"))
+            .map(PathBuf::from)
+            .or(found);
+    }
+    found.with_context(|| {
+        format!(
+            "building {} made no .wasm component (is it a cdylib?)",
+            dir.display()
+        )
+    })
+}

@@ -1,0 +1,78 @@
+//! Printing a job's outcome: a readable summary, or one JSON object for scripts.
+
+use flint_driver::{JobError, JobReport};
+use serde_json::{Value, json};
+
+/// The job's output as JSON when it is JSON, else as a string.
+fn result_value(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+pub fn json(report: &JobReport) -> Value {
+    let mut out = json!({
+        "job": report.name,
+        "job_id": report.job,
+        "status": if report.outcome.is_ok() { "succeeded" } else { "failed" },
+        "tasks": report.tasks,
+        "attempts": report.attempts,
+        "task_failures": report.failures,
+        "elapsed_ms": report.elapsed.as_secs_f64() * 1e3,
+    });
+    match &report.outcome {
+        Ok(bytes) => out["result"] = result_value(bytes),
+        Err(e) => {
+            out["result"] = Value::Null;
+            out["error"] = Value::String(format!("job {} failed: {e}", report.name));
+            out["failure"] = match e {
+                JobError::Task(flint_driver::scheduler::JobFailure::TaskFailed {
+                    index,
+                    failure,
+                    ..
+                }) => {
+                    json!({ "task": index, "reason": failure })
+                }
+                JobError::Task(other) => json!({ "reason": other.to_string() }),
+                JobError::Merge(f) | JobError::Finish(f) => json!({ "reason": f }),
+            };
+        }
+    }
+    out
+}
+
+pub fn human(report: &JobReport) -> String {
+    let secs = report.elapsed.as_secs_f64();
+    let mut text = String::new();
+    match &report.outcome {
+        Ok(bytes) => {
+            text.push_str(&format!(
+                "job {} succeeded in {secs:.2} s: {} tasks, {} attempts, {} failed attempts\n",
+                report.name,
+                report.tasks,
+                report.attempts,
+                report.failures.len()
+            ));
+            let value = result_value(bytes);
+            text.push_str(&serde_json::to_string_pretty(&value).expect("JSON prints"));
+            text.push('\n');
+        }
+        Err(e) => {
+            text.push_str(&format!(
+                "error: job {} failed after {secs:.2} s: {e}\n",
+                report.name
+            ));
+            if let Some(last) = report
+                .failures
+                .last()
+                .filter(|f| !f.log_tail.trim().is_empty())
+            {
+                text.push_str(&format!(
+                    "task {} output (last lines):\n{}\n",
+                    last.task,
+                    last.log_tail.trim_end()
+                ));
+            }
+        }
+    }
+    text
+}

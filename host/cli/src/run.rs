@@ -1,0 +1,231 @@
+//! `flint run`: a job on an embedded driver and in-process executors.
+
+use crate::bundle::Bundle;
+use crate::exit;
+use crate::report;
+use anyhow::Context;
+use clap::Args;
+use flint_driver::local::{LocalCluster, LocalConfig};
+use flint_driver::{JobProgress, JobRequest};
+use flint_proto::config::{parse_pair, parse_size};
+use flint_proto::{Conf, Settings};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The job: an example's folder (with flint.toml; built with cargo), a .wasm
+    /// component, or a bundle from `flint bundle`.
+    job: PathBuf,
+    /// An input file, split by byte range into partitions (repeatable).
+    #[arg(long = "input", value_name = "PATH")]
+    inputs: Vec<PathBuf>,
+    /// Partitions: generated tasks, or about how many file splits
+    /// [default: the manifest's, else one per slot; files: no split over 64 MiB].
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// In-process executors.
+    #[arg(long, default_value_t = 1)]
+    executors: u32,
+    /// Cores per executor (flint.executor.cores) [default: this machine's cores ÷ executors].
+    #[arg(long)]
+    cores: Option<u32>,
+    /// Memory per executor, such as 512m or 4g (flint.executor.memory) [default: 1g].
+    #[arg(long, value_parser = parse_size_arg)]
+    memory: Option<u64>,
+    /// Configuration KEY=VALUE (repeatable): flint.* keys set the platform, others the job.
+    #[arg(long = "conf", value_name = "KEY=VALUE")]
+    conf: Vec<String>,
+    /// Print one JSON object: result, tasks, attempts, failures, elapsed time.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct BundleArgs {
+    /// The job folder (flint.toml beside a crate).
+    job: PathBuf,
+    /// Where to write the bundle.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+fn parse_size_arg(text: &str) -> Result<u64, String> {
+    parse_size(text)
+}
+
+pub fn bundle(args: BundleArgs) -> u8 {
+    let written = Bundle::open(&args.job).and_then(|b| {
+        std::fs::write(&args.output, b.encode())
+            .with_context(|| format!("cannot write {}", args.output.display()))
+    });
+    match written {
+        Ok(()) => 0,
+        Err(e) => fail(exit::INVALID_JOB, e),
+    }
+}
+
+fn fail(code: u8, e: impl std::fmt::Display) -> u8 {
+    eprintln!("error: {}", e.to_string().replace('\n', " "));
+    code
+}
+
+fn fail_chain(code: u8, e: anyhow::Error) -> u8 {
+    let text: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+    fail(code, text.join(": "))
+}
+
+pub fn run(args: RunArgs) -> u8 {
+    let mut cli_conf = Conf::new();
+    for pair in &args.conf {
+        match parse_pair(pair) {
+            Ok((k, v)) => {
+                cli_conf.insert(k, v);
+            }
+            Err(e) => return fail(exit::INVALID_JOB, e),
+        }
+    }
+    let executors = args.executors.max(1);
+    let cores = args.cores.unwrap_or_else(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        (cpus / executors).max(1)
+    });
+    let mut platform: Conf = cli_conf
+        .iter()
+        .filter(|(k, _)| k.starts_with("flint."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    platform.insert("flint.executor.cores".into(), cores.to_string());
+    if let Some(memory) = args.memory {
+        platform.insert("flint.executor.memory".into(), memory.to_string());
+    }
+    if let Err(e) = Settings::from_conf(&platform) {
+        return fail(exit::INVALID_JOB, e);
+    }
+    let bundle = match Bundle::open(&args.job) {
+        Ok(b) => b,
+        Err(e) => return fail_chain(exit::INVALID_JOB, e),
+    };
+    let manifest = bundle.manifest;
+    let limits = (manifest.limits.memory_bytes(), manifest.limits.deadline());
+    let (memory_limit, deadline) = match limits {
+        (Ok(m), Ok(d)) => (m, d),
+        (Err(e), _) | (_, Err(e)) => {
+            return fail(exit::INVALID_JOB, format!("{}: {e}", args.job.display()));
+        }
+    };
+    let mut config = manifest.config.clone();
+    config.extend(cli_conf);
+    let request = JobRequest {
+        name: manifest.name.clone(),
+        component: bundle.component,
+        config,
+        inputs: args
+            .inputs
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect(),
+        values: manifest.inputs.clone(),
+        partitions: args.partitions.or(if args.inputs.is_empty() {
+            manifest.partitions
+        } else {
+            None
+        }),
+        memory_limit,
+        deadline,
+        token_services: manifest.tokens.clone(),
+        world: manifest.world,
+    };
+    let local = LocalConfig {
+        app_id: format!("local-{}", std::process::id()),
+        executors,
+        conf: platform,
+        cache_dir: cache_dir(),
+    };
+    let tokio = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return fail(
+                exit::INTERNAL,
+                format!("cannot start the async runtime: {e}"),
+            );
+        }
+    };
+    tokio.block_on(run_job(local, request, args.json))
+}
+
+async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
+    let cluster = match LocalCluster::start(local) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::INTERNAL, e),
+    };
+    let handle = match cluster.driver.submit(request).await {
+        Ok(h) => h,
+        Err(e) => return fail(exit::INVALID_JOB, e),
+    };
+    let bar = (!json && std::io::stderr().is_terminal())
+        .then(|| progress_bar(handle.progress.borrow().total));
+    let mut progress = handle.progress.clone();
+    let mut report_rx = handle.report;
+    let report = loop {
+        tokio::select! {
+            report = &mut report_rx => break report,
+            changed = progress.changed() => {
+                if changed.is_ok() {
+                    if let Some(bar) = &bar { show(bar, &progress.borrow()) }
+                }
+            }
+        }
+    };
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    cluster.shutdown().await;
+    let Ok(report) = report else {
+        return fail(exit::INTERNAL, "the driver stopped before the job ended");
+    };
+    if json {
+        println!("{}", report::json(&report));
+    } else if report.outcome.is_ok() {
+        print!("{}", report::human(&report));
+    } else {
+        eprint!("{}", report::human(&report));
+    }
+    if report.outcome.is_ok() {
+        0
+    } else {
+        exit::JOB_FAILED
+    }
+}
+
+fn progress_bar(total: u32) -> ProgressBar {
+    let bar = ProgressBar::new(u64::from(total));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} tasks  {msg}  {elapsed}")
+            .expect("a valid template"),
+    );
+    bar
+}
+
+fn show(bar: &ProgressBar, p: &JobProgress) {
+    bar.set_position(u64::from(p.done));
+    bar.set_message(format!(
+        "{} running, {} failed, {} executors",
+        p.running, p.failed_attempts, p.executors
+    ));
+}
+
+/// Where compiled components are kept: `$FLINT_CACHE_DIR`, else the user's cache folder.
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("FLINT_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("flint").join("components"))
+}

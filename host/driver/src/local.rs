@@ -1,0 +1,83 @@
+//! The embedded cluster behind `flint run`: a driver and in-process executors, each
+//! with its own runtime, joined by channels instead of QUIC.
+
+use crate::driver::{Driver, DriverConfig};
+use flint_executor::{ExecutorCore, serve_local};
+use flint_proto::{Conf, ConfError, Settings};
+use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    pub app_id: String,
+    pub executors: u32,
+    /// Platform configuration: executor cores and memory, task limits.
+    pub conf: Conf,
+    /// Where compiled components are kept between runs.
+    pub cache_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error(transparent)]
+    Conf(#[from] ConfError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+pub struct LocalCluster {
+    pub driver: Driver,
+    executors: Vec<JoinHandle<()>>,
+}
+
+impl LocalCluster {
+    /// Starts the driver and its executors on the current tokio runtime.
+    pub fn start(config: LocalConfig) -> Result<LocalCluster, LocalError> {
+        let settings = Settings::from_conf(&config.conf)?;
+        let runtime_config = |slots| RuntimeConfig {
+            slots,
+            instance_memory: settings.instance_memory(),
+            cache_dir: config.cache_dir.clone(),
+            max_log_size: settings.task_max_log_size as usize,
+        };
+        // The driver's own runtime runs merges and finishes, a few at a time.
+        let driver_runtime = Arc::new(Runtime::new(runtime_config(2))?);
+        let driver = Driver::start(DriverConfig {
+            app_id: config.app_id.clone(),
+            conf: config.conf.clone(),
+            runtime: driver_runtime,
+        });
+        let mut executors = Vec::new();
+        for n in 1..=config.executors {
+            let id = format!("exec-{n}");
+            let runtime = Arc::new(Runtime::new(runtime_config(settings.slots()))?);
+            let core = Arc::new(ExecutorCore::new(
+                id.clone(),
+                runtime,
+                Arc::new(driver.clone()),
+            ));
+            let (commands, rx) = mpsc::unbounded_channel();
+            let reports = driver.clone();
+            let span = tracing::info_span!("executor", executor_id = %id);
+            executors.push(tokio::spawn(
+                serve_local(core, rx, move |u| reports.status(u)).instrument(span),
+            ));
+            driver.executor_up(id, settings.slots(), commands);
+        }
+        Ok(LocalCluster { driver, executors })
+    }
+
+    /// Stops the executors once their running tasks end.
+    pub async fn shutdown(self) {
+        let LocalCluster { driver, executors } = self;
+        drop(driver);
+        for executor in executors {
+            executor.abort();
+            let _ = executor.await;
+        }
+    }
+}

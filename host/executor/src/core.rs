@@ -1,0 +1,205 @@
+//! The executor's task runner.
+
+use crate::split::read_split;
+use flint_proto::{
+    Attempt, Digest, ExecutorCommand, ExecutorId, JobDescriptor, PartitionSpec, StatusUpdate,
+    TaskFailure, TaskLaunch, TaskState, Token,
+};
+use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// Where an executor gets a component's bytes the first time it meets its digest.
+pub trait ComponentSource: Send + Sync {
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String>;
+}
+
+/// Runs tasks on one runtime. Shared by the executor's slots.
+pub struct ExecutorCore {
+    id: ExecutorId,
+    runtime: Arc<Runtime>,
+    source: Arc<dyn ComponentSource>,
+    running: Mutex<HashMap<Attempt, KillSwitch>>,
+    tokens: RwLock<Arc<Vec<Token>>>,
+    /// Held while a component is fetched and compiled, so that slots meeting a new
+    /// digest together fetch it once.
+    loading: Mutex<()>,
+}
+
+impl ExecutorCore {
+    pub fn new(id: ExecutorId, runtime: Arc<Runtime>, source: Arc<dyn ComponentSource>) -> Self {
+        ExecutorCore {
+            id,
+            runtime,
+            source,
+            running: Mutex::new(HashMap::new()),
+            tokens: RwLock::new(Arc::new(Vec::new())),
+            loading: Mutex::new(()),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Replaces the delegation tokens tasks may read.
+    pub fn set_tokens(&self, tokens: Vec<Token>) {
+        *self.tokens.write().expect("tokens lock") = Arc::new(tokens);
+    }
+
+    /// Attempts running now.
+    pub fn running(&self) -> usize {
+        self.running.lock().expect("running lock").len()
+    }
+
+    /// Stops a running attempt within one epoch tick; unknown attempts are ignored.
+    pub fn kill(&self, attempt: &Attempt) {
+        if let Some(switch) = self.running.lock().expect("running lock").get(attempt) {
+            switch.kill();
+        }
+    }
+
+    /// Runs one attempt to its end on the calling thread (a blocking call).
+    pub fn run_task(&self, launch: &TaskLaunch) -> StatusUpdate {
+        let started = Instant::now();
+        let kill = KillSwitch::default();
+        self.running
+            .lock()
+            .expect("running lock")
+            .insert(launch.attempt, kill.clone());
+        let (state, log) = match self.prepare(launch) {
+            Ok((component, input)) => {
+                let ctx = self.context(launch, kill);
+                let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
+                let state = match outcome.result {
+                    Ok(bytes) => TaskState::Succeeded(bytes),
+                    Err(failure) => TaskState::Failed(failure),
+                };
+                (state, outcome.log)
+            }
+            Err(failure) => (TaskState::Failed(failure), String::new()),
+        };
+        self.running
+            .lock()
+            .expect("running lock")
+            .remove(&launch.attempt);
+        if let TaskState::Failed(failure) = &state {
+            tracing::warn!(kind = failure.kind(), %failure, "task failed");
+        }
+        StatusUpdate {
+            executor: self.id.clone(),
+            attempt: launch.attempt,
+            state,
+            log,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, TaskInput), TaskFailure> {
+        let component = self.component(&launch.job.component)?;
+        let input = match &launch.partition {
+            PartitionSpec::Index(i) => TaskInput::Index(*i),
+            PartitionSpec::Value(v) => TaskInput::Value(v.clone()),
+            PartitionSpec::FileSplit { path, start, end } => {
+                let data =
+                    read_split(Path::new(path), *start, *end).map_err(|e| TaskFailure::Host {
+                        message: format!("cannot read input {path}: {e}"),
+                    })?;
+                TaskInput::Lines {
+                    path: path.clone(),
+                    start: *start,
+                    end: *end,
+                    data,
+                }
+            }
+        };
+        Ok((component, input))
+    }
+
+    fn component(&self, digest: &Digest) -> Result<Arc<JobComponent>, TaskFailure> {
+        if let Some(found) = self.runtime.cached(digest) {
+            return Ok(found);
+        }
+        let _one_at_a_time = self.loading.lock().expect("loading lock");
+        if let Some(found) = self.runtime.cached(digest) {
+            return Ok(found);
+        }
+        let bytes = self.source.fetch(digest).map_err(|e| TaskFailure::Host {
+            message: format!("cannot fetch component {digest}: {e}"),
+        })?;
+        if Digest::of(&bytes) != *digest {
+            return Err(TaskFailure::Host {
+                message: format!("component fetched for {digest} has another digest"),
+            });
+        }
+        self.runtime.load(&bytes).map_err(|e| TaskFailure::Host {
+            message: e.to_string(),
+        })
+    }
+
+    fn context(&self, launch: &TaskLaunch, kill: KillSwitch) -> TaskContext {
+        let job: &JobDescriptor = &launch.job;
+        let tokens = self.tokens.read().expect("tokens lock");
+        let tokens: Vec<Token> = tokens
+            .iter()
+            .filter(|t| job.token_services.contains(&t.service))
+            .cloned()
+            .collect();
+        TaskContext {
+            app_id: job.app_id.clone(),
+            job_id: job.job.to_string(),
+            task_index: launch.attempt.index,
+            task_count: job.task_count,
+            attempt: launch.attempt.number,
+            config: Arc::new(job.config.clone()),
+            tokens: Arc::new(tokens),
+            memory_limit: job.memory_limit,
+            deadline: job.deadline,
+            max_result_size: job.max_result_size,
+            kill,
+        }
+    }
+}
+
+/// Serves commands from an in-process driver: each launch runs on the blocking pool and
+/// its report goes to `report`. Returns when the driver hangs up or after a decommission
+/// once the running tasks have reported.
+pub async fn serve_local(
+    core: Arc<ExecutorCore>,
+    mut commands: mpsc::UnboundedReceiver<ExecutorCommand>,
+    report: impl Fn(StatusUpdate) + Send + Sync + 'static,
+) {
+    let report = Arc::new(report);
+    let mut tasks = tokio::task::JoinSet::new();
+    while let Some(command) = commands.recv().await {
+        match command {
+            ExecutorCommand::Launch(batch) => {
+                for launch in batch {
+                    let (core, report) = (core.clone(), report.clone());
+                    let span = tracing::info_span!(
+                        "task",
+                        executor_id = core.id(),
+                        job_id = launch.attempt.job,
+                        task_id = launch.attempt.index,
+                        attempt = launch.attempt.number
+                    );
+                    tasks.spawn_blocking(move || {
+                        let _entered = span.enter();
+                        report(core.run_task(&launch));
+                    });
+                }
+                while tasks.try_join_next().is_some() {}
+            }
+            ExecutorCommand::Kill(attempt) => core.kill(&attempt),
+            ExecutorCommand::Decommission => break,
+        }
+    }
+    while tasks.join_next().await.is_some() {}
+}

@@ -1,0 +1,8 @@
+//! Flint's executor core: runs launched tasks on the sandboxed runtime and reports how
+//! each ended. The transport that brings launches and carries reports (in-process
+//! channels for `flint run`, QUIC for a cluster) lives outside this crate.
+
+mod core;
+pub mod split;
+
+pub use core::{ComponentSource, ExecutorCore, serve_local};

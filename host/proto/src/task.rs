@@ -1,0 +1,121 @@
+//! Tasks as the driver hands them to executors and executors report them back.
+
+use crate::config::Conf;
+use crate::failure::TaskFailure;
+use crate::job::PartitionSpec;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub type ExecutorId = String;
+pub type JobId = u64;
+
+/// A component's SHA-256 digest: the name executors fetch and cache it by.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    pub fn of(bytes: &[u8]) -> Digest {
+        Digest(Sha256::digest(bytes).into())
+    }
+
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", self.hex())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sha256:{}", &self.hex()[..12])
+    }
+}
+
+/// One attempt of one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Attempt {
+    pub job: JobId,
+    pub index: u32,
+    /// 0 for the first launch, then 1, 2, ...
+    pub number: u32,
+}
+
+impl fmt::Display for Attempt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "job {} task {} attempt {}",
+            self.job, self.index, self.number
+        )
+    }
+}
+
+/// A delegation token a task may read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Token {
+    pub service: String,
+    pub secret: String,
+    /// Milliseconds since the Unix epoch.
+    pub expires_at_ms: u64,
+}
+
+/// What every task of a job shares; sent to an executor once per job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobDescriptor {
+    pub job: JobId,
+    pub app_id: String,
+    pub name: String,
+    pub component: Digest,
+    pub task_count: u32,
+    /// The job's configuration, as tasks read it.
+    pub config: Conf,
+    /// Token services the job's manifest names.
+    pub token_services: Vec<String>,
+    /// The job's own memory cap, when it asks for less than the executor's.
+    pub memory_limit: Option<u64>,
+    pub deadline: Duration,
+    pub max_result_size: u64,
+}
+
+/// Run one attempt of one task.
+#[derive(Debug, Clone)]
+pub struct TaskLaunch {
+    pub attempt: Attempt,
+    pub job: Arc<JobDescriptor>,
+    pub partition: PartitionSpec,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TaskState {
+    Succeeded(Vec<u8>),
+    Failed(TaskFailure),
+}
+
+/// An executor's report of an attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusUpdate {
+    pub executor: ExecutorId,
+    pub attempt: Attempt,
+    pub state: TaskState,
+    /// The guest's captured stdout, stderr and log lines, bounded.
+    pub log: String,
+    pub elapsed: Duration,
+}
+
+/// What a driver tells an executor.
+#[derive(Debug, Clone)]
+pub enum ExecutorCommand {
+    /// Run these attempts (a batch, so that one message carries many launches).
+    Launch(Vec<TaskLaunch>),
+    Kill(Attempt),
+    /// Finish the running tasks, take no new ones, then stop.
+    Decommission,
+}

@@ -1,1 +1,348 @@
+//! `flint run` end to end: the real binary on real example components.
+//! `make test` builds both first.
 
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn flint(args: &[&str]) -> Output {
+    let bin = root().join("target/release/flint");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `make build` first",
+        bin.display()
+    );
+    let cache = root().join("target/test-cache");
+    Command::new(bin)
+        .args(args)
+        .current_dir(root())
+        .env("FLINT_CACHE_DIR", cache)
+        .output()
+        .expect("flint runs")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}): {}\nstderr: {}",
+            lossy(&out.stdout),
+            lossy(&out.stderr)
+        )
+    })
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn wasm(name: &str) -> String {
+    root()
+        .join(format!("target/wasm32-wasip2/release/{name}.wasm"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn pi_gives_the_reference_count() {
+    let out = flint(&[
+        "run",
+        "examples/pi",
+        "--conf",
+        "points=25000000",
+        "--partitions",
+        "32",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["status"], "succeeded");
+    assert_eq!(report["result"]["inside"], 628327425u64);
+    assert_eq!(report["result"]["total"], 800_000_000u64);
+    assert_eq!(report["result"]["pi"], 4.0 * 628327425.0 / 800_000_000.0);
+    assert_eq!(report["tasks"], 32);
+    assert_eq!(report["attempts"], 32);
+}
+
+/// Text with a skewed vocabulary, blank lines, tabs, CRLF and runs of spaces, and some
+/// non-ASCII words, from a fixed seed.
+fn corpus(path: &Path, bytes: usize) {
+    let mut state: u64 = 0x5EED;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as usize
+    };
+    let mut text = String::with_capacity(bytes + 100);
+    while text.len() < bytes {
+        for i in 0..next() % 14 {
+            let rank = next() % 3000 * (next() % 3000) / 3000;
+            let sep = match next() % 23 {
+                0 => "\t",
+                1 => "   ",
+                _ => " ",
+            };
+            if i > 0 {
+                text.push_str(sep);
+            }
+            match rank % 97 {
+                0 => text.push_str(&format!("café{rank}")),
+                _ => text.push_str(&format!("w{rank}")),
+            }
+        }
+        text.push_str(if next() % 11 == 0 { "\r\n" } else { "\n" });
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn word_count_equals_an_independent_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    corpus(&a, 3 << 20);
+    corpus(&b, 1 << 20);
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for file in [&a, &b] {
+        let text = std::fs::read_to_string(file).unwrap();
+        for word in text
+            .split(|c: char| c.is_ascii_whitespace())
+            .filter(|w| !w.is_empty())
+        {
+            *counts.entry(word.to_owned()).or_default() += 1;
+        }
+    }
+    let mut top: Vec<(&String, &u64)> = counts.iter().collect();
+    top.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
+    let expected_top: Vec<Value> = top[..10]
+        .iter()
+        .map(|(w, n)| serde_json::json!([w, n]))
+        .collect();
+
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let args = [
+        "run",
+        "examples/word-count",
+        "--input",
+        &a,
+        "--input",
+        &b,
+        "--executors",
+        "3",
+        "--cores",
+        "2",
+    ];
+    let out = flint(&[&args[..], &["--partitions", "7", "--json"]].concat());
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(
+        report["result"]["total_words"],
+        counts.values().sum::<u64>()
+    );
+    assert_eq!(report["result"]["distinct_words"], counts.len() as u64);
+    assert_eq!(report["result"]["top"], Value::Array(expected_top));
+    assert!(
+        report["tasks"].as_u64().unwrap() >= 7,
+        "split into partitions: {report}"
+    );
+}
+
+/// Runs the chaos guest with `mode` on task 1 of 2 and returns the typed failure.
+fn chaos_failure(mode: &str, extra: &[&str]) -> (Value, Value, Duration) {
+    let base = [
+        "run",
+        "examples/chaos",
+        "--partitions",
+        "2",
+        "--conf",
+        "only_task=1",
+        "--json",
+    ];
+    let mode = format!("mode={mode}");
+    let started = Instant::now();
+    let out = flint(
+        &[
+            &base[..],
+            &["--conf", &mode, "--conf", "flint.task.maxFailures=1"],
+            extra,
+        ]
+        .concat(),
+    );
+    let elapsed = started.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed job exits 1: {}",
+        lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["status"], "failed");
+    let error = report["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("task 1"),
+        "the error names the task: {error}"
+    );
+    (
+        report["failure"]["reason"].clone(),
+        Value::String(error),
+        elapsed,
+    )
+}
+
+#[test]
+fn trapping_guest_fails_with_a_trap_and_backtrace() {
+    let (reason, error, _) = chaos_failure("trap", &[]);
+    assert_eq!(reason["kind"], "trap");
+    assert!(
+        reason["backtrace"]
+            .as_str()
+            .unwrap()
+            .contains("chaos.wasm!"),
+        "{reason}"
+    );
+    assert!(error.as_str().unwrap().contains("unreachable"), "{error}");
+}
+
+#[test]
+fn panicking_guest_fails_with_its_panic_message() {
+    let (reason, _, _) = chaos_failure("panic", &[]);
+    assert_eq!(reason["kind"], "trap");
+    assert!(
+        reason["message"]
+            .as_str()
+            .unwrap()
+            .contains("chaos asked to panic in task 1"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn endless_loop_is_stopped_at_its_deadline() {
+    let (reason, error, elapsed) = chaos_failure("loop", &["--conf", "flint.task.deadline=1s"]);
+    assert_eq!(
+        reason,
+        serde_json::json!({"kind": "deadline", "deadline_ms": 1000})
+    );
+    assert!(error.as_str().unwrap().contains("deadline"), "{error}");
+    // The whole run, start-up included, ends soon after the one-second deadline.
+    assert!(elapsed < Duration::from_secs(6), "took {elapsed:?}");
+}
+
+#[test]
+fn allocation_stops_at_the_instance_cap() {
+    // 256 MiB × 0.6 shared by 2 slots.
+    let (reason, _, _) = chaos_failure("alloc", &["--memory", "256m", "--cores", "2"]);
+    assert_eq!(
+        reason,
+        serde_json::json!({"kind": "memory-limit", "limit": (256u64 << 20) * 6 / 10 / 2})
+    );
+}
+
+#[test]
+fn oversized_result_is_refused() {
+    let (reason, _, _) = chaos_failure("big-output", &["--conf", "flint.task.maxResultSize=1m"]);
+    assert_eq!(reason["kind"], "result-too-large");
+    assert_eq!(reason["limit"], 1 << 20);
+    assert!(reason["size"].as_u64().unwrap() > 1 << 20);
+}
+
+#[test]
+fn a_flaky_task_is_retried_and_the_job_succeeds() {
+    let out = flint(&[
+        "run",
+        "examples/chaos",
+        "--partitions",
+        "3",
+        "--conf",
+        "mode=flaky",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["result"], serde_json::json!([0, 1, 2]));
+    assert_eq!(report["attempts"], 6);
+    assert_eq!(report["task_failures"].as_array().unwrap().len(), 3);
+}
+
+/// A one-line error on stderr, exit code 3, no panic.
+fn assert_refused(args: &[&str], needle: &str) {
+    let out = flint(args);
+    let stderr = lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.starts_with("error: ") && stderr.contains(needle),
+        "{args:?}: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_jobs_get_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(
+        &garbage,
+        (0..4096u32)
+            .map(|i| (i * 7919 % 251) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let garbage = garbage.to_string_lossy();
+    assert_refused(&["run", &garbage], "not a WebAssembly component");
+    assert_refused(&["run", &wasm("hello-cli")], "not a Flint job");
+    assert_refused(
+        &["run", "examples/word-count", "--input", "/no/such/file.txt"],
+        "/no/such/file.txt",
+    );
+    assert_refused(
+        &["run", "examples/pi", "--conf", "flint.task.maxFailurez=2"],
+        "unknown configuration key flint.task.maxFailurez",
+    );
+    assert_refused(
+        &["run", "examples/pi", "--conf", "points"],
+        "malformed --conf",
+    );
+    assert_refused(
+        &["run", "examples/pi", "--conf", "flint.task.deadline=soon"],
+        "flint.task.deadline",
+    );
+    let bundle = dir.path().join("bad.flint");
+    std::fs::write(&bundle, b"FLINTBDL\x01\x00\x00\x00\xff\xff").unwrap();
+    assert_refused(
+        &["run", &bundle.to_string_lossy()],
+        "not a valid Flint bundle",
+    );
+}
+
+#[test]
+fn a_bundle_runs_as_its_folder_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("pi.flint");
+    let bundle = bundle.to_string_lossy();
+    let made = flint(&["bundle", "examples/pi", "-o", &bundle]);
+    assert!(made.status.success(), "{}", lossy(&made.stderr));
+    let args = ["--conf", "points=100000", "--partitions", "4", "--json"];
+    let from_bundle = json(&flint(&[&["run", &bundle][..], &args].concat()));
+    let from_folder = json(&flint(&[&["run", "examples/pi"][..], &args].concat()));
+    assert_eq!(from_bundle["result"], from_folder["result"]);
+    assert_eq!(from_bundle["job"], "pi");
+}
+
+#[test]
+fn human_summary_shows_the_result() {
+    let out = flint(&["run", "examples/noop", "--partitions", "5"]);
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let stdout = lossy(&out.stdout);
+    assert!(stdout.starts_with("job noop succeeded in "), "{stdout}");
+    assert!(
+        stdout.contains("5 tasks") && stdout.trim_end().ends_with('5'),
+        "{stdout}"
+    );
+}

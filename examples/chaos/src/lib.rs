@@ -10,6 +10,7 @@
 //! - `fail` / `fatal`: return a retryable / non-retryable job error
 //! - `flaky`: fail on the first attempt, succeed on retries
 //! - `chatter`: write `bytes` bytes to stdout, then succeed
+//! - `probe`: report what ambient authority the sandbox grants (it should grant none)
 //!
 //! `only_task=N` applies the mode to task N alone; the others behave.
 
@@ -61,6 +62,16 @@ impl Task for Chaos {
                     out.write_all(&line)?;
                     out.write_all(b"\n")?;
                 }
+            }
+            "probe" => {
+                let probe = format!(
+                    "env={} args={} root={} tcp={}",
+                    std::env::vars().count(),
+                    std::env::args().count(),
+                    std::fs::read_dir("/").is_ok(),
+                    std::net::TcpStream::connect("127.0.0.1:9").is_ok(),
+                );
+                return Ok(serde_json_value::Output::Bytes(probe));
             }
             other => return Err(Error::fatal(format!("unknown mode {other:?}"))),
         }

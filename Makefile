@@ -1,0 +1,45 @@
+# Flint's entry points. `make demo` and `make test` are the README's two commands.
+
+CARGO ?= cargo
+FLINT := target/release/flint
+DEMO := target/demo
+
+.PHONY: build host examples demo test lint bench clean
+
+## build: the flint binary (target/release/flint) and every example component
+build: host examples
+
+host:
+	$(CARGO) build --release -p flint-cli
+
+examples:
+	cd examples && $(CARGO) build --release
+
+## demo: word count over a few MB of generated text, then Monte Carlo pi
+demo: build
+	@mkdir -p $(DEMO)
+	@echo "generating $(DEMO)/corpus.txt"
+	@awk 'BEGIN { srand(42); for (i = 0; i < 120000; i++) { n = int(rand() * 12); line = ""; \
+		for (j = 0; j < n; j++) { w = int(1000 * rand() * rand()); line = line (j ? " " : "") "w" w } print line } }' \
+		> $(DEMO)/corpus.txt
+	@ls -l $(DEMO)/corpus.txt
+	$(FLINT) run examples/word-count --input $(DEMO)/corpus.txt --executors 2 --cores 1
+	$(FLINT) run examples/pi --conf points=10000000 --partitions 16
+
+## test: unit tests, runtime tests on the real example components, CLI end-to-end tests
+test: build
+	$(CARGO) test --release --workspace
+
+## lint: formatting and clippy, host and guests
+lint:
+	$(CARGO) fmt --all --check
+	cd examples && $(CARGO) fmt --all --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	cd examples && $(CARGO) clippy --release -- -D warnings
+
+## bench: start-up, instantiation and compute figures against same-run references
+bench: build
+	$(CARGO) bench -p flint-tests --bench bench
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,259 @@
+//! The runtime on real components built from `examples/` (`make examples` builds them):
+//! every failure is typed, a failure never spoils the runtime, and the sandbox grants
+//! no ambient authority.
+
+use flint_proto::{Conf, TaskFailure};
+use flint_runtime::{Call, KillSwitch, Runtime, RuntimeConfig, TaskContext, TaskInput};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn component(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run `make examples` first", path.display()))
+}
+
+fn runtime(instance_memory: u64, cache_dir: Option<PathBuf>) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        slots: 2,
+        instance_memory,
+        cache_dir,
+        max_log_size: 64 << 10,
+    })
+    .unwrap()
+}
+
+fn ctx(conf: &[(&str, &str)]) -> TaskContext {
+    let config: Conf = conf
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    TaskContext {
+        app_id: "test-app".into(),
+        job_id: "1".into(),
+        task_index: 0,
+        task_count: 1,
+        attempt: 0,
+        config: Arc::new(config),
+        tokens: Arc::new(Vec::new()),
+        memory_limit: None,
+        deadline: Duration::from_secs(30),
+        max_result_size: 1 << 20,
+        kill: KillSwitch::default(),
+    }
+}
+
+fn run(rt: &Runtime, bytes: &[u8], ctx: &TaskContext) -> Result<Vec<u8>, TaskFailure> {
+    let component = rt.load(bytes).unwrap();
+    rt.call(&component, ctx, Call::Run(TaskInput::Index(ctx.task_index)))
+        .result
+}
+
+#[test]
+fn every_failure_is_typed_and_the_runtime_keeps_serving() {
+    let rt = runtime(64 << 20, None);
+    let chaos = component("chaos");
+    let healthy = |rt: &Runtime| assert_eq!(run(rt, &chaos, &ctx(&[])).unwrap(), b"[0]");
+
+    match run(&rt, &chaos, &ctx(&[("mode", "trap")])) {
+        Err(TaskFailure::Trap { message, backtrace }) => {
+            assert!(message.contains("unreachable"), "{message}");
+            assert!(
+                backtrace.unwrap_or_default().contains("chaos.wasm!"),
+                "a guest backtrace"
+            );
+        }
+        other => panic!("trap expected: {other:?}"),
+    }
+    healthy(&rt);
+
+    match run(&rt, &chaos, &ctx(&[("mode", "panic")])) {
+        Err(TaskFailure::Trap { message, .. }) => {
+            assert!(
+                message.contains("chaos asked to panic in task 0"),
+                "{message}"
+            )
+        }
+        other => panic!("trap expected: {other:?}"),
+    }
+    healthy(&rt);
+
+    assert_eq!(
+        run(&rt, &chaos, &ctx(&[("mode", "alloc")])),
+        Err(TaskFailure::MemoryLimit { limit: 64 << 20 }),
+        "the allocation stops at the instance cap"
+    );
+    healthy(&rt);
+
+    let mut deadline = ctx(&[("mode", "loop")]);
+    deadline.deadline = Duration::from_millis(300);
+    let started = Instant::now();
+    assert_eq!(
+        run(&rt, &chaos, &deadline),
+        Err(TaskFailure::Deadline { deadline_ms: 300 })
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped soon after its deadline"
+    );
+    healthy(&rt);
+
+    match run(
+        &rt,
+        &chaos,
+        &ctx(&[("mode", "big-output"), ("bytes", "2000000")]),
+    ) {
+        Err(TaskFailure::ResultTooLarge { size, limit }) => {
+            assert!(size > limit && limit == 1 << 20)
+        }
+        other => panic!("result too large expected: {other:?}"),
+    }
+    assert_eq!(
+        run(&rt, &chaos, &ctx(&[("mode", "fatal")])),
+        Err(TaskFailure::Guest {
+            message: "chaos asked to fail for good".into(),
+            retryable: false
+        })
+    );
+    healthy(&rt);
+}
+
+#[test]
+fn a_job_may_ask_for_less_memory_never_more() {
+    let rt = runtime(64 << 20, None);
+    let chaos = component("chaos");
+    let mut small = ctx(&[("mode", "alloc")]);
+    small.memory_limit = Some(32 << 20);
+    assert_eq!(
+        run(&rt, &chaos, &small),
+        Err(TaskFailure::MemoryLimit { limit: 32 << 20 })
+    );
+    small.memory_limit = Some(1 << 30);
+    assert_eq!(
+        run(&rt, &chaos, &small),
+        Err(TaskFailure::MemoryLimit { limit: 64 << 20 })
+    );
+}
+
+#[test]
+fn kill_switch_stops_a_running_guest() {
+    let rt = Arc::new(runtime(64 << 20, None));
+    let chaos = component("chaos");
+    let c = ctx(&[("mode", "loop")]);
+    let kill = c.kill.clone();
+    let worker = {
+        let rt = rt.clone();
+        std::thread::spawn(move || run(&rt, &chaos, &c))
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    kill.kill();
+    assert!(matches!(
+        worker.join().unwrap(),
+        Err(TaskFailure::Killed { .. })
+    ));
+}
+
+#[test]
+fn sandbox_grants_no_ambient_authority() {
+    let rt = runtime(64 << 20, None);
+    let out = run(&rt, &component("chaos"), &ctx(&[("mode", "probe")])).unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        r#"["env=0 args=0 root=false tcp=false"]"#
+    );
+}
+
+#[test]
+fn guest_output_is_captured_and_bounded() {
+    let rt = runtime(64 << 20, None);
+    let component = rt.load(&component("chaos")).unwrap();
+    let outcome = rt.call(
+        &component,
+        &ctx(&[("mode", "chatter"), ("bytes", "1000000")]),
+        Call::Run(TaskInput::Index(0)),
+    );
+    assert!(
+        outcome.result.is_ok(),
+        "a chatty guest is not failed for it: {:?}",
+        outcome.result
+    );
+    assert!(
+        outcome
+            .log
+            .starts_with("[INFO] task 0 running mode chatter\n...."),
+        "{}",
+        &outcome.log[..80]
+    );
+    assert!(
+        outcome.log.len() < (64 << 10) + 200,
+        "bounded: {} bytes",
+        outcome.log.len()
+    );
+    assert!(outcome.log.contains("more bytes of task output dropped"));
+}
+
+#[test]
+fn components_are_checked_for_the_flint_world() {
+    let rt = runtime(64 << 20, None);
+    let err = rt.load(b"definitely not wasm").unwrap_err().to_string();
+    assert!(err.starts_with("not a WebAssembly component"), "{err}");
+    let err = rt.load(&component("hello-cli")).unwrap_err().to_string();
+    assert!(err.contains("does not export flint:task/job"), "{err}");
+    let pi = rt.load(&component("pi")).unwrap();
+    assert_eq!(pi.world, flint_proto::World::Aggregate);
+}
+
+#[test]
+fn compiled_components_are_kept_on_disk_and_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = component("noop");
+    let digest = flint_proto::Digest::of(&bytes);
+    let first = runtime(64 << 20, Some(dir.path().to_owned()));
+    first.load(&bytes).unwrap();
+    let artifacts: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    let name = artifacts[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with(&digest.hex()) && name.ends_with(".cwasm"),
+        "{name}"
+    );
+    let written = std::fs::metadata(&artifacts[0])
+        .unwrap()
+        .modified()
+        .unwrap();
+
+    // A restarted executor reads the artifact instead of compiling again.
+    let second = runtime(64 << 20, Some(dir.path().to_owned()));
+    let noop = second.load(&bytes).unwrap();
+    assert_eq!(
+        std::fs::metadata(&artifacts[0])
+            .unwrap()
+            .modified()
+            .unwrap(),
+        written
+    );
+    assert_eq!(
+        second
+            .call(&noop, &ctx(&[]), Call::Run(TaskInput::Index(0)))
+            .result
+            .unwrap(),
+        b"1"
+    );
+
+    // A damaged artifact is recompiled, not trusted. (Runtimes map artifacts into
+    // memory, so the damage is done with none running, as after a crash.)
+    drop((first, noop, second));
+    std::fs::write(&artifacts[0], b"garbage").unwrap();
+    let third = runtime(64 << 20, Some(dir.path().to_owned()));
+    assert!(third.load(&bytes).is_ok());
+}

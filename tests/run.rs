@@ -13,11 +13,7 @@ fn root() -> PathBuf {
 
 fn flint(args: &[&str]) -> Output {
     let bin = root().join("target/release/flint");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `make build` first",
-        bin.display()
-    );
+    assert!(bin.exists(), "{} is missing: run `make build` first", bin.display());
     let cache = root().join("target/test-cache");
     Command::new(bin)
         .args(args)
@@ -29,11 +25,7 @@ fn flint(args: &[&str]) -> Output {
 
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON object ({e}): {}\nstderr: {}",
-            lossy(&out.stdout),
-            lossy(&out.stderr)
-        )
+        panic!("stdout is not one JSON object ({e}): {}\nstderr: {}", lossy(&out.stdout), lossy(&out.stderr))
     })
 }
 
@@ -42,23 +34,12 @@ fn lossy(b: &[u8]) -> String {
 }
 
 fn wasm(name: &str) -> String {
-    root()
-        .join(format!("target/wasm32-wasip2/release/{name}.wasm"))
-        .to_string_lossy()
-        .into_owned()
+    root().join(format!("target/wasm32-wasip2/release/{name}.wasm")).to_string_lossy().into_owned()
 }
 
 #[test]
 fn pi_gives_the_reference_count() {
-    let out = flint(&[
-        "run",
-        "examples/pi",
-        "--conf",
-        "points=25000000",
-        "--partitions",
-        "32",
-        "--json",
-    ]);
+    let out = flint(&["run", "examples/pi", "--conf", "points=25000000", "--partitions", "32", "--json"]);
     assert!(out.status.success(), "{}", lossy(&out.stderr));
     let report = json(&out);
     assert_eq!(report["status"], "succeeded");
@@ -74,9 +55,7 @@ fn pi_gives_the_reference_count() {
 fn corpus(path: &Path, bytes: usize) {
     let mut state: u64 = 0x5EED;
     let mut next = move || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (state >> 33) as usize
     };
     let mut text = String::with_capacity(bytes + 100);
@@ -110,101 +89,46 @@ fn word_count_equals_an_independent_count() {
     let mut counts: HashMap<String, u64> = HashMap::new();
     for file in [&a, &b] {
         let text = std::fs::read_to_string(file).unwrap();
-        for word in text
-            .split(|c: char| c.is_ascii_whitespace())
-            .filter(|w| !w.is_empty())
-        {
+        for word in text.split(|c: char| c.is_ascii_whitespace()).filter(|w| !w.is_empty()) {
             *counts.entry(word.to_owned()).or_default() += 1;
         }
     }
     let mut top: Vec<(&String, &u64)> = counts.iter().collect();
     top.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
-    let expected_top: Vec<Value> = top[..10]
-        .iter()
-        .map(|(w, n)| serde_json::json!([w, n]))
-        .collect();
+    let expected_top: Vec<Value> = top[..10].iter().map(|(w, n)| serde_json::json!([w, n])).collect();
 
     let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
-    let args = [
-        "run",
-        "examples/word-count",
-        "--input",
-        &a,
-        "--input",
-        &b,
-        "--executors",
-        "3",
-        "--cores",
-        "2",
-    ];
+    let args =
+        ["run", "examples/word-count", "--input", &a, "--input", &b, "--executors", "3", "--cores", "2"];
     let out = flint(&[&args[..], &["--partitions", "7", "--json"]].concat());
     assert!(out.status.success(), "{}", lossy(&out.stderr));
     let report = json(&out);
-    assert_eq!(
-        report["result"]["total_words"],
-        counts.values().sum::<u64>()
-    );
+    assert_eq!(report["result"]["total_words"], counts.values().sum::<u64>());
     assert_eq!(report["result"]["distinct_words"], counts.len() as u64);
     assert_eq!(report["result"]["top"], Value::Array(expected_top));
-    assert!(
-        report["tasks"].as_u64().unwrap() >= 7,
-        "split into partitions: {report}"
-    );
+    assert!(report["tasks"].as_u64().unwrap() >= 7, "split into partitions: {report}");
 }
 
 /// Runs the chaos guest with `mode` on task 1 of 2 and returns the typed failure.
 fn chaos_failure(mode: &str, extra: &[&str]) -> (Value, Value, Duration) {
-    let base = [
-        "run",
-        "examples/chaos",
-        "--partitions",
-        "2",
-        "--conf",
-        "only_task=1",
-        "--json",
-    ];
+    let base = ["run", "examples/chaos", "--partitions", "2", "--conf", "only_task=1", "--json"];
     let mode = format!("mode={mode}");
     let started = Instant::now();
-    let out = flint(
-        &[
-            &base[..],
-            &["--conf", &mode, "--conf", "flint.task.maxFailures=1"],
-            extra,
-        ]
-        .concat(),
-    );
+    let out = flint(&[&base[..], &["--conf", &mode, "--conf", "flint.task.maxFailures=1"], extra].concat());
     let elapsed = started.elapsed();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "a failed job exits 1: {}",
-        lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(1), "a failed job exits 1: {}", lossy(&out.stderr));
     let report = json(&out);
     assert_eq!(report["status"], "failed");
     let error = report["error"].as_str().unwrap().to_owned();
-    assert!(
-        error.contains("task 1"),
-        "the error names the task: {error}"
-    );
-    (
-        report["failure"]["reason"].clone(),
-        Value::String(error),
-        elapsed,
-    )
+    assert!(error.contains("task 1"), "the error names the task: {error}");
+    (report["failure"]["reason"].clone(), Value::String(error), elapsed)
 }
 
 #[test]
 fn trapping_guest_fails_with_a_trap_and_backtrace() {
     let (reason, error, _) = chaos_failure("trap", &[]);
     assert_eq!(reason["kind"], "trap");
-    assert!(
-        reason["backtrace"]
-            .as_str()
-            .unwrap()
-            .contains("chaos.wasm!"),
-        "{reason}"
-    );
+    assert!(reason["backtrace"].as_str().unwrap().contains("chaos.wasm!"), "{reason}");
     assert!(error.as_str().unwrap().contains("unreachable"), "{error}");
 }
 
@@ -212,22 +136,13 @@ fn trapping_guest_fails_with_a_trap_and_backtrace() {
 fn panicking_guest_fails_with_its_panic_message() {
     let (reason, _, _) = chaos_failure("panic", &[]);
     assert_eq!(reason["kind"], "trap");
-    assert!(
-        reason["message"]
-            .as_str()
-            .unwrap()
-            .contains("chaos asked to panic in task 1"),
-        "{reason}"
-    );
+    assert!(reason["message"].as_str().unwrap().contains("chaos asked to panic in task 1"), "{reason}");
 }
 
 #[test]
 fn endless_loop_is_stopped_at_its_deadline() {
     let (reason, error, elapsed) = chaos_failure("loop", &["--conf", "flint.task.deadline=1s"]);
-    assert_eq!(
-        reason,
-        serde_json::json!({"kind": "deadline", "deadline_ms": 1000})
-    );
+    assert_eq!(reason, serde_json::json!({"kind": "deadline", "deadline_ms": 1000}));
     assert!(error.as_str().unwrap().contains("deadline"), "{error}");
     // The whole run, start-up included, ends soon after the one-second deadline.
     assert!(elapsed < Duration::from_secs(6), "took {elapsed:?}");
@@ -237,10 +152,7 @@ fn endless_loop_is_stopped_at_its_deadline() {
 fn allocation_stops_at_the_instance_cap() {
     // 256 MiB × 0.6 shared by 2 slots.
     let (reason, _, _) = chaos_failure("alloc", &["--memory", "256m", "--cores", "2"]);
-    assert_eq!(
-        reason,
-        serde_json::json!({"kind": "memory-limit", "limit": (256u64 << 20) * 6 / 10 / 2})
-    );
+    assert_eq!(reason, serde_json::json!({"kind": "memory-limit", "limit": (256u64 << 20) * 6 / 10 / 2}));
 }
 
 #[test]
@@ -253,15 +165,7 @@ fn oversized_result_is_refused() {
 
 #[test]
 fn a_flaky_task_is_retried_and_the_job_succeeds() {
-    let out = flint(&[
-        "run",
-        "examples/chaos",
-        "--partitions",
-        "3",
-        "--conf",
-        "mode=flaky",
-        "--json",
-    ]);
+    let out = flint(&["run", "examples/chaos", "--partitions", "3", "--conf", "mode=flaky", "--json"]);
     assert!(out.status.success(), "{}", lossy(&out.stderr));
     let report = json(&out);
     assert_eq!(report["result"], serde_json::json!([0, 1, 2]));
@@ -275,10 +179,7 @@ fn assert_refused(args: &[&str], needle: &str) {
     let stderr = lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{args:?}: {stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-    assert!(
-        stderr.starts_with("error: ") && stderr.contains(needle),
-        "{args:?}: {stderr}"
-    );
+    assert!(stderr.starts_with("error: ") && stderr.contains(needle), "{args:?}: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
@@ -287,38 +188,20 @@ fn assert_refused(args: &[&str], needle: &str) {
 fn bad_jobs_get_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("garbage.wasm");
-    std::fs::write(
-        &garbage,
-        (0..4096u32)
-            .map(|i| (i * 7919 % 251) as u8)
-            .collect::<Vec<u8>>(),
-    )
-    .unwrap();
+    std::fs::write(&garbage, (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect::<Vec<u8>>()).unwrap();
     let garbage = garbage.to_string_lossy();
     assert_refused(&["run", &garbage], "not a WebAssembly component");
     assert_refused(&["run", &wasm("hello-cli")], "not a Flint job");
-    assert_refused(
-        &["run", "examples/word-count", "--input", "/no/such/file.txt"],
-        "/no/such/file.txt",
-    );
+    assert_refused(&["run", "examples/word-count", "--input", "/no/such/file.txt"], "/no/such/file.txt");
     assert_refused(
         &["run", "examples/pi", "--conf", "flint.task.maxFailurez=2"],
         "unknown configuration key flint.task.maxFailurez",
     );
-    assert_refused(
-        &["run", "examples/pi", "--conf", "points"],
-        "malformed --conf",
-    );
-    assert_refused(
-        &["run", "examples/pi", "--conf", "flint.task.deadline=soon"],
-        "flint.task.deadline",
-    );
+    assert_refused(&["run", "examples/pi", "--conf", "points"], "malformed --conf");
+    assert_refused(&["run", "examples/pi", "--conf", "flint.task.deadline=soon"], "flint.task.deadline");
     let bundle = dir.path().join("bad.flint");
     std::fs::write(&bundle, b"FLINTBDL\x01\x00\x00\x00\xff\xff").unwrap();
-    assert_refused(
-        &["run", &bundle.to_string_lossy()],
-        "not a valid Flint bundle",
-    );
+    assert_refused(&["run", &bundle.to_string_lossy()], "not a valid Flint bundle");
 }
 
 #[test]
@@ -341,8 +224,5 @@ fn human_summary_shows_the_result() {
     assert!(out.status.success(), "{}", lossy(&out.stderr));
     let stdout = lossy(&out.stdout);
     assert!(stdout.starts_with("job noop succeeded in "), "{stdout}");
-    assert!(
-        stdout.contains("5 tasks") && stdout.trim_end().ends_with('5'),
-        "{stdout}"
-    );
+    assert!(stdout.contains("5 tasks") && stdout.trim_end().ends_with('5'), "{stdout}");
 }

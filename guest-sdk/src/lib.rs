@@ -75,18 +75,12 @@ pub struct Error {
 impl Error {
     /// A failure that another attempt may not repeat.
     pub fn new(message: impl Into<String>) -> Self {
-        Error {
-            message: message.into(),
-            retryable: true,
-        }
+        Error { message: message.into(), retryable: true }
     }
 
     /// A failure no retry can mend (bad input, say): the job fails at once.
     pub fn fatal(message: impl Into<String>) -> Self {
-        Error {
-            message: message.into(),
-            retryable: false,
-        }
+        Error { message: message.into(), retryable: false }
     }
 }
 
@@ -110,12 +104,7 @@ pub enum Partition {
     /// One value of the job's input list, still encoded; see [`Partition::value`].
     Value(Vec<u8>),
     /// The lines of an input file whose first byte falls in `start..end`.
-    Lines {
-        path: String,
-        start: u64,
-        end: u64,
-        data: Vec<u8>,
-    },
+    Lines { path: String, start: u64, end: u64, data: Vec<u8> },
 }
 
 impl Partition {
@@ -124,10 +113,7 @@ impl Partition {
         match self {
             Partition::Value(bytes) => serde_json::from_slice(bytes)
                 .map_err(|e| Error::fatal(format!("cannot decode the task input: {e}"))),
-            other => Err(Error::fatal(format!(
-                "this task expects a value, not {}",
-                other.kind()
-            ))),
+            other => Err(Error::fatal(format!("this task expects a value, not {}", other.kind()))),
         }
     }
 
@@ -153,12 +139,9 @@ impl From<wit::Partition> for Partition {
         match p {
             wit::Partition::Index(i) => Partition::Index(i),
             wit::Partition::Value(v) => Partition::Value(v),
-            wit::Partition::Lines(s) => Partition::Lines {
-                path: s.path,
-                start: s.start,
-                end: s.end,
-                data: s.data,
-            },
+            wit::Partition::Lines(s) => {
+                Partition::Lines { path: s.path, start: s.start, end: s.end, data: s.data }
+            }
         }
     }
 }
@@ -201,10 +184,7 @@ where
 {
     match host::config(key) {
         None => Ok(default),
-        Some(text) => text
-            .trim()
-            .parse()
-            .map_err(|e| Error::fatal(format!("config {key}={text:?}: {e}"))),
+        Some(text) => text.trim().parse().map_err(|e| Error::fatal(format!("config {key}={text:?}: {e}"))),
     }
 }
 
@@ -249,8 +229,7 @@ pub mod __private {
     use super::*;
 
     fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, wit::TaskError> {
-        serde_json::to_vec(value)
-            .map_err(|e| wit_error(Error::fatal(format!("cannot encode: {e}"))))
+        serde_json::to_vec(value).map_err(|e| wit_error(Error::fatal(format!("cannot encode: {e}"))))
     }
 
     fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, wit::TaskError> {
@@ -259,10 +238,7 @@ pub mod __private {
     }
 
     fn wit_error(e: Error) -> wit::TaskError {
-        wit::TaskError {
-            message: e.message,
-            retryable: e.retryable,
-        }
+        wit::TaskError { message: e.message, retryable: e.retryable }
     }
 
     pub fn run<J: Task>(input: wit::Partition) -> Result<Vec<u8>, wit::TaskError> {

@@ -30,4 +30,3 @@ pub fn count_inside(task: u64, points: u64) -> u64 {
     }
     inside
 }
-

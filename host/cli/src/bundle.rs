@@ -24,46 +24,25 @@ impl Bundle {
         if path.is_dir() {
             return Self::from_folder(path);
         }
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         if bytes.starts_with(MAGIC) {
             return Self::decode(&bytes)
                 .with_context(|| format!("{}: not a valid Flint bundle", path.display()));
         }
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "job".into());
-        Ok(Bundle {
-            manifest: Manifest {
-                name,
-                ..Manifest::default()
-            },
-            component: bytes,
-        })
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "job".into());
+        Ok(Bundle { manifest: Manifest { name, ..Manifest::default() }, component: bytes })
     }
 
     fn from_folder(dir: &Path) -> Result<Bundle> {
         let manifest_path = dir.join("flint.toml");
-        let text = std::fs::read_to_string(&manifest_path).with_context(|| {
-            format!(
-                "{} has no flint.toml: it is not a job folder",
-                dir.display()
-            )
-        })?;
+        let text = std::fs::read_to_string(&manifest_path)
+            .with_context(|| format!("{} has no flint.toml: it is not a job folder", dir.display()))?;
         let manifest: Manifest = toml::from_str(&text)
             .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?;
         let component_path = build_component(dir)?;
-        let component = std::fs::read(&component_path).with_context(|| {
-            format!(
-                "cannot read the built component {}",
-                component_path.display()
-            )
-        })?;
-        Ok(Bundle {
-            manifest,
-            component,
-        })
+        let component = std::fs::read(&component_path)
+            .with_context(|| format!("cannot read the built component {}", component_path.display()))?;
+        Ok(Bundle { manifest, component })
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -74,9 +53,7 @@ impl Bundle {
     }
 
     fn decode(bytes: &[u8]) -> Result<Bundle> {
-        let version = bytes
-            .get(8..12)
-            .map(|v| u32::from_le_bytes(v.try_into().expect("4 bytes")));
+        let version = bytes.get(8..12).map(|v| u32::from_le_bytes(v.try_into().expect("4 bytes")));
         match version {
             Some(VERSION) => {}
             Some(v) => bail!("bundle format version {v}; this flint reads version {VERSION}"),
@@ -111,26 +88,12 @@ fn build_component(dir: &Path) -> Result<PathBuf> {
             continue;
         };
         if message["reason"] != "compiler-artifact"
-            || message["manifest_path"]
-                != dir
-                    .canonicalize()?
-                    .join("Cargo.toml")
-                    .to_string_lossy()
-                    .as_ref()
+            || message["manifest_path"] != dir.canonicalize()?.join("Cargo.toml").to_string_lossy().as_ref()
         {
             continue;
         }
         let files = message["filenames"].as_array().into_iter().flatten();
-        found = files
-            .filter_map(|f| f.as_str())
-            .find(|f| f.ends_with(".wasm"))
-            .map(PathBuf::from)
-            .or(found);
+        found = files.filter_map(|f| f.as_str()).find(|f| f.ends_with(".wasm")).map(PathBuf::from).or(found);
     }
-    found.with_context(|| {
-        format!(
-            "building {} made no .wasm component (is it a cdylib?)",
-            dir.display()
-        )
-    })
+    found.with_context(|| format!("building {} made no .wasm component (is it a cdylib?)", dir.display()))
 }

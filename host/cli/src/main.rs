@@ -22,11 +22,7 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(
-    name = "flint",
-    version,
-    about = "Run WebAssembly jobs on a cluster of sandboxed executors"
-)]
+#[command(name = "flint", version, about = "Run WebAssembly jobs on a cluster of sandboxed executors")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -1,6 +1,6 @@
 //! Printing a job's outcome: a readable summary, or one JSON object for scripts.
 
-use flint_driver::{JobError, JobReport};
+use flint_proto::{JobError, JobReport, TaskFailure};
 use serde_json::{Value, json};
 
 /// The job's output as JSON when it is JSON, else as a string.
@@ -25,14 +25,8 @@ pub fn json(report: &JobReport) -> Value {
             out["result"] = Value::Null;
             out["error"] = Value::String(format!("job {} failed: {e}", report.name));
             out["failure"] = match e {
-                JobError::Task(flint_driver::scheduler::JobFailure::TaskFailed {
-                    index,
-                    failure,
-                    ..
-                }) => {
-                    json!({ "task": index, "reason": failure })
-                }
-                JobError::Task(other) => json!({ "reason": other.to_string() }),
+                JobError::TaskFailed { index, failure, .. } => json!({ "task": index, "reason": failure }),
+                JobError::Cancelled(reason) => json!({ "reason": reason }),
                 JobError::Merge(f) | JobError::Finish(f) => json!({ "reason": f }),
             };
         }
@@ -57,20 +51,18 @@ pub fn human(report: &JobReport) -> String {
             text.push('\n');
         }
         Err(e) => {
-            text.push_str(&format!(
-                "error: job {} failed after {secs:.2} s: {e}\n",
-                report.name
-            ));
-            if let Some(last) = report
-                .failures
-                .last()
-                .filter(|f| !f.log_tail.trim().is_empty())
-            {
-                text.push_str(&format!(
-                    "task {} output (last lines):\n{}\n",
-                    last.task,
-                    last.log_tail.trim_end()
-                ));
+            text.push_str(&format!("error: job {} failed after {secs:.2} s: {e}\n", report.name));
+            if let Some(last) = report.failures.last() {
+                if let TaskFailure::Trap { backtrace: Some(bt), .. } = &last.failure {
+                    text.push_str(&format!("guest backtrace of task {}:\n{}\n", last.task, bt.trim_end()));
+                }
+                if !last.log_tail.trim().is_empty() {
+                    text.push_str(&format!(
+                        "task {} output (last lines):\n{}\n",
+                        last.task,
+                        last.log_tail.trim_end()
+                    ));
+                }
             }
         }
     }

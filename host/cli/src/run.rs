@@ -5,8 +5,9 @@ use crate::exit;
 use crate::report;
 use anyhow::Context;
 use clap::Args;
+use flint_driver::JobRequest;
 use flint_driver::local::{LocalCluster, LocalConfig};
-use flint_driver::{JobProgress, JobRequest};
+use flint_proto::JobProgress;
 use flint_proto::config::{parse_pair, parse_size};
 use flint_proto::{Conf, Settings};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -121,17 +122,9 @@ pub fn run(args: RunArgs) -> u8 {
         name: manifest.name.clone(),
         component: bundle.component,
         config,
-        inputs: args
-            .inputs
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect(),
+        inputs: args.inputs.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
         values: manifest.inputs.clone(),
-        partitions: args.partitions.or(if args.inputs.is_empty() {
-            manifest.partitions
-        } else {
-            None
-        }),
+        partitions: args.partitions.or(if args.inputs.is_empty() { manifest.partitions } else { None }),
         memory_limit,
         deadline,
         token_services: manifest.tokens.clone(),
@@ -143,16 +136,10 @@ pub fn run(args: RunArgs) -> u8 {
         conf: platform,
         cache_dir: cache_dir(),
     };
-    let tokio = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let tokio = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            return fail(
-                exit::INTERNAL,
-                format!("cannot start the async runtime: {e}"),
-            );
+            return fail(exit::INTERNAL, format!("cannot start the async runtime: {e}"));
         }
     };
     tokio.block_on(run_job(local, request, args.json))
@@ -167,8 +154,8 @@ async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
         Ok(h) => h,
         Err(e) => return fail(exit::INVALID_JOB, e),
     };
-    let bar = (!json && std::io::stderr().is_terminal())
-        .then(|| progress_bar(handle.progress.borrow().total));
+    let bar =
+        (!json && std::io::stderr().is_terminal()).then(|| progress_bar(handle.progress.borrow().total));
     let mut progress = handle.progress.clone();
     let mut report_rx = handle.report;
     let report = loop {
@@ -195,11 +182,7 @@ async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
     } else {
         eprint!("{}", report::human(&report));
     }
-    if report.outcome.is_ok() {
-        0
-    } else {
-        exit::JOB_FAILED
-    }
+    if report.outcome.is_ok() { 0 } else { exit::JOB_FAILED }
 }
 
 fn progress_bar(total: u32) -> ProgressBar {

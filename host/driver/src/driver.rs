@@ -2,16 +2,17 @@
 //! every running job. Submitters, executors and fold workers talk to it by events.
 
 use crate::fold::OrderedFold;
-use crate::job::{FailureRecord, JobError, JobProgress, JobReport, JobRequest, SubmitError};
+use crate::job::{JobRequest, SubmitError};
 use crate::scheduler::{Input, Output, Scheduler};
 use flint_executor::ComponentSource;
+use flint_proto::wire::Rejection;
 use flint_proto::{
-    Conf, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, JobPlan, PartitionSpec,
-    Settings, StatusUpdate, TaskFailure, TaskLaunch, TaskState, World,
+    ClusterStatus, Conf, Digest, ExecutorCommand, ExecutorId, ExecutorStatus, FailureRecord, JobDescriptor,
+    JobError, JobId, JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings, StatusUpdate,
+    TaskFailure, TaskLaunch, TaskState, World,
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext};
-use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,16 +29,14 @@ pub struct DriverConfig {
     pub runtime: Arc<Runtime>,
 }
 
-/// An executor as the driver sees it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ExecutorStatus {
+/// An executor joining the cluster.
+#[derive(Debug, Clone)]
+pub struct ExecutorInfo {
     pub id: ExecutorId,
+    pub host: String,
+    pub cores: u32,
+    pub memory: u64,
     pub slots: u32,
-    pub running: u32,
-    pub tasks_done: u64,
-    pub tasks_failed: u64,
-    /// Why it was removed, once it has been.
-    pub removed: Option<String>,
 }
 
 /// A submitted job: its progress as it runs, and its report when it ends.
@@ -77,10 +76,20 @@ enum Event {
         job: PreparedJob,
         reply: oneshot::Sender<JobHandle>,
     },
+    Reserve {
+        requested: Option<String>,
+        pod_name: Option<String>,
+        reply: oneshot::Sender<Result<ExecutorId, Rejection>>,
+    },
     ExecutorUp {
-        id: ExecutorId,
-        slots: u32,
+        info: ExecutorInfo,
         commands: mpsc::UnboundedSender<ExecutorCommand>,
+    },
+    Heartbeat {
+        id: ExecutorId,
+    },
+    Decommissioning {
+        id: ExecutorId,
     },
     ExecutorLost {
         id: ExecutorId,
@@ -91,7 +100,7 @@ enum Event {
         job: JobId,
         result: Result<Vec<u8>, JobError>,
     },
-    Executors(oneshot::Sender<Vec<ExecutorStatus>>),
+    Snapshot(oneshot::Sender<ClusterStatus>),
 }
 
 struct PreparedJob {
@@ -141,18 +150,11 @@ impl Driver {
                 .map_err(|_| SubmitError::DriverStopped)??
         };
         if let Some(declared) = request.world.filter(|w| *w != component.world) {
-            return Err(SubmitError::WorldMismatch {
-                declared,
-                found: component.world,
-            });
+            return Err(SubmitError::WorldMismatch { declared, found: component.world });
         }
         let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
         let plan = plan(&request.inputs, &request.values, request.partitions, slots).await?;
-        self.shared
-            .components
-            .lock()
-            .expect("components lock")
-            .insert(component.digest, bytes);
+        self.shared.components.lock().expect("components lock").insert(component.digest, bytes);
         let job = PreparedJob {
             name: request.name,
             component,
@@ -168,18 +170,31 @@ impl Driver {
         handle.await.map_err(|_| SubmitError::DriverStopped)
     }
 
-    /// Adds an executor with `slots` task slots, reached through `commands`.
-    pub fn executor_up(
+    /// Reserves an executor id before the executor receives any configuration: the
+    /// requested one if it is free, else one made from the pod name or a counter.
+    pub async fn reserve_executor_id(
         &self,
-        id: ExecutorId,
-        slots: u32,
-        commands: mpsc::UnboundedSender<ExecutorCommand>,
-    ) {
-        let _ = self.send(Event::ExecutorUp {
-            id,
-            slots,
-            commands,
-        });
+        requested: Option<String>,
+        pod_name: Option<String>,
+    ) -> Result<ExecutorId, Rejection> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Event::Reserve { requested, pod_name, reply }).map_err(|_| Rejection::AppStopped)?;
+        rx.await.map_err(|_| Rejection::AppStopped)?
+    }
+
+    /// Adds a registered executor, reached through `commands`.
+    pub fn executor_up(&self, info: ExecutorInfo, commands: mpsc::UnboundedSender<ExecutorCommand>) {
+        let _ = self.send(Event::ExecutorUp { info, commands });
+    }
+
+    /// An executor is alive.
+    pub fn heartbeat(&self, id: ExecutorId) {
+        let _ = self.send(Event::Heartbeat { id });
+    }
+
+    /// An executor finishes its tasks and takes no new ones.
+    pub fn decommissioning(&self, id: ExecutorId) {
+        let _ = self.send(Event::Decommissioning { id });
     }
 
     /// Removes an executor; its running tasks are requeued.
@@ -192,19 +207,24 @@ impl Driver {
         let _ = self.send(Event::Status(update));
     }
 
-    /// The executors the driver knows, removed ones included.
-    pub async fn executors(&self) -> Vec<ExecutorStatus> {
+    /// Executors (removed ones included) and jobs.
+    pub async fn snapshot(&self) -> ClusterStatus {
         let (reply, rx) = oneshot::channel();
-        if self.send(Event::Executors(reply)).is_err() {
-            return Vec::new();
+        let empty =
+            || ClusterStatus { app_id: self.app_id().to_owned(), executors: Vec::new(), jobs: Vec::new() };
+        if self.send(Event::Snapshot(reply)).is_err() {
+            return empty();
         }
-        rx.await.unwrap_or_default()
+        rx.await.unwrap_or_else(|_| empty())
+    }
+
+    /// The driver's configuration.
+    pub fn conf(&self) -> &Conf {
+        &self.shared.conf
     }
 
     fn send(&self, event: Event) -> Result<(), SubmitError> {
-        self.events
-            .send(event)
-            .map_err(|_| SubmitError::DriverStopped)
+        self.events.send(event).map_err(|_| SubmitError::DriverStopped)
     }
 }
 
@@ -221,15 +241,9 @@ async fn plan(
         for path in inputs {
             let meta = tokio::fs::metadata(path)
                 .await
-                .map_err(|e| SubmitError::Input {
-                    path: path.clone(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| SubmitError::Input { path: path.clone(), reason: e.to_string() })?;
             if !meta.is_file() {
-                return Err(SubmitError::Input {
-                    path: path.clone(),
-                    reason: "not a regular file".into(),
-                });
+                return Err(SubmitError::Input { path: path.clone(), reason: "not a regular file".into() });
             }
             files.push((path.clone(), meta.len()));
         }
@@ -246,6 +260,8 @@ async fn plan(
 struct ExecutorRecord {
     commands: Option<mpsc::UnboundedSender<ExecutorCommand>>,
     status: ExecutorStatus,
+    last_heartbeat: Instant,
+    decommissioning: bool,
 }
 
 struct JobRecord {
@@ -277,84 +293,190 @@ struct EventLoop {
     driver: Driver,
     scheduler: Scheduler,
     executors: HashMap<ExecutorId, ExecutorRecord>,
+    /// Ids handed out to executors still bootstrapping.
+    reserved: HashSet<ExecutorId>,
     jobs: HashMap<JobId, JobRecord>,
+    finished: Vec<JobStatus>,
     next_job: JobId,
+    next_executor: u64,
+    network_timeout: Duration,
 }
 
 impl EventLoop {
     fn new(driver: Driver) -> Self {
+        let network_timeout = Settings::from_conf(&driver.shared.conf)
+            .map(|s| s.network_timeout)
+            .unwrap_or(Duration::from_secs(120));
         EventLoop {
             driver,
             scheduler: Scheduler::new(),
             executors: HashMap::new(),
+            reserved: HashSet::new(),
             jobs: HashMap::new(),
+            finished: Vec::new(),
             next_job: 1,
+            next_executor: 1,
+            network_timeout,
         }
     }
 
     async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>) {
-        while let Some(event) = events.recv().await {
-            self.handle(event);
-            // Drain what is already queued before launching, so that launches go out
-            // in batches under load.
-            while let Ok(event) = events.try_recv() {
-                self.handle(event);
+        let mut tick = tokio::time::interval((self.network_timeout / 4).max(Duration::from_millis(100)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                event = events.recv() => {
+                    let Some(event) = event else { break };
+                    self.handle(event);
+                    // Drain what is already queued before launching, so that launches go
+                    // out in batches under load.
+                    while let Ok(event) = events.try_recv() {
+                        self.handle(event);
+                    }
+                }
+                _ = tick.tick() => self.expire(Instant::now()),
             }
         }
+    }
+
+    /// Removes executors whose heartbeats stopped for longer than the network timeout.
+    fn expire(&mut self, now: Instant) {
+        let timeout = self.network_timeout;
+        let silent: Vec<ExecutorId> = self
+            .executors
+            .iter()
+            .filter(|(_, e)| e.commands.is_some() && now.duration_since(e.last_heartbeat) > timeout)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in silent {
+            let reason = format!("no heartbeat for {} ms (flint.network.timeout)", timeout.as_millis());
+            self.handle(Event::ExecutorLost { id, reason });
+        }
+    }
+
+    /// Hands out an executor id: the requested one if free, else one made from the pod
+    /// name, else `exec-N`.
+    fn reserve(
+        &mut self,
+        requested: Option<String>,
+        pod_name: Option<String>,
+    ) -> Result<ExecutorId, Rejection> {
+        let taken = |s: &Self, id: &str| s.executors.contains_key(id) || s.reserved.contains(id);
+        let id = match requested.filter(|r| !r.is_empty() && r != "EXECID") {
+            Some(id) if taken(self, &id) => return Err(Rejection::DuplicateId(id)),
+            Some(id) => id,
+            None => loop {
+                let n = self.next_executor;
+                self.next_executor += 1;
+                let candidate = match &pod_name {
+                    Some(pod) if !taken(self, pod) => pod.clone(),
+                    Some(pod) => format!("{pod}-{n}"),
+                    None => format!("exec-{n}"),
+                };
+                if !taken(self, &candidate) {
+                    break candidate;
+                }
+            },
+        };
+        self.reserved.insert(id.clone());
+        Ok(id)
     }
 
     fn handle(&mut self, event: Event) {
         let now = Instant::now();
         match event {
             Event::Submit { job, reply } => self.submit(now, job, reply),
-            Event::ExecutorUp {
-                id,
-                slots,
-                commands,
-            } => {
-                tracing::info!(executor_id = %id, slots, "executor registered");
+            Event::Reserve { requested, pod_name, reply } => {
+                let _ = reply.send(self.reserve(requested, pod_name));
+            }
+            Event::ExecutorUp { info, commands } => {
+                let ExecutorInfo { id, host, cores, memory, slots } = info;
+                tracing::info!(executor_id = %id, %host, cores, slots, "executor registered");
+                self.reserved.remove(&id);
                 let status = ExecutorStatus {
                     id: id.clone(),
+                    host,
+                    cores,
+                    memory,
                     slots,
                     running: 0,
                     tasks_done: 0,
                     tasks_failed: 0,
+                    last_heartbeat_ms: Some(0),
                     removed: None,
                 };
-                self.executors.insert(
-                    id.clone(),
-                    ExecutorRecord {
-                        commands: Some(commands),
-                        status,
-                    },
-                );
+                let record = ExecutorRecord {
+                    commands: Some(commands),
+                    status,
+                    last_heartbeat: now,
+                    decommissioning: false,
+                };
+                self.executors.insert(id.clone(), record);
                 self.feed(now, Input::ExecutorAdded { id, slots }, None);
             }
-            Event::ExecutorLost { id, reason } => {
-                tracing::warn!(executor_id = %id, %reason, "executor removed");
+            Event::Heartbeat { id } => {
                 if let Some(record) = self.executors.get_mut(&id) {
-                    record.commands = None;
-                    record.status.removed = Some(reason.clone());
-                    record.status.running = 0;
+                    record.last_heartbeat = now;
                 }
+            }
+            Event::Decommissioning { id } => {
+                tracing::info!(executor_id = %id, "executor decommissioning");
+                if let Some(record) = self.executors.get_mut(&id) {
+                    record.decommissioning = true;
+                }
+                self.feed(now, Input::ExecutorDecommissioning { id }, None);
+            }
+            Event::ExecutorLost { id, reason } => {
+                self.reserved.remove(&id);
+                let Some(record) = self.executors.get_mut(&id) else { return };
+                if record.commands.is_none() {
+                    return; // removed already
+                }
+                // An executor that was decommissioning and ran dry left as asked.
+                let reason = if record.decommissioning && self.scheduler.is_idle(&id) {
+                    "decommissioned".to_owned()
+                } else {
+                    reason
+                };
+                tracing::warn!(executor_id = %id, %reason, "executor removed");
+                record.commands = None;
+                record.status.removed = Some(reason.clone());
+                record.status.running = 0;
+                record.status.last_heartbeat_ms = None;
                 self.feed(now, Input::ExecutorLost { id, reason }, None);
             }
             Event::Status(update) => self.status(now, update),
             Event::Folded { job, result } => self.complete(job, result),
-            Event::Executors(reply) => {
-                let mut list: Vec<ExecutorStatus> =
-                    self.executors.values().map(|e| e.status.clone()).collect();
-                list.sort_by(|a, b| a.id.cmp(&b.id));
-                let _ = reply.send(list);
+            Event::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot(now));
             }
         }
-        let slots = self
+        let slots = self.executors.values().filter(|e| e.commands.is_some()).map(|e| e.status.slots).sum();
+        self.driver.shared.slots.store(slots, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self, now: Instant) -> ClusterStatus {
+        let mut executors: Vec<ExecutorStatus> = self
             .executors
             .values()
-            .filter(|e| e.commands.is_some())
-            .map(|e| e.status.slots)
-            .sum();
-        self.driver.shared.slots.store(slots, Ordering::Relaxed);
+            .map(|e| {
+                let mut status = e.status.clone();
+                if status.removed.is_none() {
+                    status.last_heartbeat_ms = Some(now.duration_since(e.last_heartbeat).as_millis() as u64);
+                }
+                status
+            })
+            .collect();
+        executors.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut jobs = self.finished.clone();
+        jobs.extend(self.jobs.iter().map(|(id, j)| JobStatus {
+            job: *id,
+            name: j.descriptor.name.clone(),
+            state: "running".into(),
+            progress: *j.progress.borrow(),
+        }));
+        jobs.sort_by_key(|j| j.job);
+        ClusterStatus { app_id: self.driver.shared.app_id.clone(), executors, jobs }
     }
 
     fn submit(&mut self, now: Instant, job: PreparedJob, reply: oneshot::Sender<JobHandle>) {
@@ -384,10 +506,7 @@ impl EventLoop {
             )),
             World::Task => Fold::Collect(vec![None; tasks as usize]),
         };
-        let (progress, progress_rx) = watch::channel(JobProgress {
-            total: tasks,
-            ..JobProgress::default()
-        });
+        let (progress, progress_rx) = watch::channel(JobProgress { total: tasks, ..JobProgress::default() });
         let (report_tx, report_rx) = oneshot::channel();
         self.jobs.insert(
             id,
@@ -403,31 +522,13 @@ impl EventLoop {
                 span,
             },
         );
-        let _ = reply.send(JobHandle {
-            id,
-            progress: progress_rx,
-            report: report_rx,
-        });
+        let _ = reply.send(JobHandle { id, progress: progress_rx, report: report_rx });
         let max_failures = job.settings.task_max_failures;
-        self.feed(
-            now,
-            Input::JobSubmitted {
-                job: id,
-                tasks,
-                max_failures,
-            },
-            None,
-        );
+        self.feed(now, Input::JobSubmitted { job: id, tasks, max_failures }, None);
     }
 
     fn status(&mut self, now: Instant, update: StatusUpdate) {
-        let StatusUpdate {
-            executor,
-            attempt,
-            state,
-            log,
-            elapsed,
-        } = update;
+        let StatusUpdate { executor, attempt, state, log, elapsed } = update;
         if let Some(record) = self.executors.get_mut(&executor) {
             record.status.running = record.status.running.saturating_sub(1);
             match state {
@@ -438,31 +539,16 @@ impl EventLoop {
         match state {
             TaskState::Succeeded(output) => {
                 tracing::debug!(%attempt, ?elapsed, "task succeeded");
-                self.feed(
-                    now,
-                    Input::TaskSucceeded { attempt, executor },
-                    Some(output),
-                );
+                self.feed(now, Input::TaskSucceeded { attempt, executor }, Some(output));
             }
             TaskState::Failed(failure) => {
                 if let Some(job) = self.jobs.get_mut(&attempt.job) {
-                    job.span.in_scope(|| tracing::warn!(%attempt, executor_id = %executor, %failure, "task failed"));
-                    job.failures.push(FailureRecord::new(
-                        attempt,
-                        executor.clone(),
-                        failure.clone(),
-                        &log,
-                    ));
+                    job.span.in_scope(
+                        || tracing::warn!(%attempt, executor_id = %executor, %failure, "task failed"),
+                    );
+                    job.failures.push(FailureRecord::new(attempt, executor.clone(), failure.clone(), &log));
                 }
-                self.feed(
-                    now,
-                    Input::TaskFailed {
-                        attempt,
-                        executor,
-                        failure,
-                    },
-                    None,
-                );
+                self.feed(now, Input::TaskFailed { attempt, executor, failure }, None);
             }
         }
     }
@@ -486,9 +572,7 @@ impl EventLoop {
                     batches.entry(executor).or_default().push(launch);
                 }
                 Output::TaskDone { attempt } => {
-                    if let (Some(job), Some(bytes)) =
-                        (self.jobs.get_mut(&attempt.job), output.take())
-                    {
+                    if let (Some(job), Some(bytes)) = (self.jobs.get_mut(&attempt.job), output.take()) {
                         job.progress.send_modify(|p| p.done += 1);
                         match &mut job.fold {
                             Fold::Aggregate(worker) => {
@@ -499,25 +583,18 @@ impl EventLoop {
                     }
                 }
                 Output::Kill { executor, attempt } => {
-                    if let Some(commands) = self
-                        .executors
-                        .get(&executor)
-                        .and_then(|e| e.commands.as_ref())
-                    {
+                    if let Some(commands) = self.executors.get(&executor).and_then(|e| e.commands.as_ref()) {
                         let _ = commands.send(ExecutorCommand::Kill(attempt));
                     }
                 }
                 Output::Retrying { attempt, failure } => {
                     if let Some(job) = self.jobs.get(&attempt.job) {
-                        job.span.in_scope(
-                            || tracing::info!(%attempt, kind = failure.kind(), "retrying task"),
-                        );
+                        job.span
+                            .in_scope(|| tracing::info!(%attempt, kind = failure.kind(), "retrying task"));
                     }
                 }
                 Output::JobSucceeded { job } => self.job_succeeded(job),
-                Output::JobFailed { job, reason } => {
-                    self.complete(job, Err(JobError::Task(reason)))
-                }
+                Output::JobFailed { job, reason } => self.complete(job, Err(reason)),
             }
         }
         for (executor, batch) in batches {
@@ -537,8 +614,7 @@ impl EventLoop {
             let failed = job.failures.len() as u32;
             job.progress.send_if_modified(|p| {
                 let running = job.attempts.saturating_sub(p.done + failed);
-                let changed =
-                    p.running != running || p.executors != executors || p.failed_attempts != failed;
+                let changed = p.running != running || p.executors != executors || p.failed_attempts != failed;
                 p.running = running;
                 p.executors = executors;
                 p.failed_attempts = failed;
@@ -584,6 +660,12 @@ impl EventLoop {
             Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),
             Err(e) => tracing::warn!(error = %e, "job failed"),
         });
+        self.finished.push(JobStatus {
+            job: id,
+            name: report.name.clone(),
+            state: if report.outcome.is_ok() { "succeeded" } else { "failed" }.into(),
+            progress: *job.progress.borrow(),
+        });
         if let Some(reply) = job.reply.take() {
             let _ = reply.send(report);
         }
@@ -597,9 +679,8 @@ fn collect_json(outputs: Vec<Option<Vec<u8>>>) -> Vec<u8> {
         .into_iter()
         .map(|o| {
             let bytes = o.unwrap_or_default();
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
-                serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
-            })
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         })
         .collect();
     serde_json::to_vec(&values).expect("JSON values encode")
@@ -632,16 +713,13 @@ fn spawn_fold(
                 max_result_size: job.max_result_size,
                 kill: KillSwitch::default(),
             };
-            let call = |call: Call| -> Result<Vec<u8>, TaskFailure> {
-                runtime.call(&component, &ctx, call).result
-            };
+            let call =
+                |call: Call| -> Result<Vec<u8>, TaskFailure> { runtime.call(&component, &ctx, call).result };
             let mut fold = OrderedFold::new();
             let result = loop {
                 match rx.recv() {
                     Ok(FoldMessage::Output(index, bytes)) => {
-                        if let Err(failure) =
-                            fold.push(index, bytes, &mut |a, b| call(Call::Merge(a, b)))
-                        {
+                        if let Err(failure) = fold.push(index, bytes, &mut |a, b| call(Call::Merge(a, b))) {
                             break Err(JobError::Merge(failure));
                         }
                     }
@@ -655,10 +733,7 @@ fn spawn_fold(
                     Err(_) => return, // the job ended without us
                 }
             };
-            let _ = driver.events.send(Event::Folded {
-                job: job.job,
-                result,
-            });
+            let _ = driver.events.send(Event::Folded { job: job.job, result });
         })
         .expect("spawn a fold thread");
     tx

@@ -59,21 +59,12 @@ mod tests {
 
     #[test]
     fn any_arrival_order_folds_in_partition_order() {
-        for order in [
-            [0, 1, 2, 3, 4],
-            [4, 3, 2, 1, 0],
-            [2, 0, 4, 1, 3],
-            [1, 3, 0, 4, 2],
-        ] {
+        for order in [[0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 0, 4, 1, 3], [1, 3, 0, 4, 2]] {
             let mut fold = OrderedFold::new();
             for i in order {
                 fold.push(i, vec![b'a' + i as u8], &mut concat).unwrap();
             }
-            assert_eq!(
-                fold.into_total(5),
-                Some(b"abcde".to_vec()),
-                "order {order:?}"
-            );
+            assert_eq!(fold.into_total(5), Some(b"abcde".to_vec()), "order {order:?}");
         }
     }
 

@@ -7,5 +7,5 @@ mod job;
 pub mod local;
 pub mod scheduler;
 
-pub use driver::{Driver, DriverConfig, ExecutorStatus};
-pub use job::{FailureRecord, JobError, JobProgress, JobReport, JobRequest, SubmitError};
+pub use driver::{Driver, DriverConfig, ExecutorInfo, JobHandle};
+pub use job::{JobRequest, SubmitError};

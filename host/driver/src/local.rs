@@ -1,7 +1,7 @@
 //! The embedded cluster behind `flint run`: a driver and in-process executors, each
 //! with its own runtime, joined by channels instead of QUIC.
 
-use crate::driver::{Driver, DriverConfig};
+use crate::driver::{Driver, DriverConfig, ExecutorInfo};
 use flint_executor::{ExecutorCore, serve_local};
 use flint_proto::{Conf, ConfError, Settings};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
@@ -43,6 +43,7 @@ impl LocalCluster {
             instance_memory: settings.instance_memory(),
             cache_dir: config.cache_dir.clone(),
             max_log_size: settings.task_max_log_size as usize,
+            pooling: true,
         };
         // The driver's own runtime runs merges and finishes, a few at a time.
         let driver_runtime = Arc::new(Runtime::new(runtime_config(2))?);
@@ -55,18 +56,30 @@ impl LocalCluster {
         for n in 1..=config.executors {
             let id = format!("exec-{n}");
             let runtime = Arc::new(Runtime::new(runtime_config(settings.slots()))?);
-            let core = Arc::new(ExecutorCore::new(
-                id.clone(),
-                runtime,
-                Arc::new(driver.clone()),
-            ));
+            let core = Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone())));
             let (commands, rx) = mpsc::unbounded_channel();
             let reports = driver.clone();
             let span = tracing::info_span!("executor", executor_id = %id);
-            executors.push(tokio::spawn(
-                serve_local(core, rx, move |u| reports.status(u)).instrument(span),
-            ));
-            driver.executor_up(id, settings.slots(), commands);
+            executors.push(tokio::spawn(serve_local(core, rx, move |u| reports.status(u)).instrument(span)));
+            let id_for_heartbeat = id.clone();
+            let info = ExecutorInfo {
+                id,
+                host: "in-process".into(),
+                cores: settings.executor_cores,
+                memory: settings.executor_memory,
+                slots: settings.slots(),
+            };
+            driver.executor_up(info, commands);
+            // In-process executors cannot be lost, but they heartbeat like any other so
+            // that the driver treats them alike.
+            let (beat, interval) = (driver.clone(), settings.heartbeat_interval);
+            executors.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(interval);
+                loop {
+                    tick.tick().await;
+                    beat.heartbeat(id_for_heartbeat.clone());
+                }
+            }));
         }
         Ok(LocalCluster { driver, executors })
     }

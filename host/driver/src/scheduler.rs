@@ -5,8 +5,8 @@
 //! task runs where, how often each has failed, and which executors are usable; it knows
 //! nothing of sockets, threads or wasm.
 
-use flint_proto::TaskFailure;
 pub use flint_proto::{Attempt, ExecutorId, JobId};
+use flint_proto::{JobError, TaskFailure};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
@@ -71,25 +71,8 @@ pub enum Output {
     },
     JobFailed {
         job: JobId,
-        reason: JobFailure,
+        reason: JobError,
     },
-}
-
-/// Why a job failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum JobFailure {
-    #[error(
-        "task {index} failed {attempts} time(s); last attempt (#{last_attempt}) on executor {executor}: {failure}"
-    )]
-    TaskFailed {
-        index: u32,
-        attempts: u32,
-        last_attempt: u32,
-        executor: ExecutorId,
-        failure: TaskFailure,
-    },
-    #[error("cancelled: {0}")]
-    Cancelled(String),
 }
 
 #[derive(Debug)]
@@ -102,11 +85,7 @@ struct Executor {
 
 impl Executor {
     fn free(&self) -> u32 {
-        if self.decommissioning {
-            0
-        } else {
-            self.slots.saturating_sub(self.running.len() as u32)
-        }
+        if self.decommissioning { 0 } else { self.slots.saturating_sub(self.running.len() as u32) }
     }
 }
 
@@ -169,11 +148,7 @@ impl Scheduler {
                     exec.decommissioning = true;
                 }
             }
-            Input::JobSubmitted {
-                job,
-                tasks,
-                max_failures,
-            } => {
+            Input::JobSubmitted { job, tasks, max_failures } => {
                 let state = Job {
                     tasks: (0..tasks).map(|_| Task::default()).collect(),
                     remaining: tasks,
@@ -190,12 +165,7 @@ impl Scheduler {
                 self.release(&executor, attempt);
                 if let Some(job) = self.jobs.get_mut(&attempt.job) {
                     let task = &mut job.tasks[attempt.index as usize];
-                    if !task.done
-                        && task
-                            .running
-                            .as_ref()
-                            .is_some_and(|(n, _)| *n == attempt.number)
-                    {
+                    if !task.done && task.running.as_ref().is_some_and(|(n, _)| *n == attempt.number) {
                         task.done = true;
                         task.running = None;
                         job.remaining -= 1;
@@ -207,16 +177,12 @@ impl Scheduler {
                     }
                 }
             }
-            Input::TaskFailed {
-                attempt,
-                executor,
-                failure,
-            } => {
+            Input::TaskFailed { attempt, executor, failure } => {
                 self.release(&executor, attempt);
                 self.task_failed(attempt, executor, failure, &mut out);
             }
             Input::CancelJob { job, reason } => {
-                self.fail_job(job, JobFailure::Cancelled(reason), &mut out);
+                self.fail_job(job, JobError::Cancelled(reason), &mut out);
             }
         }
         self.launch(&mut out);
@@ -230,10 +196,7 @@ impl Scheduler {
 
     /// Executors known and usable for new tasks.
     pub fn live_executors(&self) -> usize {
-        self.executors
-            .values()
-            .filter(|e| !e.decommissioning)
-            .count()
+        self.executors.values().filter(|e| !e.decommissioning).count()
     }
 
     /// Whether an executor runs nothing (for decommission and idle removal).
@@ -247,10 +210,7 @@ impl Scheduler {
     }
 
     fn task_mut(&mut self, attempt: Attempt) -> Option<&mut Task> {
-        self.jobs
-            .get_mut(&attempt.job)?
-            .tasks
-            .get_mut(attempt.index as usize)
+        self.jobs.get_mut(&attempt.job)?.tasks.get_mut(attempt.index as usize)
     }
 
     fn release(&mut self, executor: &str, attempt: Attempt) {
@@ -271,12 +231,7 @@ impl Scheduler {
         };
         let max_failures = job.max_failures;
         let task = &mut job.tasks[attempt.index as usize];
-        if task.done
-            || task
-                .running
-                .as_ref()
-                .is_none_or(|(n, _)| *n != attempt.number)
-        {
+        if task.done || task.running.as_ref().is_none_or(|(n, _)| *n != attempt.number) {
             return; // a stale report of an attempt already replaced
         }
         task.running = None;
@@ -285,7 +240,7 @@ impl Scheduler {
             task.failed_on.insert(executor.clone());
         }
         if !failure.retryable() || task.failures >= max_failures {
-            let reason = JobFailure::TaskFailed {
+            let reason = JobError::TaskFailed {
                 index: attempt.index,
                 attempts: task.launches,
                 last_attempt: attempt.number,
@@ -299,24 +254,17 @@ impl Scheduler {
         }
     }
 
-    fn fail_job(&mut self, job: JobId, reason: JobFailure, out: &mut Vec<Output>) {
+    fn fail_job(&mut self, job: JobId, reason: JobError, out: &mut Vec<Output>) {
         let Some(state) = self.jobs.remove(&job) else {
             return;
         };
         for (index, task) in state.tasks.iter().enumerate() {
             if let Some((number, executor)) = &task.running {
-                let attempt = Attempt {
-                    job,
-                    index: index as u32,
-                    number: *number,
-                };
+                let attempt = Attempt { job, index: index as u32, number: *number };
                 if let Some(exec) = self.executors.get_mut(executor) {
                     exec.running.remove(&attempt);
                 }
-                out.push(Output::Kill {
-                    executor: executor.clone(),
-                    attempt,
-                });
+                out.push(Output::Kill { executor: executor.clone(), attempt });
             }
         }
         self.queue.retain(|(j, _)| *j != job);
@@ -332,20 +280,14 @@ impl Scheduler {
             let Some((job, index)) = self.queue.pop_front() else {
                 break;
             };
-            let Some(task) = self
-                .jobs
-                .get(&job)
-                .and_then(|j| j.tasks.get(index as usize))
-            else {
+            let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index as usize)) else {
                 continue;
             };
             if task.done || task.running.is_some() {
                 continue;
             }
-            let clean_exists = self
-                .executors
-                .iter()
-                .any(|(id, e)| !e.decommissioning && !task.failed_on.contains(id));
+            let clean_exists =
+                self.executors.iter().any(|(id, e)| !e.decommissioning && !task.failed_on.contains(id));
             let pick = self
                 .executors
                 .iter()
@@ -356,20 +298,11 @@ impl Scheduler {
                 deferred.push((job, index));
                 continue;
             };
-            let task =
-                &mut self.jobs.get_mut(&job).expect("job checked above").tasks[index as usize];
-            let attempt = Attempt {
-                job,
-                index,
-                number: task.launches,
-            };
+            let task = &mut self.jobs.get_mut(&job).expect("job checked above").tasks[index as usize];
+            let attempt = Attempt { job, index, number: task.launches };
             task.launches += 1;
             task.running = Some((attempt.number, executor.clone()));
-            self.executors
-                .get_mut(&executor)
-                .expect("picked above")
-                .running
-                .insert(attempt);
+            self.executors.get_mut(&executor).expect("picked above").running.insert(attempt);
             out.push(Output::Launch { executor, attempt });
         }
         for item in deferred.into_iter().rev() {

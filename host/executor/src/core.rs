@@ -2,8 +2,8 @@
 
 use crate::split::read_split;
 use flint_proto::{
-    Attempt, Digest, ExecutorCommand, ExecutorId, JobDescriptor, PartitionSpec, StatusUpdate,
-    TaskFailure, TaskLaunch, TaskState, Token,
+    Attempt, Digest, ExecutorCommand, ExecutorId, JobDescriptor, PartitionSpec, StatusUpdate, TaskFailure,
+    TaskLaunch, TaskState, Token,
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
 use std::collections::HashMap;
@@ -70,10 +70,7 @@ impl ExecutorCore {
     pub fn run_task(&self, launch: &TaskLaunch) -> StatusUpdate {
         let started = Instant::now();
         let kill = KillSwitch::default();
-        self.running
-            .lock()
-            .expect("running lock")
-            .insert(launch.attempt, kill.clone());
+        self.running.lock().expect("running lock").insert(launch.attempt, kill.clone());
         let (state, log) = match self.prepare(launch) {
             Ok((component, input)) => {
                 let ctx = self.context(launch, kill);
@@ -86,10 +83,7 @@ impl ExecutorCore {
             }
             Err(failure) => (TaskState::Failed(failure), String::new()),
         };
-        self.running
-            .lock()
-            .expect("running lock")
-            .remove(&launch.attempt);
+        self.running.lock().expect("running lock").remove(&launch.attempt);
         if let TaskState::Failed(failure) = &state {
             tracing::warn!(kind = failure.kind(), %failure, "task failed");
         }
@@ -108,16 +102,9 @@ impl ExecutorCore {
             PartitionSpec::Index(i) => TaskInput::Index(*i),
             PartitionSpec::Value(v) => TaskInput::Value(v.clone()),
             PartitionSpec::FileSplit { path, start, end } => {
-                let data =
-                    read_split(Path::new(path), *start, *end).map_err(|e| TaskFailure::Host {
-                        message: format!("cannot read input {path}: {e}"),
-                    })?;
-                TaskInput::Lines {
-                    path: path.clone(),
-                    start: *start,
-                    end: *end,
-                    data,
-                }
+                let data = read_split(Path::new(path), *start, *end)
+                    .map_err(|e| TaskFailure::Host { message: format!("cannot read input {path}: {e}") })?;
+                TaskInput::Lines { path: path.clone(), start: *start, end: *end, data }
             }
         };
         Ok((component, input))
@@ -131,27 +118,23 @@ impl ExecutorCore {
         if let Some(found) = self.runtime.cached(digest) {
             return Ok(found);
         }
-        let bytes = self.source.fetch(digest).map_err(|e| TaskFailure::Host {
-            message: format!("cannot fetch component {digest}: {e}"),
-        })?;
+        let bytes = self
+            .source
+            .fetch(digest)
+            .map_err(|e| TaskFailure::Host { message: format!("cannot fetch component {digest}: {e}") })?;
         if Digest::of(&bytes) != *digest {
             return Err(TaskFailure::Host {
                 message: format!("component fetched for {digest} has another digest"),
             });
         }
-        self.runtime.load(&bytes).map_err(|e| TaskFailure::Host {
-            message: e.to_string(),
-        })
+        self.runtime.load(&bytes).map_err(|e| TaskFailure::Host { message: e.to_string() })
     }
 
     fn context(&self, launch: &TaskLaunch, kill: KillSwitch) -> TaskContext {
         let job: &JobDescriptor = &launch.job;
         let tokens = self.tokens.read().expect("tokens lock");
-        let tokens: Vec<Token> = tokens
-            .iter()
-            .filter(|t| job.token_services.contains(&t.service))
-            .cloned()
-            .collect();
+        let tokens: Vec<Token> =
+            tokens.iter().filter(|t| job.token_services.contains(&t.service)).cloned().collect();
         TaskContext {
             app_id: job.app_id.clone(),
             job_id: job.job.to_string(),

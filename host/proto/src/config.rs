@@ -18,11 +18,7 @@ pub enum ConfError {
     #[error("unknown configuration key {0}")]
     UnknownKey(String),
     #[error("configuration {key}={value:?}: {reason}")]
-    Invalid {
-        key: String,
-        value: String,
-        reason: String,
-    },
+    Invalid { key: String, value: String, reason: String },
 }
 
 /// Parses `KEY=VALUE`.
@@ -37,10 +33,7 @@ pub fn parse_pair(text: &str) -> Result<(String, String), ConfError> {
 /// (binary multiples, as Spark reads them).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b'))
-        .unwrap_or(&t);
+    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
     let (digits, shift) = match t.char_indices().last() {
         Some((i, 'k')) => (&t[..i], 10),
         Some((i, 'm')) => (&t[..i], 20),
@@ -48,12 +41,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         Some((i, 't')) => (&t[..i], 40),
         _ => (t, 0),
     };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size such as 512m or 4g"))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{text:?} is too large"))
+    let n: u64 = digits.trim().parse().map_err(|_| format!("{text:?} is not a size such as 512m or 4g"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// Parses a duration: a number with a `ms`, `s`, `m`, `h` or `d` suffix; a bare number
@@ -73,13 +62,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     } else {
         (t.as_str(), 1_000)
     };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 30s or 5m"))?;
-    n.checked_mul(unit_ms)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{text:?} is too long"))
+    let n: u64 =
+        digits.trim().parse().map_err(|_| format!("{text:?} is not a duration such as 30s or 5m"))?;
+    n.checked_mul(unit_ms).map(Duration::from_millis).ok_or_else(|| format!("{text:?} is too long"))
 }
 
 /// The platform's typed settings, each with its key and documented default.
@@ -144,17 +129,10 @@ impl Settings {
     pub fn from_conf(conf: &Conf) -> Result<Settings, ConfError> {
         let mut s = Settings::default();
         for (key, value) in conf.iter().filter(|(k, _)| k.starts_with("flint.")) {
-            let invalid = |reason: String| ConfError::Invalid {
-                key: key.clone(),
-                value: value.clone(),
-                reason,
-            };
+            let invalid =
+                |reason: String| ConfError::Invalid { key: key.clone(), value: value.clone(), reason };
             let positive = |n: u64| {
-                if n == 0 {
-                    Err(invalid("must be positive".into()))
-                } else {
-                    Ok(n)
-                }
+                if n == 0 { Err(invalid("must be positive".into())) } else { Ok(n) }
             };
             match key.as_str() {
                 "flint.executor.cores" => {
@@ -173,24 +151,17 @@ impl Settings {
                     s.task_cpus = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
                 }
                 "flint.task.maxFailures" => {
-                    s.task_max_failures =
-                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                    s.task_max_failures = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
                 }
-                "flint.task.deadline" => {
-                    s.task_deadline = parse_duration(value).map_err(&invalid)?
-                }
+                "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.task.maxResultSize" => {
                     s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
                 }
-                "flint.task.maxLogSize" => {
-                    s.task_max_log_size = parse_size(value).map_err(&invalid)?
-                }
+                "flint.task.maxLogSize" => s.task_max_log_size = parse_size(value).map_err(&invalid)?,
                 "flint.executor.heartbeatInterval" => {
                     s.heartbeat_interval = parse_duration(value).map_err(&invalid)?
                 }
-                "flint.network.timeout" => {
-                    s.network_timeout = parse_duration(value).map_err(&invalid)?
-                }
+                "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(&invalid)?,
                 _ => return Err(ConfError::UnknownKey(key.clone())),
             }
         }
@@ -221,9 +192,7 @@ impl Settings {
 }
 
 fn parse_u32(text: &str) -> Result<u32, String> {
-    text.trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a whole number"))
+    text.trim().parse().map_err(|_| format!("{text:?} is not a whole number"))
 }
 
 #[cfg(test)]
@@ -231,10 +200,7 @@ mod tests {
     use super::*;
 
     fn conf(pairs: &[(&str, &str)]) -> Conf {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]

@@ -7,10 +7,7 @@ use serde::{Deserialize, Serialize};
 pub enum TaskFailure {
     /// The guest trapped: `unreachable`, a panic, an out-of-bounds access.
     #[error("trap: {message}")]
-    Trap {
-        message: String,
-        backtrace: Option<String>,
-    },
+    Trap { message: String, backtrace: Option<String> },
     /// The guest tried to grow its memory past the instance's cap.
     #[error("memory limit: the task needed more than its cap of {limit} bytes")]
     MemoryLimit { limit: u64 },

@@ -52,19 +52,11 @@ pub struct Limits {
 
 impl Limits {
     pub fn memory_bytes(&self) -> Result<Option<u64>, String> {
-        self.memory
-            .as_deref()
-            .map(parse_size)
-            .transpose()
-            .map_err(|e| format!("limits.memory: {e}"))
+        self.memory.as_deref().map(parse_size).transpose().map_err(|e| format!("limits.memory: {e}"))
     }
 
     pub fn deadline(&self) -> Result<Option<Duration>, String> {
-        self.deadline
-            .as_deref()
-            .map(parse_duration)
-            .transpose()
-            .map_err(|e| format!("limits.deadline: {e}"))
+        self.deadline.as_deref().map(parse_duration).transpose().map_err(|e| format!("limits.deadline: {e}"))
     }
 }
 
@@ -88,9 +80,7 @@ pub struct JobPlan {
 impl JobPlan {
     /// Generated partitions `0..n`.
     pub fn indices(n: u32) -> JobPlan {
-        JobPlan {
-            partitions: (0..n).map(PartitionSpec::Index).collect(),
-        }
+        JobPlan { partitions: (0..n).map(PartitionSpec::Index).collect() }
     }
 
     /// One partition per value.
@@ -114,11 +104,7 @@ impl JobPlan {
             let mut start = 0;
             while start < *size {
                 let end = (start + split).min(*size);
-                partitions.push(PartitionSpec::FileSplit {
-                    path: path.clone(),
-                    start,
-                    end,
-                });
+                partitions.push(PartitionSpec::FileSplit { path: path.clone(), start, end });
                 start = end;
             }
         }
@@ -150,11 +136,7 @@ mod tests {
 
     #[test]
     fn splits_cover_every_byte_once_and_never_span_files() {
-        let files = vec![
-            ("a".to_string(), 10),
-            ("empty".to_string(), 0),
-            ("b".to_string(), 25),
-        ];
+        let files = vec![("a".to_string(), 10), ("empty".to_string(), 0), ("b".to_string(), 25)];
         let plan = JobPlan::file_splits(&files, 4);
         let r = ranges(&plan);
         // 35 bytes in 4 parts: splits of 9 bytes, cut again at the file boundary.
@@ -174,10 +156,7 @@ mod tests {
     fn one_partition_per_index_or_value() {
         assert_eq!(JobPlan::indices(3).len(), 3);
         let plan = JobPlan::values(&[serde_json::json!(1), serde_json::json!({"a": 2})]);
-        assert_eq!(
-            plan.partitions[1],
-            PartitionSpec::Value(br#"{"a":2}"#.to_vec())
-        );
+        assert_eq!(plan.partitions[1], PartitionSpec::Value(br#"{"a":2}"#.to_vec()));
     }
 
     #[test]
@@ -186,10 +165,7 @@ mod tests {
             serde_json::from_str(r#"{"name":"pi","world":"aggregate","partitions":4}"#).unwrap();
         assert_eq!(m.world, Some(World::Aggregate));
         assert!(serde_json::from_str::<Manifest>(r#"{"name":"pi","partitons":4}"#).is_err());
-        let limits = Limits {
-            memory: Some("64m".into()),
-            deadline: Some("bad".into()),
-        };
+        let limits = Limits { memory: Some("64m".into()), deadline: Some("bad".into()) };
         assert_eq!(limits.memory_bytes(), Ok(Some(64 << 20)));
         assert!(limits.deadline().unwrap_err().contains("limits.deadline"));
     }

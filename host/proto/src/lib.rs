@@ -1,15 +1,19 @@
-//! Flint's domain types, shared by driver, executors and clients: ids, configuration,
-//! job manifests and plans, tasks and typed task failures. Nothing here does IO.
+//! Flint's domain and wire types, shared by driver, executors and clients: ids,
+//! configuration, job manifests and plans, tasks, reports, typed failures, and the
+//! messages peers exchange. Nothing here does IO.
 
 pub mod config;
 pub mod failure;
 pub mod job;
+pub mod report;
 pub mod task;
+pub mod wire;
 
 pub use config::{Conf, ConfError, Settings};
 pub use failure::TaskFailure;
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, World};
+pub use report::{ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus};
 pub use task::{
-    Attempt, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, StatusUpdate, TaskLaunch,
-    TaskState, Token,
+    Attempt, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, StatusUpdate, TaskLaunch, TaskState,
+    Token,
 };

@@ -49,11 +49,7 @@ pub struct Attempt {
 
 impl fmt::Display for Attempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "job {} task {} attempt {}",
-            self.job, self.index, self.number
-        )
+        write!(f, "job {} task {} attempt {}", self.job, self.index, self.number)
     }
 }
 

@@ -20,13 +20,7 @@ struct Buffer {
 
 impl TaskLogSink {
     pub(crate) fn new(capacity: usize) -> Self {
-        TaskLogSink {
-            inner: Arc::new(Mutex::new(Buffer {
-                capacity,
-                bytes: Vec::new(),
-                dropped: 0,
-            })),
-        }
+        TaskLogSink { inner: Arc::new(Mutex::new(Buffer { capacity, bytes: Vec::new(), dropped: 0 })) }
     }
 
     pub(crate) fn append(&self, data: &[u8]) {
@@ -42,10 +36,7 @@ impl TaskLogSink {
         let b = self.inner.lock().expect("log buffer lock");
         let mut text = String::from_utf8_lossy(&b.bytes).into_owned();
         if b.dropped > 0 {
-            text.push_str(&format!(
-                "\n[flint: {} more bytes of task output dropped]\n",
-                b.dropped
-            ));
+            text.push_str(&format!("\n[flint: {} more bytes of task output dropped]\n", b.dropped));
         }
         text
     }

@@ -29,19 +29,12 @@ pub struct JobComponent {
 
 impl fmt::Debug for JobComponent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("JobComponent")
-            .field("digest", &self.digest)
-            .field("world", &self.world)
-            .finish()
+        f.debug_struct("JobComponent").field("digest", &self.digest).field("world", &self.world).finish()
     }
 }
 
 impl JobComponent {
-    pub(crate) fn load(
-        rt: &Runtime,
-        digest: Digest,
-        bytes: &[u8],
-    ) -> Result<JobComponent, LoadError> {
+    pub(crate) fn load(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<JobComponent, LoadError> {
         let component = compile_cached(rt, digest, bytes)?;
         let pre = rt
             .linker
@@ -49,24 +42,13 @@ impl JobComponent {
             .map_err(|e| LoadError::WrongWorld(format!("{}", e).replace('\n', " ")))?;
         let job = job::GuestIndices::new(&pre).map_err(|_| {
             LoadError::WrongWorld(
-                "the component does not export flint:task/job (build it with the flint-guest SDK)"
-                    .into(),
+                "the component does not export flint:task/job (build it with the flint-guest SDK)".into(),
             )
         })?;
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
-        let world = if aggregator.is_some() {
-            World::Aggregate
-        } else {
-            World::Task
-        };
+        let world = if aggregator.is_some() { World::Aggregate } else { World::Task };
         tracing::debug!(%digest, ?world, "component loaded");
-        Ok(JobComponent {
-            digest,
-            world,
-            pre,
-            job,
-            aggregator,
-        })
+        Ok(JobComponent { digest, world, pre, job, aggregator })
     }
 }
 
@@ -74,11 +56,7 @@ impl JobComponent {
 /// the component's digest and the engine's compatibility hash, so an engine with other
 /// settings or another wasmtime never reads one it cannot run.
 fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Component, LoadError> {
-    let path = rt
-        .config
-        .cache_dir
-        .as_deref()
-        .map(|dir| artifact_path(rt, dir, digest));
+    let path = rt.config.cache_dir.as_deref().map(|dir| artifact_path(rt, dir, digest));
     if let Some(path) = path.as_deref().filter(|p| p.exists()) {
         // SAFETY: the cache directory is the executor's own; artifacts are written by
         // `Component::serialize` of an engine with the same compatibility hash and
@@ -99,13 +77,7 @@ fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Componen
         let text = format!("{e:#}");
         // The parser's message ends in a dump of the bytes it expected: keep the words.
         let first = text.lines().next().unwrap_or_default();
-        LoadError::NotAComponent(
-            first
-                .split(" - expected")
-                .next()
-                .unwrap_or(first)
-                .to_owned(),
-        )
+        LoadError::NotAComponent(first.split(" - expected").next().unwrap_or(first).to_owned())
     })?;
     if let Some(path) = path {
         if let Err(e) = store_artifact(&component, &path) {

@@ -28,6 +28,9 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
     /// Guest stdout, stderr and log lines kept per task, in bytes.
     pub max_log_size: usize,
+    /// Use the pooling allocator (falling back to on-demand allocation where it cannot
+    /// reserve its address space); `false` always allocates on demand.
+    pub pooling: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,9 +56,15 @@ impl Runtime {
     /// up front; where it cannot (a small pod's address-space limit), the runtime falls
     /// back to allocating on demand and says so, rather than failing to start.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        let (engine, pooling) = match Engine::new(&engine_config(&config, true)) {
-            Ok(engine) => (engine, true),
-            Err(e) => {
+        let pooled = if config.pooling { Some(Engine::new(&engine_config(&config, true))) } else { None };
+        let (engine, pooling) = match pooled {
+            Some(Ok(engine)) => (engine, true),
+            None => (
+                Engine::new(&engine_config(&config, false))
+                    .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?,
+                false,
+            ),
+            Some(Err(e)) => {
                 tracing::warn!(error = %e, "pooling allocator unavailable; allocating instances on demand");
                 let engine = Engine::new(&engine_config(&config, false))
                     .map_err(|e| RuntimeError::Engine(format!("{e:#}")))?;
@@ -71,14 +80,7 @@ impl Runtime {
         )
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         let ticker = Some(Ticker::start(engine.clone()));
-        Ok(Runtime {
-            engine,
-            linker,
-            config,
-            components: Mutex::new(HashMap::new()),
-            pooling,
-            ticker,
-        })
+        Ok(Runtime { engine, linker, config, components: Mutex::new(HashMap::new()), pooling, ticker })
     }
 
     /// Whether instances come from the pooling allocator.
@@ -93,11 +95,7 @@ impl Runtime {
 
     /// A component already loaded, by digest: an executor fetches each module once.
     pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
-        self.components
-            .lock()
-            .expect("component map lock")
-            .get(digest)
-            .cloned()
+        self.components.lock().expect("component map lock").get(digest).cloned()
     }
 
     /// Loads a component: validates it, compiles it (or reads the compiled artifact from
@@ -108,10 +106,7 @@ impl Runtime {
             return Ok(found);
         }
         let component = Arc::new(JobComponent::load(self, digest, bytes)?);
-        self.components
-            .lock()
-            .expect("component map lock")
-            .insert(digest, component.clone());
+        self.components.lock().expect("component map lock").insert(digest, component.clone());
         Ok(component)
     }
 }

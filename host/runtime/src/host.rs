@@ -20,10 +20,7 @@ pub(crate) struct HostState {
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
     }
 }
 
@@ -37,23 +34,15 @@ impl host::Host for HostState {
     }
 
     fn get_token(&mut self, service: String) -> Option<host::Token> {
-        self.tokens
-            .iter()
-            .find(|t| t.service == service)
-            .map(|t| host::Token {
-                service: t.service.clone(),
-                secret: t.secret.clone(),
-                expires_at_ms: t.expires_at_ms,
-            })
+        self.tokens.iter().find(|t| t.service == service).map(|t| host::Token {
+            service: t.service.clone(),
+            secret: t.secret.clone(),
+            expires_at_ms: t.expires_at_ms,
+        })
     }
 
     fn log(&mut self, level: Level, message: String) {
-        let TaskInfo {
-            job_id,
-            task_index,
-            attempt,
-            ..
-        } = &self.info;
+        let TaskInfo { job_id, task_index, attempt, .. } = &self.info;
         match level {
             Level::Trace => tracing::trace!(job_id, task = task_index, attempt, "{message}"),
             Level::Debug => tracing::debug!(job_id, task = task_index, attempt, "{message}"),
@@ -80,23 +69,13 @@ pub(crate) struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> Result<bool> {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
         let ok = desired as u64 <= self.limit;
         self.refused |= !ok;
         Ok(ok)
     }
 
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> Result<bool> {
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
         // Tables hold function references; a million entries is far past any real job.
         Ok(desired <= 1 << 20)
     }

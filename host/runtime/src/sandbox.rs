@@ -56,12 +56,7 @@ pub struct TaskContext {
 pub enum TaskInput {
     Index(u32),
     Value(Vec<u8>),
-    Lines {
-        path: String,
-        start: u64,
-        end: u64,
-        data: Vec<u8>,
-    },
+    Lines { path: String, start: u64, end: u64, data: Vec<u8> },
 }
 
 /// What to call.
@@ -98,30 +93,19 @@ impl Runtime {
     pub fn call(&self, component: &JobComponent, ctx: &TaskContext, call: Call) -> Outcome {
         let started = Instant::now();
         let log = TaskLogSink::new(self.config.max_log_size);
-        let limit = ctx.memory_limit.map_or(self.config.instance_memory, |l| {
-            l.min(self.config.instance_memory)
-        });
+        let limit =
+            ctx.memory_limit.map_or(self.config.instance_memory, |l| l.min(self.config.instance_memory));
         let mut store = self.new_store(ctx, log.clone(), limit);
         let result = invoke(component, &mut store, call)
             .map_err(|e| classify(e, &store, ctx, &log))
-            .and_then(|r| {
-                r.map_err(|e| TaskFailure::Guest {
-                    message: e.message,
-                    retryable: e.retryable,
-                })
-            })
+            .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }))
             .and_then(|bytes| match bytes.len() as u64 {
-                size if size > ctx.max_result_size => Err(TaskFailure::ResultTooLarge {
-                    size,
-                    limit: ctx.max_result_size,
-                }),
+                size if size > ctx.max_result_size => {
+                    Err(TaskFailure::ResultTooLarge { size, limit: ctx.max_result_size })
+                }
                 _ => Ok(bytes),
             });
-        Outcome {
-            result,
-            log: log.contents(),
-            elapsed: started.elapsed(),
-        }
+        Outcome { result, log: log.contents(), elapsed: started.elapsed() }
     }
 
     /// The one place a store is made: memory cap, deadline, kill switch, sandboxed WASI.
@@ -143,10 +127,7 @@ impl Runtime {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limits: MemoryCap {
-                limit,
-                refused: false,
-            },
+            limits: MemoryCap { limit, refused: false },
             info,
             config: ctx.config.clone(),
             tokens: ctx.tokens.clone(),
@@ -181,12 +162,8 @@ fn invoke(
             let job: job::Guest = component.job.load(&mut *store, &instance)?;
             job.call_run(&mut *store, &partition(input))
         }
-        Call::Merge(a, b) => {
-            aggregator(component, store, &instance)?.call_merge(&mut *store, &a, &b)
-        }
-        Call::Finish(acc) => {
-            aggregator(component, store, &instance)?.call_finish(&mut *store, &acc)
-        }
+        Call::Merge(a, b) => aggregator(component, store, &instance)?.call_merge(&mut *store, &a, &b),
+        Call::Finish(acc) => aggregator(component, store, &instance)?.call_finish(&mut *store, &acc),
     }
 }
 
@@ -197,9 +174,7 @@ fn aggregator(
 ) -> wasmtime::Result<crate::bindings::exports::flint::task::aggregator::Guest> {
     match &component.aggregator {
         Some(indices) => indices.load(&mut *store, instance),
-        None => Err(wasmtime::Error::msg(
-            "the component exports no aggregator (world task)",
-        )),
+        None => Err(wasmtime::Error::msg("the component exports no aggregator (world task)")),
     }
 }
 
@@ -207,17 +182,7 @@ fn partition(input: TaskInput) -> Partition {
     match input {
         TaskInput::Index(i) => Partition::Index(i),
         TaskInput::Value(v) => Partition::Value(v),
-        TaskInput::Lines {
-            path,
-            start,
-            end,
-            data,
-        } => Partition::Lines(FileSplit {
-            path,
-            start,
-            end,
-            data,
-        }),
+        TaskInput::Lines { path, start, end, data } => Partition::Lines(FileSplit { path, start, end, data }),
     }
 }
 
@@ -229,43 +194,29 @@ fn classify(
     log: &TaskLogSink,
 ) -> TaskFailure {
     if e.is::<Killed>() {
-        return TaskFailure::Killed {
-            reason: "killed on request".into(),
-        };
+        return TaskFailure::Killed { reason: "killed on request".into() };
     }
     if store.data().limits.refused {
-        return TaskFailure::MemoryLimit {
-            limit: store.data().limits.limit,
-        };
+        return TaskFailure::MemoryLimit { limit: store.data().limits.limit };
     }
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => TaskFailure::Deadline {
-            deadline_ms: ctx.deadline.as_millis() as u64,
-        },
+        Some(Trap::Interrupt) => TaskFailure::Deadline { deadline_ms: ctx.deadline.as_millis() as u64 },
         Some(trap) => {
-            let mut message = trap
-                .to_string()
-                .trim_start_matches("wasm trap: ")
-                .to_owned();
+            let mut message = trap.to_string().trim_start_matches("wasm trap: ").to_owned();
             if let Some(panic) = panic_message(&log.contents()) {
                 message = format!("{message} (guest panicked: {panic})");
             }
             let backtrace = e.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
             TaskFailure::Trap { message, backtrace }
         }
-        None => TaskFailure::Host {
-            message: format!("{e:#}").replace('\n', " "),
-        },
+        None => TaskFailure::Host { message: format!("{e:#}").replace('\n', " ") },
     }
 }
 
 /// The message of a Rust panic, from what the guest's panic hook wrote to stderr.
 fn panic_message(log: &str) -> Option<String> {
     let after = &log[log.find("panicked at ")?..];
-    let mut lines = after
-        .lines()
-        .skip(1)
-        .take_while(|l| !l.starts_with("note:"));
+    let mut lines = after.lines().skip(1).take_while(|l| !l.starts_with("note:"));
     let message: Vec<&str> = lines.by_ref().collect();
     Some(message.join(" ").trim().to_owned()).filter(|m| !m.is_empty())
 }

@@ -12,25 +12,15 @@ fn component(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/wasm32-wasip2/release")
         .join(format!("{name}.wasm"));
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run `make examples` first", path.display()))
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; run `make examples` first", path.display()))
 }
 
 fn runtime(instance_memory: u64, cache_dir: Option<PathBuf>) -> Runtime {
-    Runtime::new(RuntimeConfig {
-        slots: 2,
-        instance_memory,
-        cache_dir,
-        max_log_size: 64 << 10,
-    })
-    .unwrap()
+    Runtime::new(RuntimeConfig { slots: 2, instance_memory, cache_dir, max_log_size: 64 << 10 }).unwrap()
 }
 
 fn ctx(conf: &[(&str, &str)]) -> TaskContext {
-    let config: Conf = conf
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let config: Conf = conf.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     TaskContext {
         app_id: "test-app".into(),
         job_id: "1".into(),
@@ -48,8 +38,7 @@ fn ctx(conf: &[(&str, &str)]) -> TaskContext {
 
 fn run(rt: &Runtime, bytes: &[u8], ctx: &TaskContext) -> Result<Vec<u8>, TaskFailure> {
     let component = rt.load(bytes).unwrap();
-    rt.call(&component, ctx, Call::Run(TaskInput::Index(ctx.task_index)))
-        .result
+    rt.call(&component, ctx, Call::Run(TaskInput::Index(ctx.task_index))).result
 }
 
 #[test]
@@ -61,10 +50,7 @@ fn every_failure_is_typed_and_the_runtime_keeps_serving() {
     match run(&rt, &chaos, &ctx(&[("mode", "trap")])) {
         Err(TaskFailure::Trap { message, backtrace }) => {
             assert!(message.contains("unreachable"), "{message}");
-            assert!(
-                backtrace.unwrap_or_default().contains("chaos.wasm!"),
-                "a guest backtrace"
-            );
+            assert!(backtrace.unwrap_or_default().contains("chaos.wasm!"), "a guest backtrace");
         }
         other => panic!("trap expected: {other:?}"),
     }
@@ -72,10 +58,7 @@ fn every_failure_is_typed_and_the_runtime_keeps_serving() {
 
     match run(&rt, &chaos, &ctx(&[("mode", "panic")])) {
         Err(TaskFailure::Trap { message, .. }) => {
-            assert!(
-                message.contains("chaos asked to panic in task 0"),
-                "{message}"
-            )
+            assert!(message.contains("chaos asked to panic in task 0"), "{message}")
         }
         other => panic!("trap expected: {other:?}"),
     }
@@ -91,21 +74,11 @@ fn every_failure_is_typed_and_the_runtime_keeps_serving() {
     let mut deadline = ctx(&[("mode", "loop")]);
     deadline.deadline = Duration::from_millis(300);
     let started = Instant::now();
-    assert_eq!(
-        run(&rt, &chaos, &deadline),
-        Err(TaskFailure::Deadline { deadline_ms: 300 })
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "stopped soon after its deadline"
-    );
+    assert_eq!(run(&rt, &chaos, &deadline), Err(TaskFailure::Deadline { deadline_ms: 300 }));
+    assert!(started.elapsed() < Duration::from_secs(5), "stopped soon after its deadline");
     healthy(&rt);
 
-    match run(
-        &rt,
-        &chaos,
-        &ctx(&[("mode", "big-output"), ("bytes", "2000000")]),
-    ) {
+    match run(&rt, &chaos, &ctx(&[("mode", "big-output"), ("bytes", "2000000")])) {
         Err(TaskFailure::ResultTooLarge { size, limit }) => {
             assert!(size > limit && limit == 1 << 20)
         }
@@ -113,10 +86,7 @@ fn every_failure_is_typed_and_the_runtime_keeps_serving() {
     }
     assert_eq!(
         run(&rt, &chaos, &ctx(&[("mode", "fatal")])),
-        Err(TaskFailure::Guest {
-            message: "chaos asked to fail for good".into(),
-            retryable: false
-        })
+        Err(TaskFailure::Guest { message: "chaos asked to fail for good".into(), retryable: false })
     );
     healthy(&rt);
 }
@@ -127,15 +97,9 @@ fn a_job_may_ask_for_less_memory_never_more() {
     let chaos = component("chaos");
     let mut small = ctx(&[("mode", "alloc")]);
     small.memory_limit = Some(32 << 20);
-    assert_eq!(
-        run(&rt, &chaos, &small),
-        Err(TaskFailure::MemoryLimit { limit: 32 << 20 })
-    );
+    assert_eq!(run(&rt, &chaos, &small), Err(TaskFailure::MemoryLimit { limit: 32 << 20 }));
     small.memory_limit = Some(1 << 30);
-    assert_eq!(
-        run(&rt, &chaos, &small),
-        Err(TaskFailure::MemoryLimit { limit: 64 << 20 })
-    );
+    assert_eq!(run(&rt, &chaos, &small), Err(TaskFailure::MemoryLimit { limit: 64 << 20 }));
 }
 
 #[test]
@@ -150,20 +114,14 @@ fn kill_switch_stops_a_running_guest() {
     };
     std::thread::sleep(Duration::from_millis(100));
     kill.kill();
-    assert!(matches!(
-        worker.join().unwrap(),
-        Err(TaskFailure::Killed { .. })
-    ));
+    assert!(matches!(worker.join().unwrap(), Err(TaskFailure::Killed { .. })));
 }
 
 #[test]
 fn sandbox_grants_no_ambient_authority() {
     let rt = runtime(64 << 20, None);
     let out = run(&rt, &component("chaos"), &ctx(&[("mode", "probe")])).unwrap();
-    assert_eq!(
-        String::from_utf8(out).unwrap(),
-        r#"["env=0 args=0 root=false tcp=false"]"#
-    );
+    assert_eq!(String::from_utf8(out).unwrap(), r#"["env=0 args=0 root=false tcp=false"]"#);
 }
 
 #[test]
@@ -175,23 +133,9 @@ fn guest_output_is_captured_and_bounded() {
         &ctx(&[("mode", "chatter"), ("bytes", "1000000")]),
         Call::Run(TaskInput::Index(0)),
     );
-    assert!(
-        outcome.result.is_ok(),
-        "a chatty guest is not failed for it: {:?}",
-        outcome.result
-    );
-    assert!(
-        outcome
-            .log
-            .starts_with("[INFO] task 0 running mode chatter\n...."),
-        "{}",
-        &outcome.log[..80]
-    );
-    assert!(
-        outcome.log.len() < (64 << 10) + 200,
-        "bounded: {} bytes",
-        outcome.log.len()
-    );
+    assert!(outcome.result.is_ok(), "a chatty guest is not failed for it: {:?}", outcome.result);
+    assert!(outcome.log.starts_with("[INFO] task 0 running mode chatter\n...."), "{}", &outcome.log[..80]);
+    assert!(outcome.log.len() < (64 << 10) + 200, "bounded: {} bytes", outcome.log.len());
     assert!(outcome.log.contains("more bytes of task output dropped"));
 }
 
@@ -213,42 +157,17 @@ fn compiled_components_are_kept_on_disk_and_reused() {
     let digest = flint_proto::Digest::of(&bytes);
     let first = runtime(64 << 20, Some(dir.path().to_owned()));
     first.load(&bytes).unwrap();
-    let artifacts: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let artifacts: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(artifacts.len(), 1, "{artifacts:?}");
-    let name = artifacts[0]
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    assert!(
-        name.starts_with(&digest.hex()) && name.ends_with(".cwasm"),
-        "{name}"
-    );
-    let written = std::fs::metadata(&artifacts[0])
-        .unwrap()
-        .modified()
-        .unwrap();
+    let name = artifacts[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with(&digest.hex()) && name.ends_with(".cwasm"), "{name}");
+    let written = std::fs::metadata(&artifacts[0]).unwrap().modified().unwrap();
 
     // A restarted executor reads the artifact instead of compiling again.
     let second = runtime(64 << 20, Some(dir.path().to_owned()));
     let noop = second.load(&bytes).unwrap();
-    assert_eq!(
-        std::fs::metadata(&artifacts[0])
-            .unwrap()
-            .modified()
-            .unwrap(),
-        written
-    );
-    assert_eq!(
-        second
-            .call(&noop, &ctx(&[]), Call::Run(TaskInput::Index(0)))
-            .result
-            .unwrap(),
-        b"1"
-    );
+    assert_eq!(std::fs::metadata(&artifacts[0]).unwrap().modified().unwrap(), written);
+    assert_eq!(second.call(&noop, &ctx(&[]), Call::Run(TaskInput::Index(0))).result.unwrap(), b"1");
 
     // A damaged artifact is recompiled, not trusted. (Runtimes map artifacts into
     // memory, so the damage is done with none running, as after a crash.)

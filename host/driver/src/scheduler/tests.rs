@@ -6,64 +6,33 @@ use std::time::Instant;
 fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Launch { executor, attempt } => {
-                Some((executor.clone(), attempt.index, attempt.number))
-            }
+            Output::Launch { executor, attempt } => Some((executor.clone(), attempt.index, attempt.number)),
             _ => None,
         })
         .collect()
 }
 
 fn trap() -> TaskFailure {
-    TaskFailure::Trap {
-        message: "unreachable".into(),
-        backtrace: None,
-    }
+    TaskFailure::Trap { message: "unreachable".into(), backtrace: None }
 }
 
 fn cluster(execs: &[(&str, u32)]) -> (Scheduler, Instant) {
     let now = Instant::now();
     let mut s = Scheduler::new();
     for (id, slots) in execs {
-        assert!(
-            s.handle(
-                now,
-                Input::ExecutorAdded {
-                    id: id.to_string(),
-                    slots: *slots
-                }
-            )
-            .is_empty()
-        );
+        assert!(s.handle(now, Input::ExecutorAdded { id: id.to_string(), slots: *slots }).is_empty());
     }
     (s, now)
 }
 
 fn ok(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> Vec<Output> {
-    s.handle(
-        now,
-        Input::TaskSucceeded {
-            attempt: Attempt {
-                job: 1,
-                index,
-                number,
-            },
-            executor: exec.into(),
-        },
-    )
+    s.handle(now, Input::TaskSucceeded { attempt: Attempt { job: 1, index, number }, executor: exec.into() })
 }
 
 #[test]
 fn fills_free_slots_spread_over_executors_then_queues() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 2)]);
-    let out = s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 6,
-            max_failures: 4,
-        },
-    );
+    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 6, max_failures: 4 });
     let l = launches(&out);
     assert_eq!(l.len(), 4, "{out:?}");
     assert_eq!(l.iter().filter(|(e, ..)| e == "a").count(), 2);
@@ -76,14 +45,7 @@ fn fills_free_slots_spread_over_executors_then_queues() {
 #[test]
 fn job_succeeds_when_every_task_has() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 2,
-            max_failures: 4,
-        },
-    );
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 4 });
     assert!(!ok(&mut s, now, "a", 0, 0).contains(&Output::JobSucceeded { job: 1 }));
     assert!(ok(&mut s, now, "a", 1, 0).contains(&Output::JobSucceeded { job: 1 }));
     assert_eq!(s.free_slots(), 2);
@@ -92,38 +54,20 @@ fn job_succeeds_when_every_task_has() {
 #[test]
 fn empty_job_succeeds_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    let out = s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 0,
-            max_failures: 4,
-        },
-    );
+    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 0, max_failures: 4 });
     assert_eq!(out, vec![Output::JobSucceeded { job: 1 }]);
 }
 
 #[test]
 fn failed_task_is_retried_on_another_executor() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    let l = launches(&s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 1,
-            max_failures: 4,
-        },
-    ));
+    let l = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 }));
     let first = l[0].0.clone();
     let other = if first == "a" { "b" } else { "a" };
     let out = s.handle(
         now,
         Input::TaskFailed {
-            attempt: Attempt {
-                job: 1,
-                index: 0,
-                number: 0,
-            },
+            attempt: Attempt { job: 1, index: 0, number: 0 },
             executor: first.clone(),
             failure: trap(),
         },
@@ -135,136 +79,72 @@ fn failed_task_is_retried_on_another_executor() {
 #[test]
 fn retry_waits_for_a_clean_executor_rather_than_the_one_that_failed() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 2,
-            max_failures: 4,
-        },
-    );
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 4 });
     // Task 0 on a (the tie-break picks the lower id first), task 1 on b.
     let out = s.handle(
         now,
         Input::TaskFailed {
-            attempt: Attempt {
-                job: 1,
-                index: 0,
-                number: 0,
-            },
+            attempt: Attempt { job: 1, index: 0, number: 0 },
             executor: "a".into(),
             failure: trap(),
         },
     );
-    assert!(
-        launches(&out).is_empty(),
-        "a is free but task 0 failed there while b lives: {out:?}"
-    );
-    assert_eq!(
-        launches(&ok(&mut s, now, "b", 1, 0)),
-        vec![("b".to_string(), 0, 1)]
-    );
+    assert!(launches(&out).is_empty(), "a is free but task 0 failed there while b lives: {out:?}");
+    assert_eq!(launches(&ok(&mut s, now, "b", 1, 0)), vec![("b".to_string(), 0, 1)]);
 }
 
 #[test]
 fn job_fails_after_max_failures_and_its_running_tasks_are_killed() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 2,
-            max_failures: 2,
-        },
-    );
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 2 });
     let fail = |s: &mut Scheduler, number| {
         s.handle(
             now,
             Input::TaskFailed {
-                attempt: Attempt {
-                    job: 1,
-                    index: 0,
-                    number,
-                },
+                attempt: Attempt { job: 1, index: 0, number },
                 executor: "a".into(),
                 failure: trap(),
             },
         )
     };
     let out = fail(&mut s, 0);
-    assert_eq!(
-        launches(&out),
-        vec![("a".to_string(), 0, 1)],
-        "one executor: the retry goes back to it"
-    );
+    assert_eq!(launches(&out), vec![("a".to_string(), 0, 1)], "one executor: the retry goes back to it");
     let out = fail(&mut s, 1);
-    assert!(out.contains(&Output::Kill {
-        executor: "a".into(),
-        attempt: Attempt {
-            job: 1,
-            index: 1,
-            number: 0
-        }
-    }));
+    assert!(
+        out.contains(&Output::Kill {
+            executor: "a".into(),
+            attempt: Attempt { job: 1, index: 1, number: 0 }
+        })
+    );
     let failed = out.iter().find_map(|o| match o {
         Output::JobFailed { reason, .. } => Some(reason.clone()),
         _ => None,
     });
     let reason = failed.expect("job failed").to_string();
-    assert!(
-        reason.contains("task 0 failed 2 time(s)") && reason.contains("trap"),
-        "{reason}"
-    );
+    assert!(reason.contains("task 0 failed 2 time(s)") && reason.contains("trap"), "{reason}");
     assert_eq!(s.free_slots(), 2);
 }
 
 #[test]
 fn a_fatal_failure_fails_the_job_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 1,
-            max_failures: 4,
-        },
-    );
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
     let out = s.handle(
         now,
         Input::TaskFailed {
-            attempt: Attempt {
-                job: 1,
-                index: 0,
-                number: 0,
-            },
+            attempt: Attempt { job: 1, index: 0, number: 0 },
             executor: "a".into(),
             failure: TaskFailure::ResultTooLarge { size: 10, limit: 5 },
         },
     );
-    assert!(
-        matches!(out.last(), Some(Output::JobFailed { .. })),
-        "{out:?}"
-    );
+    assert!(matches!(out.last(), Some(Output::JobFailed { .. })), "{out:?}");
 }
 
 #[test]
 fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 2,
-            max_failures: 1,
-        },
-    );
-    let out = s.handle(
-        now,
-        Input::ExecutorLost {
-            id: "a".into(),
-            reason: "heartbeat timed out".into(),
-        },
-    );
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 1 });
+    let out = s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "heartbeat timed out".into() });
     assert!(out.is_empty(), "b is busy: {out:?}");
     // b finishes task 1 and takes task 0's next attempt; max_failures=1 was not used up.
     let out = ok(&mut s, now, "b", 1, 0);
@@ -275,45 +155,19 @@ fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
 #[test]
 fn stale_reports_are_ignored() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 1,
-            max_failures: 4,
-        },
-    );
-    s.handle(
-        now,
-        Input::ExecutorLost {
-            id: "a".into(),
-            reason: "gone".into(),
-        },
-    );
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
+    s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
     // Attempt 0 was on a and has been replaced by attempt 1 on b.
     let stale = s.handle(
         now,
-        Input::TaskSucceeded {
-            attempt: Attempt {
-                job: 1,
-                index: 0,
-                number: 0,
-            },
-            executor: "a".into(),
-        },
+        Input::TaskSucceeded { attempt: Attempt { job: 1, index: 0, number: 0 }, executor: "a".into() },
     );
     assert!(stale.is_empty(), "{stale:?}");
     let out = ok(&mut s, now, "b", 0, 1);
     assert_eq!(
         out,
         vec![
-            Output::TaskDone {
-                attempt: Attempt {
-                    job: 1,
-                    index: 0,
-                    number: 1
-                }
-            },
+            Output::TaskDone { attempt: Attempt { job: 1, index: 0, number: 1 } },
             Output::JobSucceeded { job: 1 }
         ]
     );
@@ -323,14 +177,7 @@ fn stale_reports_are_ignored() {
 fn decommissioning_executor_takes_no_new_tasks() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
     s.handle(now, Input::ExecutorDecommissioning { id: "a".into() });
-    let l = launches(&s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 2,
-            max_failures: 4,
-        },
-    ));
+    let l = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 4 }));
     assert_eq!(l, vec![("b".to_string(), 0, 0)]);
     assert_eq!(s.live_executors(), 1);
 }
@@ -338,36 +185,10 @@ fn decommissioning_executor_takes_no_new_tasks() {
 #[test]
 fn cancel_kills_running_and_drops_queued_tasks() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 1,
-            tasks: 3,
-            max_failures: 4,
-        },
-    );
-    let out = s.handle(
-        now,
-        Input::CancelJob {
-            job: 1,
-            reason: "user asked".into(),
-        },
-    );
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 3, max_failures: 4 });
+    let out = s.handle(now, Input::CancelJob { job: 1, reason: "user asked".into() });
     assert_eq!(out.len(), 2, "{out:?}");
-    assert!(matches!(
-        &out[1],
-        Output::JobFailed {
-            reason: JobFailure::Cancelled(_),
-            ..
-        }
-    ));
-    let out = s.handle(
-        now,
-        Input::JobSubmitted {
-            job: 2,
-            tasks: 1,
-            max_failures: 4,
-        },
-    );
+    assert!(matches!(&out[1], Output::JobFailed { reason: JobError::Cancelled(_), .. }));
+    let out = s.handle(now, Input::JobSubmitted { job: 2, tasks: 1, max_failures: 4 });
     assert_eq!(launches(&out).len(), 1, "the slot was freed");
 }

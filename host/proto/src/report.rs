@@ -1,0 +1,108 @@
+//! How jobs and executors are doing, as the driver reports them to clients.
+
+use crate::failure::TaskFailure;
+use crate::task::{Attempt, ExecutorId, JobId};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Why a job failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+pub enum JobError {
+    #[error(
+        "task {index} failed {attempts} time(s); last attempt (#{last_attempt}) on executor {executor}: {failure}"
+    )]
+    TaskFailed { index: u32, attempts: u32, last_attempt: u32, executor: ExecutorId, failure: TaskFailure },
+    #[error("merging task outputs failed: {0}")]
+    Merge(TaskFailure),
+    #[error("finishing the job failed: {0}")]
+    Finish(TaskFailure),
+    #[error("cancelled: {0}")]
+    Cancelled(String),
+}
+
+/// How far a job has got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobProgress {
+    pub total: u32,
+    pub done: u32,
+    pub running: u32,
+    pub failed_attempts: u32,
+    pub executors: u32,
+}
+
+/// A failed attempt, kept for the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureRecord {
+    pub task: u32,
+    pub attempt: u32,
+    pub executor: ExecutorId,
+    pub failure: TaskFailure,
+    /// The end of the task's captured output.
+    pub log_tail: String,
+}
+
+impl FailureRecord {
+    pub fn new(attempt: Attempt, executor: ExecutorId, failure: TaskFailure, log: &str) -> Self {
+        const TAIL: usize = 2048;
+        let mut cut = log.len().saturating_sub(TAIL);
+        while !log.is_char_boundary(cut) {
+            cut += 1;
+        }
+        FailureRecord {
+            task: attempt.index,
+            attempt: attempt.number,
+            executor,
+            failure,
+            log_tail: log[cut..].to_owned(),
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobReport {
+    pub job: JobId,
+    pub name: String,
+    /// The job's output bytes (JSON from SDK jobs), or why it failed.
+    pub outcome: Result<Vec<u8>, JobError>,
+    pub tasks: u32,
+    /// Attempts launched, retries included.
+    pub attempts: u32,
+    pub failures: Vec<FailureRecord>,
+    pub elapsed: Duration,
+}
+
+/// An executor as the driver sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorStatus {
+    pub id: ExecutorId,
+    pub host: String,
+    pub cores: u32,
+    pub memory: u64,
+    pub slots: u32,
+    pub running: u32,
+    pub tasks_done: u64,
+    pub tasks_failed: u64,
+    /// Milliseconds since the last heartbeat, while it is live.
+    pub last_heartbeat_ms: Option<u64>,
+    /// Why it was removed, once it has been.
+    pub removed: Option<String>,
+}
+
+/// A job as the driver lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobStatus {
+    pub job: JobId,
+    pub name: String,
+    /// `running`, `succeeded` or `failed`.
+    pub state: String,
+    pub progress: JobProgress,
+}
+
+/// The driver's view of its application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub app_id: String,
+    pub executors: Vec<ExecutorStatus>,
+    pub jobs: Vec<JobStatus>,
+}

@@ -1,0 +1,176 @@
+//! Messages on the wire between clients, executors and the driver. Only these types
+//! (and the domain types they carry) cross a connection; each frame is a length prefix
+//! and a postcard body (see `flint-net`).
+//!
+//! A connection starts with [`Hello`] on its first bidirectional stream. An executor keeps
+//! that stream as its control stream: commands one way, status reports the other. It
+//! sends [`Heartbeat`]s on a unidirectional stream of their own, so that a busy task
+//! path never starves them, and opens one stream per large transfer (a component).
+//! A client opens a stream per request.
+
+use crate::config::Conf;
+use crate::job::{Manifest, PartitionSpec};
+use crate::report::{JobProgress, JobReport};
+use crate::task::{Attempt, Digest, JobDescriptor, JobId, StatusUpdate, Token};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Bumped on any incompatible change; peers of another version are rejected.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest frame a peer may send; bigger payloads travel in chunks.
+pub const MAX_FRAME: usize = 8 << 20;
+
+/// Chunk size for components and other large payloads.
+pub const CHUNK: usize = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    Executor,
+    Client,
+}
+
+/// The first frame a peer sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol_version: u32,
+    pub role: Role,
+    pub app_id: String,
+    /// HMAC-SHA256 of the TLS session's exported keying material under the application
+    /// secret: proves the secret without sending it, bound to this one connection.
+    pub proof: [u8; 32],
+    /// An executor's requested id (none: the driver assigns one, from the pod name when
+    /// there is one).
+    pub executor_id: Option<String>,
+    pub pod_name: Option<String>,
+}
+
+/// Why the driver turned a peer away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Rejection {
+    #[error("executor id {0} is already registered")]
+    DuplicateId(String),
+    #[error("wrong application id: this driver runs {expected}")]
+    WrongApp { expected: String },
+    #[error("protocol version {peer} is not the driver's {driver}")]
+    VersionMismatch { driver: u32, peer: u32 },
+    #[error("not authenticated: the application secret does not match")]
+    NotAuthenticated,
+    #[error("executor {0} is excluded")]
+    Excluded(String),
+    #[error("the application has stopped")]
+    AppStopped,
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HelloReply {
+    Welcome { executor_id: Option<String> },
+    Rejected(Rejection),
+}
+
+/// An executor's resources, as it registers them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    pub host: String,
+    pub cores: u32,
+    pub memory: u64,
+    pub slots: u32,
+    pub pid: u32,
+    pub attributes: BTreeMap<String, String>,
+    pub log_urls: BTreeMap<String, String>,
+}
+
+/// What the driver tells a new executor before it registers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppConfig {
+    pub app_id: String,
+    /// The driver's properties. Keys that configure the executor's own start-up keep
+    /// the executor's local value; the executor applies the rest.
+    pub properties: Conf,
+    pub tokens: Vec<Token>,
+    pub resource_profile: ResourceProfile,
+    pub log_level: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceProfile {
+    pub id: u32,
+    pub task_cpus: u32,
+}
+
+/// Executor → driver, on the control stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ExecutorMessage {
+    FetchConfig {
+        resource_profile_id: u32,
+    },
+    Register(Registration),
+    Status(Vec<StatusUpdate>),
+    /// The executor was told to stop (SIGTERM): it finishes its tasks and takes no more.
+    Decommissioning,
+}
+
+/// Driver → executor, on the control stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum DriverMessage {
+    AppConfig(AppConfig),
+    Registered {
+        executor_id: String,
+    },
+    Rejected(Rejection),
+    /// What the tasks of a job share, sent once before its first launch.
+    Job(JobDescriptor),
+    Launch(Vec<Launch>),
+    Kill(Attempt),
+    Tokens(Vec<Token>),
+    Decommission,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Launch {
+    pub attempt: Attempt,
+    pub partition: PartitionSpec,
+}
+
+/// Executor → driver, on the heartbeat stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub running: u32,
+    pub tasks_done: u64,
+    pub rss_bytes: u64,
+}
+
+/// A job as a client submits it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Submission {
+    pub manifest: Manifest,
+    /// The component arrives in [`CHUNK`]-sized frames after this one.
+    pub component_size: u64,
+    pub config: Conf,
+    pub inputs: Vec<String>,
+    pub partitions: Option<u32>,
+}
+
+/// A request on a stream of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    FetchComponent(Digest),
+    Submit(Submission),
+    Status,
+}
+
+/// A piece of a large payload; an empty chunk ends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk(pub Vec<u8>);
+
+/// The driver's answers on a submission's stream: accepted (or rejected), progress as
+/// it changes, then the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SubmitReply {
+    Accepted { job: JobId },
+    Rejected(String),
+    Progress(JobProgress),
+    Done(JobReport),
+}

@@ -2,6 +2,9 @@
 //! and submitters of a cluster.
 
 mod bundle;
+mod client;
+mod cluster;
+mod common;
 mod report;
 mod run;
 
@@ -19,6 +22,8 @@ pub mod exit {
     pub const INVALID_JOB: u8 = 3;
     /// The platform itself failed (the engine could not start, say).
     pub const INTERNAL: u8 = 4;
+    /// `submit`/`status`: the driver could not be reached or the connection failed.
+    pub const UNREACHABLE: u8 = 5;
 }
 
 #[derive(Parser)]
@@ -34,13 +39,22 @@ enum Command {
     Run(run::RunArgs),
     /// Package a job folder (flint.toml and its crate) into a bundle file.
     Bundle(run::BundleArgs),
+    /// Run a driver: accept executors and jobs over QUIC. Prints its URL.
+    Driver(cluster::DriverArgs),
+    /// Run an executor for a driver.
+    Executor(cluster::ExecutorArgs),
+    /// Submit a job to a driver and wait for its result.
+    Submit(client::SubmitArgs),
+    /// Show a driver's executors and jobs.
+    Status(client::StatusArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // `run` reports failures in its summary; a long-running service logs them.
     let default_level = match cli.command {
-        Command::Run(_) | Command::Bundle(_) => "error",
+        Command::Run(_) | Command::Bundle(_) | Command::Submit(_) | Command::Status(_) => "error",
+        Command::Driver(_) | Command::Executor(_) => "info",
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -53,6 +67,10 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Bundle(args) => run::bundle(args),
+        Command::Driver(args) => cluster::driver(args),
+        Command::Executor(args) => cluster::executor(args),
+        Command::Submit(args) => client::submit(args),
+        Command::Status(args) => client::status(args),
     };
     ExitCode::from(code)
 }

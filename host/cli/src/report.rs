@@ -68,3 +68,16 @@ pub fn human(report: &JobReport) -> String {
     }
     text
 }
+
+/// Prints the report (JSON on stdout, or a summary: the result on stdout, a failure on
+/// stderr) and returns the exit code.
+pub fn print(report: &JobReport, as_json: bool) -> u8 {
+    if as_json {
+        println!("{}", json(report));
+    } else if report.outcome.is_ok() {
+        print!("{}", human(report));
+    } else {
+        eprint!("{}", human(report));
+    }
+    if report.outcome.is_ok() { 0 } else { crate::exit::JOB_FAILED }
+}

@@ -1,16 +1,15 @@
 //! `flint run`: a job on an embedded driver and in-process executors.
 
 use crate::bundle::Bundle;
+use crate::common::{fail, parse_confs, progress_bar, show_progress};
 use crate::exit;
 use crate::report;
 use anyhow::Context;
 use clap::Args;
 use flint_driver::JobRequest;
 use flint_driver::local::{LocalCluster, LocalConfig};
-use flint_proto::JobProgress;
-use flint_proto::config::{parse_pair, parse_size};
+use flint_proto::config::parse_size;
 use flint_proto::{Conf, Settings};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -52,7 +51,7 @@ pub struct BundleArgs {
     output: PathBuf,
 }
 
-fn parse_size_arg(text: &str) -> Result<u64, String> {
+pub fn parse_size_arg(text: &str) -> Result<u64, String> {
     parse_size(text)
 }
 
@@ -67,26 +66,16 @@ pub fn bundle(args: BundleArgs) -> u8 {
     }
 }
 
-fn fail(code: u8, e: impl std::fmt::Display) -> u8 {
-    eprintln!("error: {}", e.to_string().replace('\n', " "));
-    code
-}
-
-fn fail_chain(code: u8, e: anyhow::Error) -> u8 {
+pub fn fail_chain(code: u8, e: anyhow::Error) -> u8 {
     let text: Vec<String> = e.chain().map(|c| c.to_string()).collect();
     fail(code, text.join(": "))
 }
 
 pub fn run(args: RunArgs) -> u8 {
-    let mut cli_conf = Conf::new();
-    for pair in &args.conf {
-        match parse_pair(pair) {
-            Ok((k, v)) => {
-                cli_conf.insert(k, v);
-            }
-            Err(e) => return fail(exit::INVALID_JOB, e),
-        }
-    }
+    let cli_conf = match parse_confs(&args.conf) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::INVALID_JOB, e),
+    };
     let executors = args.executors.max(1);
     let cores = args.cores.unwrap_or_else(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
@@ -108,27 +97,16 @@ pub fn run(args: RunArgs) -> u8 {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };
-    let manifest = bundle.manifest;
-    let limits = (manifest.limits.memory_bytes(), manifest.limits.deadline());
-    let (memory_limit, deadline) = match limits {
-        (Ok(m), Ok(d)) => (m, d),
-        (Err(e), _) | (_, Err(e)) => {
-            return fail(exit::INVALID_JOB, format!("{}: {e}", args.job.display()));
-        }
-    };
-    let mut config = manifest.config.clone();
-    config.extend(cli_conf);
-    let request = JobRequest {
-        name: manifest.name.clone(),
-        component: bundle.component,
-        config,
-        inputs: args.inputs.iter().map(|p| p.to_string_lossy().into_owned()).collect(),
-        values: manifest.inputs.clone(),
-        partitions: args.partitions.or(if args.inputs.is_empty() { manifest.partitions } else { None }),
-        memory_limit,
-        deadline,
-        token_services: manifest.tokens.clone(),
-        world: manifest.world,
+    let inputs = args.inputs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let request = match JobRequest::from_manifest(
+        &bundle.manifest,
+        bundle.component,
+        cli_conf,
+        inputs,
+        args.partitions,
+    ) {
+        Ok(r) => r,
+        Err(e) => return fail(exit::INVALID_JOB, format!("{}: {e}", args.job.display())),
     };
     let local = LocalConfig {
         app_id: format!("local-{}", std::process::id()),
@@ -163,7 +141,7 @@ async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
             report = &mut report_rx => break report,
             changed = progress.changed() => {
                 if changed.is_ok() {
-                    if let Some(bar) = &bar { show(bar, &progress.borrow()) }
+                    if let Some(bar) = &bar { show_progress(bar, &progress.borrow()) }
                 }
             }
         }
@@ -175,35 +153,11 @@ async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
     let Ok(report) = report else {
         return fail(exit::INTERNAL, "the driver stopped before the job ended");
     };
-    if json {
-        println!("{}", report::json(&report));
-    } else if report.outcome.is_ok() {
-        print!("{}", report::human(&report));
-    } else {
-        eprint!("{}", report::human(&report));
-    }
-    if report.outcome.is_ok() { 0 } else { exit::JOB_FAILED }
-}
-
-fn progress_bar(total: u32) -> ProgressBar {
-    let bar = ProgressBar::new(u64::from(total));
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} tasks  {msg}  {elapsed}")
-            .expect("a valid template"),
-    );
-    bar
-}
-
-fn show(bar: &ProgressBar, p: &JobProgress) {
-    bar.set_position(u64::from(p.done));
-    bar.set_message(format!(
-        "{} running, {} failed, {} executors",
-        p.running, p.failed_attempts, p.executors
-    ));
+    report::print(&report, json)
 }
 
 /// Where compiled components are kept: `$FLINT_CACHE_DIR`, else the user's cache folder.
-fn cache_dir() -> Option<PathBuf> {
+pub fn cache_dir() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("FLINT_CACHE_DIR") {
         return Some(PathBuf::from(dir));
     }

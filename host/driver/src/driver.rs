@@ -218,6 +218,11 @@ impl Driver {
         rx.await.unwrap_or_else(|_| empty())
     }
 
+    /// A submitted component's bytes, by digest, for executors to fetch.
+    pub fn component(&self, digest: &Digest) -> Option<Arc<Vec<u8>>> {
+        self.shared.components.lock().expect("components lock").get(digest).cloned()
+    }
+
     /// The driver's configuration.
     pub fn conf(&self) -> &Conf {
         &self.shared.conf

@@ -1,6 +1,6 @@
 //! What a submitter hands the driver, and what it gets back.
 
-use flint_proto::{Conf, ConfError, World};
+use flint_proto::{Conf, ConfError, Manifest, World};
 use flint_runtime::LoadError;
 use std::time::Duration;
 
@@ -39,4 +39,36 @@ pub enum SubmitError {
     Conf(#[from] ConfError),
     #[error("the driver has stopped")]
     DriverStopped,
+}
+
+impl JobRequest {
+    /// A request from a job's manifest and component, with configuration given at
+    /// submission (`--conf`, overriding the manifest's key by key), input files and a
+    /// partition count. Shared by `flint run` and the driver's submission endpoint.
+    pub fn from_manifest(
+        manifest: &Manifest,
+        component: Vec<u8>,
+        conf: Conf,
+        inputs: Vec<String>,
+        partitions: Option<u32>,
+    ) -> Result<JobRequest, String> {
+        let memory_limit = manifest.limits.memory_bytes()?;
+        let deadline = manifest.limits.deadline()?;
+        let mut config = manifest.config.clone();
+        config.extend(conf);
+        // The manifest's partition count is for generated partitions; files split by size.
+        let partitions = partitions.or(if inputs.is_empty() { manifest.partitions } else { None });
+        Ok(JobRequest {
+            name: manifest.name.clone(),
+            component,
+            config,
+            inputs,
+            values: manifest.inputs.clone(),
+            partitions,
+            memory_limit,
+            deadline,
+            token_services: manifest.tokens.clone(),
+            world: manifest.world,
+        })
+    }
 }

@@ -6,6 +6,7 @@ pub mod fold;
 mod job;
 pub mod local;
 pub mod scheduler;
+pub mod server;
 
 pub use driver::{Driver, DriverConfig, ExecutorInfo, JobHandle};
 pub use job::{JobRequest, SubmitError};

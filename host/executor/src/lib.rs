@@ -3,6 +3,7 @@
 //! channels for `flint run`, QUIC for a cluster) lives outside this crate.
 
 mod core;
+pub mod remote;
 pub mod split;
 
 pub use core::{ComponentSource, ExecutorCore, serve_local};

@@ -1,0 +1,172 @@
+//! `flint submit` and `flint status`: the client side, over the client API.
+
+use crate::bundle::Bundle;
+use crate::common::{fail, load_secret, parse_confs, progress_bar, show_progress};
+use crate::exit;
+use crate::report;
+use crate::run::fail_chain;
+use clap::Args;
+use flint_client::{Client, JobEvent};
+use flint_net::{DriverUrl, Secret};
+use flint_proto::ClusterStatus;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct SubmitArgs {
+    /// The driver's URL, as `flint driver` printed it.
+    #[arg(long, env = "FLINT_DRIVER_URL")]
+    driver_url: String,
+    /// The job: a job folder, a .wasm component or a bundle (as for `flint run`).
+    job: PathBuf,
+    /// An input file (repeatable). Executors read it by path: it must be visible to
+    /// every executor, on a shared filesystem.
+    #[arg(long = "input", value_name = "PATH")]
+    inputs: Vec<PathBuf>,
+    /// Partitions: generated tasks, or about how many file splits.
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// Job configuration KEY=VALUE (repeatable); flint.task.* keys set this job's limits.
+    #[arg(long = "conf", value_name = "KEY=VALUE")]
+    conf: Vec<String>,
+    /// Print one JSON object, as `flint run --json` does.
+    #[arg(long)]
+    json: bool,
+    /// The application secret's file (`FLINT_SECRET` wins).
+    #[arg(long, env = "FLINT_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    #[arg(long, env = "FLINT_DRIVER_URL")]
+    driver_url: String,
+    /// Print one JSON object: executors and jobs.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, env = "FLINT_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
+}
+
+fn session(url: &str, secret_file: Option<&std::path::Path>) -> Result<(DriverUrl, Secret), String> {
+    let url: DriverUrl = url.parse().map_err(|e: flint_net::UrlError| e.to_string())?;
+    let secret =
+        load_secret(secret_file)?.ok_or("no application secret: set FLINT_SECRET or pass --secret-file")?;
+    Ok((url, secret))
+}
+
+pub fn submit(args: SubmitArgs) -> u8 {
+    let (url, secret) = match session(&args.driver_url, args.secret_file.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let conf = match parse_confs(&args.conf) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::INVALID_JOB, e),
+    };
+    let bundle = match Bundle::open(&args.job) {
+        Ok(b) => b,
+        Err(e) => return fail_chain(exit::INVALID_JOB, e),
+    };
+    // Executors resolve paths themselves: send absolute ones.
+    let inputs = args
+        .inputs
+        .iter()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).to_string_lossy().into_owned())
+        .collect();
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    tokio.block_on(async move {
+        let client = match Client::connect(&url, &secret).await {
+            Ok(c) => c,
+            Err(e) => return fail(exit::UNREACHABLE, e),
+        };
+        let mut job = match client
+            .submit(bundle.manifest, &bundle.component, conf, inputs, args.partitions)
+            .await
+        {
+            Ok(j) => j,
+            Err(flint_client::ClientError::JobRejected(reason)) => return fail(exit::INVALID_JOB, reason),
+            Err(e) => return fail(exit::UNREACHABLE, e),
+        };
+        let bar = (!args.json && std::io::stderr().is_terminal()).then(|| progress_bar(0));
+        loop {
+            match job.next().await {
+                Ok(Some(JobEvent::Progress(p))) => {
+                    if let Some(bar) = &bar {
+                        show_progress(bar, &p);
+                    }
+                }
+                Ok(Some(JobEvent::Done(report))) => {
+                    if let Some(bar) = &bar {
+                        bar.finish_and_clear();
+                    }
+                    return report::print(&report, args.json);
+                }
+                Ok(None) => {
+                    return fail(exit::UNREACHABLE, "the driver ended the job's stream without a report");
+                }
+                Err(e) => return fail(exit::UNREACHABLE, e),
+            }
+        }
+    })
+}
+
+pub fn status(args: StatusArgs) -> u8 {
+    let (url, secret) = match session(&args.driver_url, args.secret_file.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    tokio.block_on(async move {
+        let status = match Client::connect(&url, &secret).await {
+            Ok(client) => client.status().await,
+            Err(e) => Err(e),
+        };
+        match status {
+            Ok(status) if args.json => {
+                println!("{}", serde_json::to_string(&status).expect("status encodes"));
+                0
+            }
+            Ok(status) => {
+                print!("{}", table(&status));
+                0
+            }
+            Err(e) => fail(exit::UNREACHABLE, e),
+        }
+    })
+}
+
+fn table(status: &ClusterStatus) -> String {
+    let mut out = format!("application {}\n\nexecutors:\n", status.app_id);
+    out.push_str(&format!(
+        "  {:<16} {:<16} {:>5} {:>8} {:>5} {:>7} {:>6} {:>6}  {}\n",
+        "ID", "HOST", "CORES", "MEMORY", "SLOTS", "RUNNING", "DONE", "FAILED", "STATE"
+    ));
+    for e in &status.executors {
+        let state = match (&e.removed, e.last_heartbeat_ms) {
+            (Some(reason), _) => format!("removed: {reason}"),
+            (None, Some(ms)) => format!("live (heartbeat {:.1} s ago)", ms as f64 / 1e3),
+            (None, None) => "live".into(),
+        };
+        out.push_str(&format!(
+            "  {:<16} {:<16} {:>5} {:>7}m {:>5} {:>7} {:>6} {:>6}  {}\n",
+            e.id,
+            e.host,
+            e.cores,
+            e.memory >> 20,
+            e.slots,
+            e.running,
+            e.tasks_done,
+            e.tasks_failed,
+            state
+        ));
+    }
+    out.push_str("\njobs:\n");
+    for j in &status.jobs {
+        out.push_str(&format!(
+            "  {:>4} {:<20} {:<10} {}/{} tasks\n",
+            j.job, j.name, j.state, j.progress.done, j.progress.total
+        ));
+    }
+    out
+}

@@ -1,0 +1,251 @@
+//! `flint driver` and `flint executor`: the two halves of a cluster, as processes.
+
+use crate::common::{fail, load_secret, parse_confs, write_private};
+use crate::exit;
+use crate::run::{cache_dir, parse_size_arg};
+use clap::Args;
+use flint_driver::server::{FrontConfig, serve};
+use flint_driver::{Driver, DriverConfig};
+use flint_executor::remote::{ExecutorOptions, run_executor};
+use flint_net::{DriverUrl, Identity, Secret, server_endpoint};
+use flint_proto::{Settings, Token};
+use flint_runtime::{Runtime, RuntimeConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::signal::unix::{SignalKind, signal};
+
+#[derive(Args)]
+pub struct DriverArgs {
+    /// Address to listen on (UDP, QUIC); port 0 picks a free port.
+    #[arg(long, env = "FLINT_DRIVER_LISTEN", default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The host name executors and clients use to reach this driver [default: the
+    /// listen address, or this machine's name when listening on all addresses].
+    #[arg(long, env = "FLINT_DRIVER_HOST")]
+    advertise_host: Option<String>,
+    /// The application id [default: app-<time>-<pid>].
+    #[arg(long, env = "FLINT_APP_ID")]
+    app_id: Option<String>,
+    /// Also write the driver URL to this file (replaced whole, so it can be polled).
+    #[arg(long)]
+    url_file: Option<PathBuf>,
+    /// The application secret's file (`FLINT_SECRET` wins). Without either, a new secret
+    /// is written to ~/.flint/<app-id>.secret, readable only by you.
+    #[arg(long, env = "FLINT_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
+    /// Delegation tokens to hand executors: a JSON list of
+    /// {"service", "secret", "expires_at_ms"}.
+    #[arg(long)]
+    tokens_file: Option<PathBuf>,
+    /// Configuration KEY=VALUE (repeatable).
+    #[arg(long = "conf", value_name = "KEY=VALUE")]
+    conf: Vec<String>,
+}
+
+pub fn driver(args: DriverArgs) -> u8 {
+    let conf = match parse_confs(&args.conf) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::INVALID_JOB, e),
+    };
+    let settings = match Settings::from_conf(&conf) {
+        Ok(s) => s,
+        Err(e) => return fail(exit::INVALID_JOB, e),
+    };
+    let app_id = args.app_id.clone().unwrap_or_else(|| {
+        let secs =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        format!("app-{secs}-{}", std::process::id())
+    });
+    let secret = match load_secret(args.secret_file.as_deref()) {
+        Ok(Some(secret)) => secret,
+        Ok(None) => {
+            let secret = Secret::generate();
+            let Some(home) = std::env::var_os("HOME") else {
+                return fail(exit::INVALID_JOB, "no secret given and no HOME to write a new one to");
+            };
+            let path = PathBuf::from(home).join(".flint").join(format!("{app_id}.secret"));
+            if let Err(e) = write_private(&path, secret.expose()) {
+                return fail(exit::INTERNAL, format!("cannot write the secret to {}: {e}", path.display()));
+            }
+            eprintln!("flint: new application secret in {}", path.display());
+            secret
+        }
+        Err(e) => return fail(exit::INVALID_JOB, e),
+    };
+    let tokens: Vec<Token> = match &args.tokens_file {
+        None => Vec::new(),
+        Some(path) => match std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not a JSON list of tokens: {e}")))
+        {
+            Ok(tokens) => tokens,
+            Err(e) => return fail(exit::INVALID_JOB, format!("tokens file {}: {e}", path.display())),
+        },
+    };
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    tokio.block_on(async move {
+        let host = args.advertise_host.clone().unwrap_or_else(|| match args.listen.ip() {
+            ip if ip.is_unspecified() => hostname(),
+            ip => ip.to_string(),
+        });
+        let identity = match Identity::generate(vec![host.clone(), "localhost".into(), "flint-driver".into()])
+        {
+            Ok(i) => i,
+            Err(e) => return fail(exit::INTERNAL, format!("cannot make a certificate: {e}")),
+        };
+        let endpoint = match server_endpoint(args.listen, &identity, settings.network_timeout) {
+            Ok(e) => e,
+            Err(e) => return fail(exit::INTERNAL, format!("cannot listen on {}: {e}", args.listen)),
+        };
+        let port = endpoint.local_addr().map(|a| a.port()).unwrap_or(args.listen.port());
+        let url = DriverUrl { host, port, fingerprint: identity.fingerprint() };
+        let runtime = match Runtime::new(RuntimeConfig {
+            slots: 4,
+            instance_memory: settings.instance_memory(),
+            cache_dir: cache_dir(),
+            max_log_size: settings.task_max_log_size as usize,
+            pooling: true,
+        }) {
+            Ok(r) => Arc::new(r),
+            Err(e) => return fail(exit::INTERNAL, e),
+        };
+        let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
+        let front = FrontConfig { secret, tokens, log_level: "info".into() };
+        tokio::spawn(serve(driver, endpoint.clone(), front));
+        println!("{url}");
+        if let Some(path) = &args.url_file {
+            if let Err(e) = write_private(path, url.to_string().as_bytes()) {
+                return fail(exit::INTERNAL, format!("cannot write {}: {e}", path.display()));
+            }
+        }
+        tracing::info!(%app_id, %url, "driver listening");
+        wait_for_shutdown().await;
+        endpoint.close(0u32.into(), b"driver stopped");
+        endpoint.wait_idle().await;
+        0
+    })
+}
+
+#[derive(Args)]
+pub struct ExecutorArgs {
+    /// The driver's URL, as `flint driver` printed it.
+    #[arg(long, env = "FLINT_DRIVER_URL")]
+    driver_url: String,
+    /// This executor's id [default: the driver assigns one, from --pod-name if given].
+    #[arg(long, env = "FLINT_EXECUTOR_ID")]
+    executor_id: Option<String>,
+    /// Cores (flint.executor.cores) [default: this machine's cores].
+    #[arg(long, env = "FLINT_EXECUTOR_CORES")]
+    cores: Option<u32>,
+    /// Memory, such as 512m or 4g (flint.executor.memory) [default: 1g].
+    #[arg(long, env = "FLINT_EXECUTOR_MEMORY", value_parser = parse_size_arg)]
+    memory: Option<u64>,
+    /// The application this executor serves; the driver rejects another.
+    #[arg(long, env = "FLINT_APP_ID", default_value = "")]
+    app_id: String,
+    /// The host name the driver records for this executor [default: this machine's].
+    #[arg(long, env = "FLINT_EXECUTOR_POD_IP")]
+    hostname: Option<String>,
+    /// The address this executor serves peers on (shuffle, later).
+    #[arg(long, env = "FLINT_BIND_ADDRESS")]
+    bind_address: Option<String>,
+    /// The pod this executor runs in (Kubernetes).
+    #[arg(long, env = "FLINT_EXECUTOR_POD_NAME")]
+    pod_name: Option<String>,
+    #[arg(long, env = "FLINT_RESOURCE_PROFILE_ID", default_value_t = 0)]
+    resource_profile_id: u32,
+    /// Where compiled components are kept [default: the user's cache folder].
+    #[arg(long, env = "FLINT_WORK_DIR")]
+    work_dir: Option<PathBuf>,
+    /// The application secret's file (`FLINT_SECRET` wins).
+    #[arg(long, env = "FLINT_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
+    /// How long to keep trying to reach the driver at start-up.
+    #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
+    connect_timeout: Duration,
+    /// Configuration KEY=VALUE (repeatable); the driver's values apply except for
+    /// start-up keys (cores, memory) given here.
+    #[arg(long = "conf", value_name = "KEY=VALUE")]
+    conf: Vec<String>,
+}
+
+fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    flint_proto::config::parse_duration(text)
+}
+
+pub fn executor(args: ExecutorArgs) -> u8 {
+    let driver_url: DriverUrl = match args.driver_url.parse() {
+        Ok(u) => u,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let secret = match load_secret(args.secret_file.as_deref()) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return fail(exit::USAGE, "no application secret: set FLINT_SECRET or pass --secret-file");
+        }
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let mut conf = match parse_confs(&args.conf) {
+        Ok(c) => c,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let cores =
+        args.cores.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
+    conf.insert("flint.executor.cores".into(), cores.to_string());
+    if let Some(memory) = args.memory {
+        conf.insert("flint.executor.memory".into(), memory.to_string());
+    }
+    if let Err(e) = Settings::from_conf(&conf) {
+        return fail(exit::USAGE, e);
+    }
+    let options = ExecutorOptions {
+        driver_url,
+        secret,
+        app_id: args.app_id,
+        executor_id: args.executor_id,
+        pod_name: args.pod_name,
+        hostname: args.hostname.unwrap_or_else(hostname),
+        resource_profile_id: args.resource_profile_id,
+        cache_dir: args.work_dir.map(|d| d.join("components")).or_else(cache_dir),
+        attributes: args.bind_address.map(|a| ("bind_address".to_owned(), a)).into_iter().collect(),
+        conf,
+        connect_timeout: args.connect_timeout,
+    };
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    tokio.block_on(async move {
+        let (decommission, watch) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_shutdown().await;
+            let _ = decommission.send(true);
+        });
+        match run_executor(options, watch).await {
+            Ok(id) => {
+                tracing::info!(executor_id = %id, "decommissioned");
+                0
+            }
+            Err(e) => fail(e.code(), e),
+        }
+    })
+}
+
+/// SIGTERM or Ctrl-C.
+async fn wait_for_shutdown() {
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}

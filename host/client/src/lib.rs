@@ -1,0 +1,127 @@
+//! Flint's client API: what `flint submit` and `flint status` use, and what an
+//! application can call directly to submit jobs to a driver over QUIC.
+//!
+//! ```no_run
+//! # async fn example(url: flint_net::DriverUrl, secret: flint_net::Secret,
+//! #     manifest: flint_proto::Manifest, component: Vec<u8>) -> Result<(), flint_client::ClientError> {
+//! let client = flint_client::Client::connect(&url, &secret).await?;
+//! let mut job = client.submit(manifest, &component, Default::default(), vec![], None).await?;
+//! while let Some(event) = job.next().await? {
+//!     if let flint_client::JobEvent::Done(report) = event {
+//!         println!("{:?}", report.outcome);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+use flint_net::{DriverUrl, FrameError, Secret, connect, hello, read_frame, write_frame, write_payload};
+use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitReply};
+use flint_proto::{ClusterStatus, Conf, JobId, JobProgress, JobReport, Manifest};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the driver at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("the driver refused the connection: {0}")]
+    Rejected(Rejection),
+    #[error("the driver refused the job: {0}")]
+    JobRejected(String),
+    #[error("connection to the driver failed: {0}")]
+    Protocol(String),
+}
+
+impl From<FrameError> for ClientError {
+    fn from(e: FrameError) -> Self {
+        ClientError::Protocol(e.to_string())
+    }
+}
+
+impl From<quinn::ConnectionError> for ClientError {
+    fn from(e: quinn::ConnectionError) -> Self {
+        ClientError::Protocol(e.to_string())
+    }
+}
+
+/// A session with a driver.
+pub struct Client {
+    connection: quinn::Connection,
+    _endpoint: quinn::Endpoint,
+}
+
+/// What a submitted job tells its submitter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobEvent {
+    Progress(JobProgress),
+    Done(JobReport),
+}
+
+/// A job the driver accepted.
+pub struct SubmittedJob {
+    pub id: JobId,
+    recv: quinn::RecvStream,
+    done: bool,
+}
+
+impl Client {
+    /// Connects (retrying for a few seconds while the driver starts) and proves the
+    /// application secret.
+    pub async fn connect(url: &DriverUrl, secret: &Secret) -> Result<Client, ClientError> {
+        let (endpoint, connection) = connect(url, Duration::from_secs(10))
+            .await
+            .map_err(|reason| ClientError::Unreachable { url: url.to_string(), reason })?;
+        match hello(&connection, secret, Role::Client, "", None, None).await?.0 {
+            HelloReply::Welcome { .. } => Ok(Client { connection, _endpoint: endpoint }),
+            HelloReply::Rejected(r) => Err(ClientError::Rejected(r)),
+        }
+    }
+
+    /// Submits a job. Input files are read by executors by path, so they must be
+    /// visible to every executor (a shared filesystem).
+    pub async fn submit(
+        &self,
+        manifest: Manifest,
+        component: &[u8],
+        config: Conf,
+        inputs: Vec<String>,
+        partitions: Option<u32>,
+    ) -> Result<SubmittedJob, ClientError> {
+        let (mut send, mut recv) = self.connection.open_bi().await?;
+        let submission =
+            Submission { manifest, component_size: component.len() as u64, config, inputs, partitions };
+        write_frame(&mut send, &Request::Submit(submission)).await?;
+        write_payload(&mut send, component).await?;
+        let _ = send.finish();
+        match read_frame::<SubmitReply>(&mut recv).await? {
+            Some(SubmitReply::Accepted { job }) => Ok(SubmittedJob { id: job, recv, done: false }),
+            Some(SubmitReply::Rejected(reason)) => Err(ClientError::JobRejected(reason)),
+            other => Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// The driver's executors and jobs.
+    pub async fn status(&self) -> Result<ClusterStatus, ClientError> {
+        let (mut send, mut recv) = self.connection.open_bi().await?;
+        write_frame(&mut send, &Request::Status).await?;
+        let _ = send.finish();
+        read_frame(&mut recv).await?.ok_or_else(|| ClientError::Protocol("no status".into()))
+    }
+}
+
+impl SubmittedJob {
+    /// The next progress update, then the report; `None` after the report.
+    pub async fn next(&mut self) -> Result<Option<JobEvent>, ClientError> {
+        if self.done {
+            return Ok(None);
+        }
+        match read_frame::<SubmitReply>(&mut self.recv).await? {
+            Some(SubmitReply::Progress(p)) => Ok(Some(JobEvent::Progress(p))),
+            Some(SubmitReply::Done(report)) => {
+                self.done = true;
+                Ok(Some(JobEvent::Done(report)))
+            }
+            Some(other) => Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
+            None => Err(ClientError::Protocol("the driver closed the job's stream before its report".into())),
+        }
+    }
+}

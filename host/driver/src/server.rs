@@ -1,0 +1,292 @@
+//! The driver's QUIC front: accepts executors and clients, authenticates them, and
+//! bridges their streams to the event loop. One task per connection, with a span that
+//! names the peer; a peer that sends garbage loses its connection, nobody else notices.
+
+use crate::driver::{Driver, ExecutorInfo};
+use crate::job::JobRequest;
+use flint_net::{FrameError, Secret, read_frame, read_payload, verify_proof, write_frame, write_payload};
+use flint_proto::wire::{
+    AppConfig, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, Launch, PROTOCOL_VERSION,
+    Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
+};
+use flint_proto::{ExecutorCommand, ExecutorId, JobId, Settings, StatusUpdate, Token};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+/// The largest component a client may submit.
+const MAX_COMPONENT: usize = 256 << 20;
+/// How long a new connection may take to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the front needs besides the driver.
+pub struct FrontConfig {
+    pub secret: Secret,
+    /// Delegation tokens handed to executors at bootstrap.
+    pub tokens: Vec<Token>,
+    pub log_level: String,
+}
+
+/// Accepts connections until the endpoint closes.
+pub async fn serve(driver: Driver, endpoint: quinn::Endpoint, config: FrontConfig) {
+    let config = Arc::new(config);
+    while let Some(incoming) = endpoint.accept().await {
+        let (driver, config) = (driver.clone(), config.clone());
+        let span = tracing::info_span!("connection", remote = %incoming.remote_address());
+        tokio::spawn(
+            async move {
+                match incoming.await {
+                    Ok(connection) => {
+                        if let Err(e) = handle_connection(driver, connection, config).await {
+                            tracing::warn!(error = %e, "connection dropped");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "handshake failed"),
+                }
+            }
+            .instrument(span),
+        );
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum PeerError {
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+    #[error("connection: {0}")]
+    Connection(#[from] quinn::ConnectionError),
+    #[error("rejected: {0}")]
+    Rejected(Rejection),
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+async fn handle_connection(
+    driver: Driver,
+    connection: quinn::Connection,
+    config: Arc<FrontConfig>,
+) -> Result<(), PeerError> {
+    let (mut send, mut recv) = tokio::time::timeout(HELLO_TIMEOUT, connection.accept_bi())
+        .await
+        .map_err(|_| PeerError::Protocol("no hello".into()))??;
+    let hello: Hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut recv))
+        .await
+        .map_err(|_| PeerError::Protocol("no hello".into()))??
+        .ok_or_else(|| PeerError::Protocol("stream closed before hello".into()))?;
+    let verdict = if hello.protocol_version != PROTOCOL_VERSION {
+        Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: hello.protocol_version })
+    } else if !verify_proof(&config.secret, &connection, &hello.proof) {
+        Err(Rejection::NotAuthenticated)
+    } else if !hello.app_id.is_empty() && hello.app_id != driver.app_id() {
+        Err(Rejection::WrongApp { expected: driver.app_id().to_owned() })
+    } else if hello.role == Role::Executor {
+        driver.reserve_executor_id(hello.executor_id.clone(), hello.pod_name.clone()).await.map(Some)
+    } else {
+        Ok(None)
+    };
+    let executor_id = match verdict {
+        Ok(id) => id,
+        Err(rejection) => {
+            tracing::warn!(role = ?hello.role, %rejection, "peer rejected");
+            write_frame(&mut send, &HelloReply::Rejected(rejection.clone())).await?;
+            let _ = send.finish();
+            // Let the reply reach the peer before the connection goes.
+            let _ = tokio::time::timeout(Duration::from_secs(2), connection.closed()).await;
+            return Err(PeerError::Rejected(rejection));
+        }
+    };
+    write_frame(&mut send, &HelloReply::Welcome { executor_id: executor_id.clone() }).await?;
+    match executor_id {
+        Some(id) => {
+            let span = tracing::info_span!("executor", executor_id = %id);
+            let result =
+                serve_executor(&driver, &connection, &config, id.clone(), send, recv).instrument(span).await;
+            let reason = match &result {
+                Ok(()) => "connection closed".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            driver.executor_lost(id, reason);
+            result
+        }
+        None => serve_client(&driver, &connection).await,
+    }
+}
+
+async fn serve_executor(
+    driver: &Driver,
+    connection: &quinn::Connection,
+    config: &FrontConfig,
+    id: ExecutorId,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+) -> Result<(), PeerError> {
+    // Bootstrap: configuration, then registration.
+    let Some(ExecutorMessage::FetchConfig { resource_profile_id }) = read_frame(&mut recv).await? else {
+        return Err(PeerError::Protocol("expected FetchConfig".into()));
+    };
+    let settings = Settings::from_conf(driver.conf()).unwrap_or_default();
+    let app = AppConfig {
+        app_id: driver.app_id().to_owned(),
+        properties: driver.conf().clone(),
+        tokens: config.tokens.clone(),
+        resource_profile: ResourceProfile { id: resource_profile_id, task_cpus: settings.task_cpus },
+        log_level: config.log_level.clone(),
+    };
+    write_frame(&mut send, &DriverMessage::AppConfig(app)).await?;
+    let Some(ExecutorMessage::Register(registration)) = read_frame(&mut recv).await? else {
+        return Err(PeerError::Protocol("expected Register".into()));
+    };
+    write_frame(&mut send, &DriverMessage::Registered { executor_id: id.clone() }).await?;
+    let (commands, mut command_rx) = mpsc::unbounded_channel();
+    let info = ExecutorInfo {
+        id: id.clone(),
+        host: registration.host,
+        cores: registration.cores,
+        memory: registration.memory,
+        slots: registration.slots,
+    };
+    driver.executor_up(info, commands);
+
+    // Commands out: a job's descriptor goes once, before its first launch here.
+    let writer = tokio::spawn(
+        async move {
+            let mut known: HashSet<JobId> = HashSet::new();
+            while let Some(command) = command_rx.recv().await {
+                let mut messages = Vec::new();
+                match command {
+                    ExecutorCommand::Launch(batch) => {
+                        let mut launches = Vec::with_capacity(batch.len());
+                        for launch in batch {
+                            if known.insert(launch.job.job) {
+                                messages.push(DriverMessage::Job((*launch.job).clone()));
+                            }
+                            launches.push(Launch { attempt: launch.attempt, partition: launch.partition });
+                        }
+                        messages.push(DriverMessage::Launch(launches));
+                    }
+                    ExecutorCommand::Kill(attempt) => messages.push(DriverMessage::Kill(attempt)),
+                    ExecutorCommand::Decommission => messages.push(DriverMessage::Decommission),
+                }
+                for message in messages {
+                    if write_frame(&mut send, &message).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        .in_current_span(),
+    );
+
+    // Heartbeats on their own stream; component fetches on streams of their own.
+    let side = tokio::spawn(
+        serve_executor_streams(driver.clone(), connection.clone(), id.clone()).in_current_span(),
+    );
+
+    // Reports in, until the executor goes.
+    let result = loop {
+        match read_frame::<ExecutorMessage>(&mut recv).await {
+            Ok(Some(ExecutorMessage::Status(updates))) => {
+                for update in updates {
+                    driver.status(StatusUpdate { executor: id.clone(), ..update });
+                }
+            }
+            Ok(Some(ExecutorMessage::Decommissioning)) => driver.decommissioning(id.clone()),
+            Ok(Some(other)) => break Err(PeerError::Protocol(format!("unexpected {other:?}"))),
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.into()),
+        }
+    };
+    writer.abort();
+    side.abort();
+    result
+}
+
+async fn serve_executor_streams(driver: Driver, connection: quinn::Connection, id: ExecutorId) {
+    let beats = {
+        let (driver, connection, id) = (driver.clone(), connection.clone(), id.clone());
+        async move {
+            while let Ok(mut stream) = connection.accept_uni().await {
+                while let Ok(Some(Heartbeat { .. })) = read_frame::<Heartbeat>(&mut stream).await {
+                    driver.heartbeat(id.clone());
+                }
+            }
+        }
+    };
+    let requests = async move {
+        while let Ok((send, recv)) = connection.accept_bi().await {
+            tokio::spawn(serve_request(driver.clone(), send, recv).in_current_span());
+        }
+    };
+    tokio::join!(beats, requests);
+}
+
+async fn serve_client(driver: &Driver, connection: &quinn::Connection) -> Result<(), PeerError> {
+    loop {
+        let (send, recv) = match connection.accept_bi().await {
+            Ok(streams) => streams,
+            Err(quinn::ConnectionError::ApplicationClosed(_) | quinn::ConnectionError::LocallyClosed) => {
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tokio::spawn(serve_request(driver.clone(), send, recv).in_current_span());
+    }
+}
+
+async fn serve_request(driver: Driver, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
+    let result: Result<(), PeerError> = async {
+        let Some(request) = read_frame::<Request>(&mut recv).await? else { return Ok(()) };
+        match request {
+            Request::FetchComponent(digest) => match driver.component(&digest) {
+                Some(bytes) => write_payload(&mut send, &bytes).await?,
+                None => return Err(PeerError::Protocol(format!("no component {digest}"))),
+            },
+            Request::Status => write_frame(&mut send, &driver.snapshot().await).await?,
+            Request::Submit(submission) => submit(&driver, submission, &mut send, &mut recv).await?,
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::warn!(error = %e, "request failed");
+    }
+    let _ = send.finish();
+}
+
+async fn submit(
+    driver: &Driver,
+    submission: Submission,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+) -> Result<(), PeerError> {
+    let Submission { manifest, component_size, config, inputs, partitions } = submission;
+    let limit = (component_size as usize).min(MAX_COMPONENT);
+    let component = read_payload(recv, limit).await?;
+    let request = match JobRequest::from_manifest(&manifest, component, config, inputs, partitions) {
+        Ok(r) => r,
+        Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e)).await?),
+    };
+    let handle = match driver.submit(request).await {
+        Ok(h) => h,
+        Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e.to_string())).await?),
+    };
+    write_frame(send, &SubmitReply::Accepted { job: handle.id }).await?;
+    let mut progress = handle.progress.clone();
+    let mut report = handle.report;
+    loop {
+        tokio::select! {
+            done = &mut report => {
+                let Ok(report) = done else { return Err(PeerError::Protocol("driver stopped".into())) };
+                return Ok(write_frame(send, &SubmitReply::Done(report)).await?);
+            }
+            changed = progress.changed() => {
+                if changed.is_ok() {
+                    let now = *progress.borrow_and_update();
+                    write_frame(send, &SubmitReply::Progress(now)).await?;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Flint's transport: QUIC (quinn) with TLS 1.3 (rustls, ring). The driver presents a
+//! certificate that peers pin by its SHA-256 fingerprint, carried in the driver URL;
+//! peers prove the application secret with an HMAC bound to the TLS session, so the
+//! secret itself never travels. Messages are length-prefixed postcard frames.
+
+mod auth;
+mod frame;
+mod session;
+mod tls;
+mod url;
+
+pub use auth::{Secret, proof, verify_proof};
+pub use frame::{FrameError, read_frame, read_payload, write_frame, write_payload};
+pub use session::{connect, hello};
+pub use tls::{Identity, client_endpoint, server_endpoint};
+pub use url::{DriverUrl, UrlError};
+
+/// The ALPN protocol name Flint peers speak.
+pub const ALPN: &[u8] = b"flint/1";

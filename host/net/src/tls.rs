@@ -1,0 +1,145 @@
+//! QUIC endpoints: the driver's, with its certificate, and peers', which accept only the
+//! certificate whose fingerprint they pinned.
+
+use crate::ALPN;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The driver's certificate and key.
+pub struct Identity {
+    pub cert: CertificateDer<'static>,
+    key: PrivatePkcs8KeyDer<'static>,
+}
+
+impl Identity {
+    /// A fresh self-signed certificate for `names` (host names or addresses).
+    pub fn generate(names: Vec<String>) -> Result<Identity, rcgen::Error> {
+        let certified = rcgen::generate_simple_self_signed(names)?;
+        Ok(Identity {
+            cert: certified.cert.der().clone(),
+            key: PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()),
+        })
+    }
+
+    /// A certificate and PKCS#8 key given in DER.
+    pub fn from_der(cert: Vec<u8>, key: Vec<u8>) -> Identity {
+        Identity { cert: CertificateDer::from(cert), key: PrivatePkcs8KeyDer::from(key) }
+    }
+
+    /// What peers pin: SHA-256 of the certificate.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        Sha256::digest(&self.cert).into()
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn transport(idle_timeout: Duration) -> Arc<quinn::TransportConfig> {
+    let mut t = quinn::TransportConfig::default();
+    t.max_idle_timeout(Some(idle_timeout.try_into().expect("idle timeout in range")));
+    t.keep_alive_interval(Some(idle_timeout / 4));
+    t.max_concurrent_bidi_streams(1024u32.into());
+    Arc::new(t)
+}
+
+/// The driver's endpoint on `bind`. Connections idle past `idle_timeout` close.
+pub fn server_endpoint(
+    bind: SocketAddr,
+    identity: &Identity,
+    idle_timeout: Duration,
+) -> std::io::Result<quinn::Endpoint> {
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(std::io::Error::other)?
+        .with_no_client_auth()
+        .with_single_cert(vec![identity.cert.clone()], PrivateKeyDer::Pkcs8(identity.key.clone_key()))
+        .map_err(std::io::Error::other)?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(std::io::Error::other)?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(transport(idle_timeout));
+    quinn::Endpoint::server(config, bind)
+}
+
+/// A peer's endpoint that trusts only the driver certificate with `fingerprint`.
+pub fn client_endpoint(fingerprint: [u8; 32], idle_timeout: Duration) -> std::io::Result<quinn::Endpoint> {
+    let provider = provider();
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(std::io::Error::other)?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Pinned { fingerprint, provider }))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(std::io::Error::other)?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport(idle_timeout));
+    let bind: SocketAddr = "0.0.0.0:0".parse().expect("a valid address");
+    let mut endpoint = quinn::Endpoint::client(bind)?;
+    endpoint.set_default_client_config(config);
+    Ok(endpoint)
+}
+
+/// Accepts the one certificate whose SHA-256 was pinned, whatever its name or issuer:
+/// the fingerprint in the driver URL is the trust anchor. Handshake signatures are still
+/// checked, so only the holder of the certificate's key passes.
+#[derive(Debug)]
+struct Pinned {
+    fingerprint: [u8; 32],
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let seen: [u8; 32] = Sha256::digest(end_entity).into();
+        if seen == self.fingerprint {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "the driver's certificate does not match the pinned fingerprint".into(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General("TLS 1.2 is not spoken here".into()))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -1,41 +1,12 @@
 //! `flint run` end to end: the real binary on real example components.
 //! `make test` builds both first.
 
+mod common;
+
+use common::{corpus, flint, json, lossy, wasm};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn flint(args: &[&str]) -> Output {
-    let bin = root().join("target/release/flint");
-    assert!(bin.exists(), "{} is missing: run `make build` first", bin.display());
-    let cache = root().join("target/test-cache");
-    Command::new(bin)
-        .args(args)
-        .current_dir(root())
-        .env("FLINT_CACHE_DIR", cache)
-        .output()
-        .expect("flint runs")
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("stdout is not one JSON object ({e}): {}\nstderr: {}", lossy(&out.stdout), lossy(&out.stderr))
-    })
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn wasm(name: &str) -> String {
-    root().join(format!("target/wasm32-wasip2/release/{name}.wasm")).to_string_lossy().into_owned()
-}
 
 #[test]
 fn pi_gives_the_reference_count() {
@@ -48,36 +19,6 @@ fn pi_gives_the_reference_count() {
     assert_eq!(report["result"]["pi"], 4.0 * 628327425.0 / 800_000_000.0);
     assert_eq!(report["tasks"], 32);
     assert_eq!(report["attempts"], 32);
-}
-
-/// Text with a skewed vocabulary, blank lines, tabs, CRLF and runs of spaces, and some
-/// non-ASCII words, from a fixed seed.
-fn corpus(path: &Path, bytes: usize) {
-    let mut state: u64 = 0x5EED;
-    let mut next = move || {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as usize
-    };
-    let mut text = String::with_capacity(bytes + 100);
-    while text.len() < bytes {
-        for i in 0..next() % 14 {
-            let rank = next() % 3000 * (next() % 3000) / 3000;
-            let sep = match next() % 23 {
-                0 => "\t",
-                1 => "   ",
-                _ => " ",
-            };
-            if i > 0 {
-                text.push_str(sep);
-            }
-            match rank % 97 {
-                0 => text.push_str(&format!("café{rank}")),
-                _ => text.push_str(&format!("w{rank}")),
-            }
-        }
-        text.push_str(if next() % 11 == 0 { "\r\n" } else { "\n" });
-    }
-    std::fs::write(path, text).unwrap();
 }
 
 #[test]

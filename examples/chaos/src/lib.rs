@@ -11,6 +11,7 @@
 //! - `flaky`: fail on the first attempt, succeed on retries
 //! - `chatter`: write `bytes` bytes to stdout, then succeed
 //! - `probe`: report what ambient authority the sandbox grants (it should grant none)
+//! - `token`: output the secret of the token for service `service` (or "none")
 //!
 //! `only_task=N` applies the mode to task N alone; the others behave.
 
@@ -72,6 +73,11 @@ impl Task for Chaos {
                     std::net::TcpStream::connect("127.0.0.1:9").is_ok(),
                 );
                 return Ok(serde_json_value::Output::Bytes(probe));
+            }
+            "token" => {
+                let service = config("service").unwrap_or_default();
+                let secret = flint_guest::token(&service).map_or_else(|| "none".to_owned(), |t| t.secret);
+                return Ok(serde_json_value::Output::Bytes(secret));
             }
             other => return Err(Error::fatal(format!("unknown mode {other:?}"))),
         }

@@ -39,7 +39,10 @@ impl Bundle {
             .with_context(|| format!("{} has no flint.toml: it is not a job folder", dir.display()))?;
         let manifest: Manifest = toml::from_str(&text)
             .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?;
-        let component_path = build_component(dir)?;
+        let component_path = match &manifest.component {
+            Some(path) => dir.join(path),
+            None => build_component(dir)?,
+        };
         let component = std::fs::read(&component_path)
             .with_context(|| format!("cannot read the built component {}", component_path.display()))?;
         Ok(Bundle { manifest, component })

@@ -35,6 +35,12 @@ pub struct DriverArgs {
     /// is written to ~/.flint/<app-id>.secret, readable only by you.
     #[arg(long, env = "FLINT_SECRET_FILE")]
     secret_file: Option<PathBuf>,
+    /// The driver's certificate (PEM or DER) [default: a new self-signed one].
+    #[arg(long, requires = "key_file")]
+    cert_file: Option<PathBuf>,
+    /// The certificate's PKCS#8 private key (PEM or DER).
+    #[arg(long, requires = "cert_file")]
+    key_file: Option<PathBuf>,
     /// Delegation tokens to hand executors: a JSON list of
     /// {"service", "secret", "expires_at_ms"}.
     #[arg(long)]
@@ -90,10 +96,16 @@ pub fn driver(args: DriverArgs) -> u8 {
             ip if ip.is_unspecified() => hostname(),
             ip => ip.to_string(),
         });
-        let identity = match Identity::generate(vec![host.clone(), "localhost".into(), "flint-driver".into()])
-        {
+        let names = vec![host.clone(), "localhost".into(), "flint-driver".into()];
+        let identity = match (&args.cert_file, &args.key_file) {
+            (Some(cert), Some(key)) => Identity::load(cert, key)
+                .map_err(|e| fail(exit::INVALID_JOB, format!("cannot read the certificate: {e}"))),
+            _ => Identity::generate(names)
+                .map_err(|e| fail(exit::INTERNAL, format!("cannot make a certificate: {e}"))),
+        };
+        let identity = match identity {
             Ok(i) => i,
-            Err(e) => return fail(exit::INTERNAL, format!("cannot make a certificate: {e}")),
+            Err(code) => return code,
         };
         let endpoint = match server_endpoint(args.listen, &identity, settings.network_timeout) {
             Ok(e) => e,

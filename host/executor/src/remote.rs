@@ -124,6 +124,7 @@ pub async fn run_executor(
             Some(DriverMessage::Rejected(r)) => return Err(ExecutorExit::Rejected(r)),
             other => return Err(ExecutorExit::DriverLost(format!("expected the app config, got {other:?}"))),
         };
+        tracing::info!(properties = app.properties.len(), tokens = app.tokens.len(), "app config received");
         let conf = merge_conf(&options.conf, &app);
         let settings = Settings::from_conf(&conf).map_err(|e| ExecutorExit::Config(e.to_string()))?;
         let runtime = Runtime::new(RuntimeConfig {

@@ -32,6 +32,29 @@ impl Identity {
         Identity { cert: CertificateDer::from(cert), key: PrivatePkcs8KeyDer::from(key) }
     }
 
+    /// Reads a certificate and its PKCS#8 key, each in PEM or DER.
+    pub fn load(cert: &std::path::Path, key: &std::path::Path) -> Result<Identity, String> {
+        use rustls::pki_types::pem::PemObject;
+        let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+        let (cert_bytes, key_bytes) = (read(cert)?, read(key)?);
+        let cert = if cert_bytes.starts_with(b"-----BEGIN") {
+            CertificateDer::from_pem_slice(&cert_bytes).map_err(|e| format!("{}: {e}", cert.display()))?
+        } else {
+            CertificateDer::from(cert_bytes)
+        };
+        let key = if key_bytes.starts_with(b"-----BEGIN") {
+            PrivatePkcs8KeyDer::from_pem_slice(&key_bytes).map_err(|e| format!("{}: {e}", key.display()))?
+        } else {
+            PrivatePkcs8KeyDer::from(key_bytes)
+        };
+        Ok(Identity { cert, key })
+    }
+
+    /// The private key, PKCS#8 DER, to store it beside the certificate.
+    pub fn key_der(&self) -> &[u8] {
+        self.key.secret_pkcs8_der()
+    }
+
     /// What peers pin: SHA-256 of the certificate.
     pub fn fingerprint(&self) -> [u8; 32] {
         Sha256::digest(&self.cert).into()

@@ -29,13 +29,44 @@ pub struct Manifest {
     #[serde(default)]
     pub config: Conf,
     /// Values to run one task each on (JSON), instead of indices or files.
-    #[serde(default)]
+    #[serde(default, with = "json_values")]
     pub inputs: Vec<serde_json::Value>,
     #[serde(default)]
     pub limits: Limits,
     /// Token services the job's tasks may read.
     #[serde(default)]
     pub tokens: Vec<String>,
+    /// A prebuilt component, relative to the manifest's folder, for jobs not built from
+    /// a crate beside the manifest.
+    #[serde(default)]
+    pub component: Option<String>,
+}
+
+/// JSON values as themselves in text formats (TOML, JSON) and as JSON text in binary
+/// ones (postcard cannot decode a self-describing value).
+mod json_values {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub fn serialize<S: Serializer>(values: &[Value], s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            values.serialize(s)
+        } else {
+            let text: Vec<String> = values.iter().map(Value::to_string).collect();
+            text.serialize(s)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Value>, D::Error> {
+        if d.is_human_readable() {
+            Vec::<Value>::deserialize(d)
+        } else {
+            Vec::<String>::deserialize(d)?
+                .iter()
+                .map(|t| serde_json::from_str(t).map_err(serde::de::Error::custom))
+                .collect()
+        }
+    }
 }
 
 /// Per-task limits a job asks for; they can lower the executor's, never raise them.
@@ -168,5 +199,17 @@ mod tests {
         let limits = Limits { memory: Some("64m".into()), deadline: Some("bad".into()) };
         assert_eq!(limits.memory_bytes(), Ok(Some(64 << 20)));
         assert!(limits.deadline().unwrap_err().contains("limits.deadline"));
+    }
+
+    #[test]
+    fn manifest_with_values_round_trips_through_the_wire_codec() {
+        let m = Manifest {
+            name: "sq".into(),
+            inputs: vec![serde_json::json!(3), serde_json::json!({"n": [1, 2]})],
+            tokens: vec!["storage".into()],
+            ..Manifest::default()
+        };
+        let bytes = postcard::to_stdvec(&m).unwrap();
+        assert_eq!(postcard::from_bytes::<Manifest>(&bytes).unwrap(), m);
     }
 }

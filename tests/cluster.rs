@@ -1,0 +1,330 @@
+//! A cluster of real processes on 127.0.0.1: `flint driver`, `flint executor`s, and
+//! `flint submit`/`flint status` as a user would run them.
+
+mod common;
+
+use common::{Proc, command, corpus, eventually, flint, json, lossy, read_url, wasm};
+use serde_json::Value;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+const SECRET: &str = "test-secret-0123456789";
+const APP: &str = "test-app";
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    url: String,
+    driver: Proc,
+    executors: Vec<Proc>,
+}
+
+impl Cluster {
+    /// A driver with short timeouts, so that losses show within seconds.
+    fn start(extra: &[&str]) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let url_file = dir.path().join("url");
+        let mut cmd = command(&["driver", "--app-id", APP, "--url-file", url_file.to_str().unwrap()]);
+        cmd.args(["--conf", "flint.network.timeout=3s", "--conf", "flint.executor.heartbeatInterval=250ms"]);
+        cmd.args(extra).env("FLINT_SECRET", SECRET);
+        let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
+        let url =
+            eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
+        Cluster { dir, url, driver, executors: Vec::new() }
+    }
+
+    fn executor_command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = command(&["executor", "--driver-url", &self.url]);
+        if !args.contains(&"--app-id") {
+            cmd.args(["--app-id", APP]);
+        }
+        cmd.args(args).env("FLINT_SECRET", SECRET);
+        cmd
+    }
+
+    /// Starts an executor and returns its index.
+    fn executor(&mut self, args: &[&str]) -> usize {
+        let n = self.executors.len();
+        let log = self.dir.path().join(format!("executor-{n}.log"));
+        self.executors.push(Proc::spawn(self.executor_command(args), log));
+        n
+    }
+
+    fn client(&self, args: &[&str]) -> Output {
+        let mut cmd = command(args);
+        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET);
+        cmd.output().unwrap()
+    }
+
+    fn submit(&self, args: &[&str]) -> Output {
+        self.client(&[&["submit"][..], args].concat())
+    }
+
+    fn status(&self) -> Value {
+        let out = self.client(&["status", "--json"]);
+        assert!(out.status.success(), "status: {}", lossy(&out.stderr));
+        json(&out)
+    }
+
+    fn live_executors(&self) -> Vec<Value> {
+        let status = self.status();
+        status["executors"].as_array().unwrap().iter().filter(|e| e["removed"].is_null()).cloned().collect()
+    }
+
+    fn wait_live(&self, n: usize) {
+        let live = eventually(Duration::from_secs(20), || (self.live_executors().len() == n).then_some(()));
+        assert!(
+            live.is_some(),
+            "expected {n} live executors: {}\ndriver log:\n{}",
+            self.status(),
+            self.driver.log_text()
+        );
+    }
+
+    fn executor_status(&self, id: &str) -> Value {
+        let status = self.status();
+        status["executors"].as_array().unwrap().iter().find(|e| e["id"] == id).cloned().unwrap_or(Value::Null)
+    }
+}
+
+fn ok_json(out: &Output) -> Value {
+    assert!(out.status.success(), "exit {:?}: {}", out.status.code(), lossy(&out.stderr));
+    json(out)
+}
+
+#[test]
+fn submit_gives_exactly_the_answers_run_gives() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(2);
+
+    let pi = ["examples/pi", "--conf", "points=3000000", "--partitions", "16", "--json"];
+    let submitted = ok_json(&cluster.submit(&pi));
+    let local = ok_json(&flint(&[&["run"][..], &pi].concat()));
+    assert_eq!(submitted["result"], local["result"]);
+    assert_eq!(submitted["tasks"], 16);
+
+    let input = cluster.dir.path().join("corpus.txt");
+    corpus(&input, 2 << 20);
+    let input = input.to_str().unwrap();
+    let wc = ["examples/word-count", "--input", input, "--partitions", "6", "--json"];
+    let submitted = ok_json(&cluster.submit(&wc));
+    let local = ok_json(&flint(&[&["run"][..], &wc].concat()));
+    assert_eq!(submitted["result"], local["result"]);
+    assert!(submitted["result"]["total_words"].as_u64().unwrap() > 100_000);
+
+    // Both executors took part.
+    let status = cluster.status();
+    for e in status["executors"].as_array().unwrap() {
+        assert!(e["tasks_done"].as_u64().unwrap() > 0, "{status}");
+    }
+    assert_eq!(status["jobs"].as_array().unwrap().len(), 2);
+}
+
+/// Long enough tasks to catch executors busy: 24 tasks of 40 M points.
+const SLOW_PI: [&str; 6] = ["examples/pi", "--conf", "points=40000000", "--partitions", "24", "--json"];
+
+fn start_slow_job(cluster: &Cluster) -> std::process::Child {
+    let mut cmd = command(&[&["submit"][..], &SLOW_PI].concat());
+    cmd.args(["--driver-url", &cluster.url]).env("FLINT_SECRET", SECRET);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+fn expected_slow_pi() -> Value {
+    ok_json(&flint(&[&["run"][..], &SLOW_PI].concat()))["result"].clone()
+}
+
+#[test]
+fn killing_an_executor_mid_job_loses_nothing() {
+    let mut cluster = Cluster::start(&[]);
+    let a = cluster.executor(&["--cores", "2", "--executor-id", "victim"]);
+    cluster.executor(&["--cores", "2", "--executor-id", "survivor"]);
+    cluster.wait_live(2);
+    let job = start_slow_job(&cluster);
+    let victim_busy = eventually(Duration::from_secs(20), || {
+        let e = cluster.executor_status("victim");
+        (e["running"].as_u64().unwrap_or(0) > 0).then_some(())
+    });
+    assert!(victim_busy.is_some(), "the victim got tasks");
+    cluster.executors[a].signal("KILL");
+
+    let out = job.wait_with_output().unwrap();
+    let report = ok_json(&out);
+    assert_eq!(report["result"], expected_slow_pi(), "the exact answer despite the loss");
+    let victim = cluster.executor_status("victim");
+    let reason = victim["removed"].as_str().unwrap_or_default().to_owned();
+    assert!(!reason.is_empty() && reason != "decommissioned", "removed with a reason: {victim}");
+    assert!(cluster.executor_status("survivor")["removed"].is_null());
+}
+
+#[test]
+fn sigterm_decommissions_a_busy_executor() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2", "--executor-id", "leaver"]);
+    cluster.executor(&["--cores", "2", "--executor-id", "stayer"]);
+    cluster.wait_live(2);
+    let job = start_slow_job(&cluster);
+    let (running, done) = eventually(Duration::from_secs(20), || {
+        let e = cluster.executor_status("leaver");
+        let running = e["running"].as_u64().unwrap_or(0);
+        (running > 0).then(|| (running, e["tasks_done"].as_u64().unwrap()))
+    })
+    .expect("the leaver got tasks");
+    cluster.executors[0].signal("TERM");
+    assert_eq!(
+        cluster.executors[0].wait(Duration::from_secs(60)),
+        Some(0),
+        "{}",
+        cluster.executors[0].log_text()
+    );
+
+    let report = ok_json(&job.wait_with_output().unwrap());
+    assert_eq!(report["result"], expected_slow_pi());
+    assert_eq!(report["task_failures"], serde_json::json!([]), "no task was lost or retried");
+    let leaver = cluster.executor_status("leaver");
+    assert_eq!(leaver["removed"], "decommissioned", "{leaver}");
+    assert!(leaver["tasks_done"].as_u64().unwrap() >= done + running, "its running tasks reported: {leaver}");
+}
+
+#[test]
+fn an_executor_started_before_its_driver_joins_once_it_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let identity = flint_net::Identity::generate(vec!["localhost".into()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.der"), dir.path().join("key.der"));
+    std::fs::write(&cert, &identity.cert).unwrap();
+    std::fs::write(&key, identity.key_der()).unwrap();
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = flint_net::DriverUrl { host: "127.0.0.1".into(), port, fingerprint: identity.fingerprint() }
+        .to_string();
+
+    let mut early = command(&["executor", "--driver-url", &url, "--app-id", APP, "--cores", "1"]);
+    early.env("FLINT_SECRET", SECRET);
+    let mut executor = Proc::spawn(early, dir.path().join("executor.log"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(executor.child.try_wait().unwrap(), None, "still waiting for its driver");
+
+    let listen = format!("127.0.0.1:{port}");
+    let mut cmd = command(&["driver", "--app-id", APP, "--listen", &listen]);
+    cmd.args(["--cert-file", cert.to_str().unwrap(), "--key-file", key.to_str().unwrap()])
+        .env("FLINT_SECRET", SECRET);
+    let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
+    let cluster = Cluster { dir, url, driver, executors: vec![] };
+    cluster.wait_live(1);
+    let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "3", "--json"]));
+    assert_eq!(report["result"], 3);
+    assert_eq!(executor.child.try_wait().unwrap(), None, "the executor serves on");
+}
+
+#[test]
+fn rejected_executors_get_no_config_and_exit_with_their_reason() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "1", "--executor-id", "taken"]);
+    cluster.wait_live(1);
+
+    let cases: [(&[&str], Option<&str>, i32, &str); 3] = [
+        (&["--executor-id", "taken"], None, 10, "already registered"),
+        (&[], Some("not-the-secret"), 11, "not authenticated"),
+        (&["--app-id", "another-app"], None, 12, "wrong application id"),
+    ];
+    for (args, secret, code, reason) in cases {
+        let mut cmd = cluster.executor_command(args);
+        cmd.args(["--cores", "1"]);
+        if let Some(secret) = secret {
+            cmd.env("FLINT_SECRET", secret);
+        }
+        let out = cmd.output().unwrap();
+        let stderr = lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+        assert!(stderr.contains(reason), "{args:?}: {stderr}");
+        assert!(!stderr.contains("app config received"), "a rejected executor got the config: {stderr}");
+        assert!(!stderr.contains(SECRET), "the secret never appears in a log");
+    }
+    assert_eq!(cluster.status()["executors"].as_array().unwrap().len(), 1);
+    assert!(!cluster.driver.log_text().contains(SECRET), "the secret never appears in the driver's log");
+}
+
+#[test]
+fn garbage_on_the_driver_port_harms_no_one() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let url: flint_net::DriverUrl = cluster.url.parse().unwrap();
+
+    // A megabyte of random datagrams.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut state = 0x1234_5678_u64;
+    for _ in 0..(1 << 20) / 1200 {
+        let datagram: Vec<u8> = (0..1200)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (state >> 56) as u8
+            })
+            .collect();
+        let _ = udp.send_to(&datagram, ("127.0.0.1", url.port));
+    }
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use flint_proto::wire::Role;
+        let secret = flint_net::Secret::new(SECRET);
+        // Garbage instead of a hello.
+        let (_e1, raw) = flint_net::connect(&url, Duration::from_secs(5)).await.unwrap();
+        let (mut send, _recv) = raw.open_bi().await.unwrap();
+        send.write_all(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3]).await.unwrap();
+        let _ = send.finish();
+        // An authenticated client sending a truncated frame, then an unknown message.
+        let (_e2, conn) = flint_net::connect(&url, Duration::from_secs(5)).await.unwrap();
+        let (reply, _s, _r) = flint_net::hello(&conn, &secret, Role::Client, "", None, None).await.unwrap();
+        assert!(matches!(reply, flint_proto::wire::HelloReply::Welcome { .. }));
+        let (mut send, _recv) = conn.open_bi().await.unwrap();
+        send.write_all(&100u32.to_le_bytes()).await.unwrap();
+        send.write_all(b"short").await.unwrap();
+        let _ = send.finish();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&1u32.to_le_bytes()).await.unwrap();
+        send.write_all(&[99]).await.unwrap(); // no such request variant
+        let _ = send.finish();
+        let _ = tokio::time::timeout(Duration::from_secs(5), recv.read_to_end(1024)).await;
+    });
+
+    let log = eventually(Duration::from_secs(10), || {
+        let log = cluster.driver.log_text();
+        (log.contains("stream ended inside a frame") && log.contains("undecodable frame")).then_some(log)
+    });
+    assert!(log.is_some(), "the driver logs each bad peer:\n{}", cluster.driver.log_text());
+    assert_eq!(cluster.driver.child.try_wait().unwrap(), None, "the driver is still up");
+    let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "4", "--json"]));
+    assert_eq!(report["result"], 4, "and still serves its executors");
+    assert_eq!(cluster.live_executors().len(), 1);
+}
+
+#[test]
+fn a_task_reads_only_the_tokens_its_manifest_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.json");
+    let far = 4_102_444_800_000u64; // 2100-01-01
+    let list = serde_json::json!([
+        {"service": "storage", "secret": "storage-token-1", "expires_at_ms": far},
+        {"service": "other", "secret": "other-token", "expires_at_ms": far},
+    ]);
+    std::fs::write(&tokens, list.to_string()).unwrap();
+    let mut cluster = Cluster::start(&["--tokens-file", tokens.to_str().unwrap()]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+
+    let job = dir.path().join("job");
+    std::fs::create_dir(&job).unwrap();
+    let manifest = format!(
+        "name = \"reader\"\ncomponent = {:?}\ntokens = [\"storage\"]\npartitions = 1\n",
+        wasm("chaos")
+    );
+    std::fs::write(job.join("flint.toml"), manifest).unwrap();
+    let job = job.to_str().unwrap();
+    let read = |service: &str| {
+        let conf = format!("service={service}");
+        ok_json(&cluster.submit(&[job, "--conf", "mode=token", "--conf", &conf, "--json"]))["result"].clone()
+    };
+    assert_eq!(read("storage"), serde_json::json!(["storage-token-1"]));
+    assert_eq!(read("other"), serde_json::json!(["none"]), "not named in the manifest");
+    assert_eq!(read("missing"), serde_json::json!(["none"]));
+}

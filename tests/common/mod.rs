@@ -1,0 +1,138 @@
+//! Helpers for the end-to-end tests: the built binary and components, and processes
+//! that are always cleaned up.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn bin() -> PathBuf {
+    let bin = root().join("target/release/flint");
+    assert!(bin.exists(), "{} is missing: run `make build` first", bin.display());
+    bin
+}
+
+pub fn wasm(name: &str) -> String {
+    root().join(format!("target/wasm32-wasip2/release/{name}.wasm")).to_string_lossy().into_owned()
+}
+
+/// `flint ARGS` in the repository root, with a test-only component cache.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).current_dir(root()).env("FLINT_CACHE_DIR", root().join("target/test-cache"));
+    cmd
+}
+
+pub fn flint(args: &[&str]) -> Output {
+    command(args).output().expect("flint runs")
+}
+
+pub fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+pub fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("stdout is not one JSON object ({e}): {}\nstderr: {}", lossy(&out.stdout), lossy(&out.stderr))
+    })
+}
+
+/// A child process killed (if still running) when dropped; its stderr goes to a file.
+pub struct Proc {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(mut cmd: Command, log: PathBuf) -> Proc {
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd.stdout(Stdio::null()).stderr(file).spawn().expect("flint starts");
+        Proc { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status =
+            Command::new("kill").args([&format!("-{sig}"), &self.pid().to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, up to `limit`.
+    pub fn wait(&mut self, limit: Duration) -> Option<i32> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` until it returns `Some`, for up to `limit`.
+pub fn eventually<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let started = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if started.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn read_url(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok().filter(|u| u.starts_with("flint://"))
+}
+
+/// Text with a skewed vocabulary, blank lines, tabs, CRLF and runs of spaces, and some
+/// non-ASCII words, from a fixed seed.
+pub fn corpus(path: &Path, bytes: usize) {
+    let mut state: u64 = 0x5EED;
+    let mut next = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize
+    };
+    let mut text = String::with_capacity(bytes + 100);
+    while text.len() < bytes {
+        for i in 0..next() % 14 {
+            let rank = next() % 3000 * (next() % 3000) / 3000;
+            let sep = match next() % 23 {
+                0 => "\t",
+                1 => "   ",
+                _ => " ",
+            };
+            if i > 0 {
+                text.push_str(sep);
+            }
+            match rank % 97 {
+                0 => text.push_str(&format!("café{rank}")),
+                _ => text.push_str(&format!("w{rank}")),
+            }
+        }
+        text.push_str(if next() % 11 == 0 { "\r\n" } else { "\n" });
+    }
+    std::fs::write(path, text).unwrap();
+}

@@ -5,6 +5,11 @@
 //!   same with on-demand allocation; target ≤ 20 µs median
 //! - Monte Carlo pi in wasm on 2 threads — reference: the same Rust compiled natively;
 //!   target ≤ 1.3× native time
+//! - 20,000 no-op tasks through driver → executor (2 slots) → driver, as processes over
+//!   QUIC — reference: the same job on `flint run`'s in-process executor; target ≥ 20,000/s
+//! - executor process start to registered — reference: starting and ending `flint
+//!   --version`; target ≤ 200 ms
+//! - an idle executor's resident memory — reference: the idle driver's; target ≤ 40 MiB
 
 #[path = "../examples/pi/src/count.rs"]
 mod pi_kernel;
@@ -145,6 +150,8 @@ fn main() {
                 "points": total / 2.0, "threads": threads }),
     );
 
+    cluster_figures(&mut results);
+
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("results.json");
@@ -160,4 +167,141 @@ fn us(d: Duration) -> f64 {
 /// reserve its address space.
 fn on_demand_runtime() -> Runtime {
     Runtime::new(RuntimeConfig { pooling: false, ..config(2) }).expect("runtime starts")
+}
+
+const SECRET: &str = "bench-secret";
+
+fn flint() -> std::process::Command {
+    let mut cmd = std::process::Command::new(root().join("target/release/flint"));
+    cmd.env("FLINT_SECRET", SECRET).env("FLINT_CACHE_DIR", root().join("target/bench/cache"));
+    cmd
+}
+
+/// Kills its process when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Starts an executor and returns it with the time from spawn to its "registered" line.
+fn start_executor(url: &str) -> (Child, Duration) {
+    use std::io::BufRead;
+    let started = Instant::now();
+    let mut child = flint()
+        .args(["executor", "--driver-url", url, "--cores", "2"])
+        .env("FLINT_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let registered = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.contains("registered") => break started.elapsed(),
+            Some(_) => continue,
+            None => panic!("the executor exited before registering"),
+        }
+    };
+    // Keep draining its stderr so that it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (Child(child), registered)
+}
+
+fn noop_job_tasks_per_second(args: &[&str]) -> f64 {
+    let out = flint().args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["result"], 20_000);
+    20_000.0 / (report["elapsed_ms"].as_f64().unwrap() / 1e3)
+}
+
+fn cluster_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let url_file = dir.path().join("url");
+    let driver = Child(
+        flint()
+            .args(["driver", "--url-file", url_file.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    let url = loop {
+        if let Ok(url) = std::fs::read_to_string(&url_file) {
+            break url;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the driver did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+
+    // Start-up: the median of five executors, each stopped before the next.
+    let mut startups = Vec::new();
+    for _ in 0..5 {
+        startups.push(start_executor(&url).1);
+    }
+    let bare = median(
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                assert!(flint().arg("--version").output().unwrap().status.success());
+                t.elapsed()
+            })
+            .collect(),
+    );
+    let startup = median(startups);
+    println!(
+        "executor start to registered: median {:.0} ms (target ≤ 200 ms); bare process start {:.1} ms",
+        startup.as_secs_f64() * 1e3,
+        bare.as_secs_f64() * 1e3
+    );
+    results.insert(
+        "executor_start_to_registered_ms".into(),
+        json!({ "value": startup.as_secs_f64() * 1e3, "target": 200.0, "reference_process_start_ms": bare.as_secs_f64() * 1e3 }),
+    );
+
+    // Throughput and idle memory with one executor of 2 slots.
+    let (executor, _) = start_executor(&url);
+    std::thread::sleep(Duration::from_millis(500));
+    let noop = root().join("target/wasm32-wasip2/release/noop.wasm");
+    let noop = noop.to_str().unwrap();
+    let _warm =
+        noop_job_tasks_per_second(&["submit", "--driver-url", &url, noop, "--partitions", "20000", "--json"]);
+    let cluster =
+        noop_job_tasks_per_second(&["submit", "--driver-url", &url, noop, "--partitions", "20000", "--json"]);
+    let embedded =
+        noop_job_tasks_per_second(&["run", noop, "--partitions", "20000", "--cores", "2", "--json"]);
+    println!(
+        "20,000 no-op tasks, driver → executor (2 slots) → driver: {cluster:.0} tasks/s (target ≥ 20,000); in-process executor {embedded:.0} tasks/s; ratio {:.2}×",
+        cluster / embedded
+    );
+    results.insert(
+        "noop_tasks_per_second".into(),
+        json!({ "value": cluster, "target": 20000.0, "reference_in_process": embedded, "ratio_to_reference": cluster / embedded }),
+    );
+
+    std::thread::sleep(Duration::from_secs(1));
+    let (executor_rss, driver_rss) = (rss_kib(executor.0.id()), rss_kib(driver.0.id()));
+    println!(
+        "idle executor resident memory: {:.1} MiB (target ≤ 40 MiB); idle driver {:.1} MiB",
+        executor_rss as f64 / 1024.0,
+        driver_rss as f64 / 1024.0
+    );
+    results.insert(
+        "idle_executor_rss_mib".into(),
+        json!({ "value": executor_rss as f64 / 1024.0, "target": 40.0, "reference_driver_mib": driver_rss as f64 / 1024.0 }),
+    );
 }

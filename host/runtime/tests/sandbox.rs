@@ -16,7 +16,14 @@ fn component(name: &str) -> Vec<u8> {
 }
 
 fn runtime(instance_memory: u64, cache_dir: Option<PathBuf>) -> Runtime {
-    Runtime::new(RuntimeConfig { slots: 2, instance_memory, cache_dir, max_log_size: 64 << 10 }).unwrap()
+    Runtime::new(RuntimeConfig {
+        slots: 2,
+        instance_memory,
+        cache_dir,
+        max_log_size: 64 << 10,
+        pooling: true,
+    })
+    .unwrap()
 }
 
 fn ctx(conf: &[(&str, &str)]) -> TaskContext {

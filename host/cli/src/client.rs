@@ -145,6 +145,7 @@ fn table(status: &ClusterStatus) -> String {
     for e in &status.executors {
         let state = match (&e.removed, e.last_heartbeat_ms) {
             (Some(reason), _) => format!("removed: {reason}"),
+            (None, _) if e.excluded => "excluded".to_owned(),
             (None, Some(ms)) => format!("live (heartbeat {:.1} s ago)", ms as f64 / 1e3),
             (None, None) => "live".into(),
         };

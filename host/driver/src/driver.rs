@@ -3,7 +3,7 @@
 
 use crate::fold::OrderedFold;
 use crate::job::{JobRequest, SubmitError};
-use crate::scheduler::{Input, Output, Scheduler};
+use crate::scheduler::{Input, Output, Policy, Scheduler};
 use flint_executor::ComponentSource;
 use flint_proto::wire::Rejection;
 use flint_proto::{
@@ -309,12 +309,14 @@ struct EventLoop {
 
 impl EventLoop {
     fn new(driver: Driver) -> Self {
-        let network_timeout = Settings::from_conf(&driver.shared.conf)
-            .map(|s| s.network_timeout)
-            .unwrap_or(Duration::from_secs(120));
+        let settings = Settings::from_conf(&driver.shared.conf).unwrap_or_default();
+        let network_timeout = settings.network_timeout;
+        let policy = Policy {
+            exclude_after: settings.exclude_on_failure.then_some(settings.max_failed_tasks_per_executor),
+        };
         EventLoop {
             driver,
-            scheduler: Scheduler::new(),
+            scheduler: Scheduler::new(policy),
             executors: HashMap::new(),
             reserved: HashSet::new(),
             jobs: HashMap::new(),
@@ -408,6 +410,7 @@ impl EventLoop {
                     tasks_done: 0,
                     tasks_failed: 0,
                     last_heartbeat_ms: Some(0),
+                    excluded: false,
                     removed: None,
                 };
                 let record = ExecutorRecord {
@@ -596,6 +599,12 @@ impl EventLoop {
                     if let Some(job) = self.jobs.get(&attempt.job) {
                         job.span
                             .in_scope(|| tracing::info!(%attempt, kind = failure.kind(), "retrying task"));
+                    }
+                }
+                Output::ExecutorExcluded { executor, failed_tasks } => {
+                    tracing::warn!(executor_id = %executor, failed_tasks, "executor excluded: too many task failures");
+                    if let Some(record) = self.executors.get_mut(&executor) {
+                        record.status.excluded = true;
                     }
                 }
                 Output::JobSucceeded { job } => self.job_succeeded(job),

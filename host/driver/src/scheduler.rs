@@ -61,6 +61,11 @@ pub enum Output {
         executor: ExecutorId,
         attempt: Attempt,
     },
+    /// The executor failed too many distinct tasks and gets no new ones.
+    ExecutorExcluded {
+        executor: ExecutorId,
+        failed_tasks: u32,
+    },
     /// A failed attempt will be tried again.
     Retrying {
         attempt: Attempt,
@@ -80,13 +85,29 @@ struct Executor {
     slots: u32,
     running: BTreeSet<Attempt>,
     decommissioning: bool,
+    /// Tasks that failed here (in a way that counts against them).
+    failed_tasks: BTreeSet<(JobId, u32)>,
+    excluded: bool,
     added: Instant,
 }
 
 impl Executor {
-    fn free(&self) -> u32 {
-        if self.decommissioning { 0 } else { self.slots.saturating_sub(self.running.len() as u32) }
+    fn usable(&self) -> bool {
+        !self.decommissioning && !self.excluded
     }
+
+    fn free(&self) -> u32 {
+        if self.usable() { self.slots.saturating_sub(self.running.len() as u32) } else { 0 }
+    }
+}
+
+/// Scheduling policy.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Exclude an executor once this many distinct tasks failed on it
+    /// (`flint.excludeOnFailure.*`); `None` never excludes. The last usable executor
+    /// is never excluded.
+    pub exclude_after: Option<u32>,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +131,7 @@ struct Job {
 /// The scheduler's state. See the module documentation.
 #[derive(Debug, Default)]
 pub struct Scheduler {
+    policy: Policy,
     executors: BTreeMap<ExecutorId, Executor>,
     jobs: BTreeMap<JobId, Job>,
     /// Tasks waiting for a slot, oldest job first; retries go to the front.
@@ -117,8 +139,8 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(policy: Policy) -> Self {
+        Scheduler { policy, ..Self::default() }
     }
 
     /// Feeds one input; returns what to do, launches last.
@@ -130,6 +152,8 @@ impl Scheduler {
                     slots,
                     running: BTreeSet::new(),
                     decommissioning: false,
+                    failed_tasks: BTreeSet::new(),
+                    excluded: false,
                     added: now,
                 });
             }
@@ -196,7 +220,7 @@ impl Scheduler {
 
     /// Executors known and usable for new tasks.
     pub fn live_executors(&self) -> usize {
-        self.executors.values().filter(|e| !e.decommissioning).count()
+        self.executors.values().filter(|e| e.usable()).count()
     }
 
     /// Whether an executor runs nothing (for decommission and idle removal).
@@ -238,7 +262,9 @@ impl Scheduler {
         if failure.counts_against_task() {
             task.failures += 1;
             task.failed_on.insert(executor.clone());
+            self.note_failure(&executor, attempt, out);
         }
+        let task = &mut self.jobs.get_mut(&attempt.job).expect("checked above").tasks[attempt.index as usize];
         if !failure.retryable() || task.failures >= max_failures {
             let reason = JobError::TaskFailed {
                 index: attempt.index,
@@ -251,6 +277,20 @@ impl Scheduler {
         } else {
             out.push(Output::Retrying { attempt, failure });
             self.queue.push_front((attempt.job, attempt.index));
+        }
+    }
+
+    /// Counts a task failure against its executor and excludes the executor past the
+    /// policy's threshold, unless no other usable executor would remain.
+    fn note_failure(&mut self, executor: &str, attempt: Attempt, out: &mut Vec<Output>) {
+        let Some(limit) = self.policy.exclude_after else { return };
+        let others = self.executors.iter().filter(|(id, e)| id.as_str() != executor && e.usable()).count();
+        let Some(exec) = self.executors.get_mut(executor) else { return };
+        exec.failed_tasks.insert((attempt.job, attempt.index));
+        let failed = exec.failed_tasks.len() as u32;
+        if !exec.excluded && failed >= limit && others > 0 {
+            exec.excluded = true;
+            out.push(Output::ExecutorExcluded { executor: executor.to_owned(), failed_tasks: failed });
         }
     }
 

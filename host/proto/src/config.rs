@@ -90,6 +90,11 @@ pub struct Settings {
     pub heartbeat_interval: Duration,
     /// `flint.network.timeout` (default 120s): an executor silent this long is lost.
     pub network_timeout: Duration,
+    /// `flint.excludeOnFailure.enabled` (default false): exclude executors that keep
+    /// failing tasks.
+    pub exclude_on_failure: bool,
+    /// `flint.excludeOnFailure.maxFailedTasksPerExecutor` (default 2).
+    pub max_failed_tasks_per_executor: u32,
 }
 
 impl Default for Settings {
@@ -105,6 +110,8 @@ impl Default for Settings {
             task_max_log_size: 1 << 20,
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
+            exclude_on_failure: false,
+            max_failed_tasks_per_executor: 2,
         }
     }
 }
@@ -122,6 +129,8 @@ impl Settings {
         "flint.task.maxLogSize",
         "flint.executor.heartbeatInterval",
         "flint.network.timeout",
+        "flint.excludeOnFailure.enabled",
+        "flint.excludeOnFailure.maxFailedTasksPerExecutor",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -162,6 +171,14 @@ impl Settings {
                     s.heartbeat_interval = parse_duration(value).map_err(&invalid)?
                 }
                 "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(&invalid)?,
+                "flint.excludeOnFailure.enabled" => {
+                    s.exclude_on_failure =
+                        value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
+                }
+                "flint.excludeOnFailure.maxFailedTasksPerExecutor" => {
+                    s.max_failed_tasks_per_executor =
+                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
                 _ => return Err(ConfError::UnknownKey(key.clone())),
             }
         }

@@ -85,6 +85,8 @@ pub struct ExecutorStatus {
     pub tasks_failed: u64,
     /// Milliseconds since the last heartbeat, while it is live.
     pub last_heartbeat_ms: Option<u64>,
+    /// Excluded for failing too many tasks: it gets no new ones.
+    pub excluded: bool,
     /// Why it was removed, once it has been.
     pub removed: Option<String>,
 }

@@ -18,7 +18,7 @@ fn trap() -> TaskFailure {
 
 fn cluster(execs: &[(&str, u32)]) -> (Scheduler, Instant) {
     let now = Instant::now();
-    let mut s = Scheduler::new();
+    let mut s = Scheduler::new(Policy::default());
     for (id, slots) in execs {
         assert!(s.handle(now, Input::ExecutorAdded { id: id.to_string(), slots: *slots }).is_empty());
     }
@@ -191,4 +191,36 @@ fn cancel_kills_running_and_drops_queued_tasks() {
     assert!(matches!(&out[1], Output::JobFailed { reason: JobError::Cancelled(_), .. }));
     let out = s.handle(now, Input::JobSubmitted { job: 2, tasks: 1, max_failures: 4 });
     assert_eq!(launches(&out).len(), 1, "the slot was freed");
+}
+
+#[test]
+fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
+    let now = Instant::now();
+    let mut s = Scheduler::new(Policy { exclude_after: Some(2) });
+    for id in ["a", "b"] {
+        s.handle(now, Input::ExecutorAdded { id: id.into(), slots: 2 });
+    }
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 4, max_failures: 4 });
+    let fail = |s: &mut Scheduler, exec: &str, index, number| {
+        s.handle(
+            now,
+            Input::TaskFailed {
+                attempt: Attempt { job: 1, index, number },
+                executor: exec.into(),
+                failure: trap(),
+            },
+        )
+    };
+    // Tasks 0 and 1 run on a, 2 and 3 on b (ties go to the lower id first).
+    let out = fail(&mut s, "a", 0, 0);
+    assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })));
+    let out = fail(&mut s, "a", 1, 0);
+    assert!(out.contains(&Output::ExecutorExcluded { executor: "a".into(), failed_tasks: 2 }), "{out:?}");
+    assert_eq!(s.live_executors(), 1);
+    // b is now the last usable executor: its failures retry on it, never exclude it.
+    let out = fail(&mut s, "b", 2, 0);
+    assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })), "{out:?}");
+    let out = fail(&mut s, "b", 3, 0);
+    assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })), "{out:?}");
+    assert_eq!(s.live_executors(), 1);
 }

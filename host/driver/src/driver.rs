@@ -18,6 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
+/// Attempts an executor holds per slot: the next task waits on the executor, not a
+/// round trip away (see `Policy::pipeline`).
+const PIPELINE: u32 = 2;
+
 /// A file split is at most this large unless the user asks for fewer partitions.
 const MAX_SPLIT: u64 = 64 << 20;
 
@@ -313,6 +317,7 @@ impl EventLoop {
         let network_timeout = settings.network_timeout;
         let policy = Policy {
             exclude_after: settings.exclude_on_failure.then_some(settings.max_failed_tasks_per_executor),
+            pipeline: PIPELINE,
         };
         EventLoop {
             driver,
@@ -727,8 +732,8 @@ fn spawn_fold(
                 max_result_size: job.max_result_size,
                 kill: KillSwitch::default(),
             };
-            let call =
-                |call: Call| -> Result<Vec<u8>, TaskFailure> { runtime.call(&component, &ctx, call).result };
+            let mut folder = runtime.folder(&component, ctx);
+            let mut call = |call: Call| -> Result<Vec<u8>, TaskFailure> { folder.call(call).result };
             let mut fold = OrderedFold::new();
             let result = loop {
                 match rx.recv() {

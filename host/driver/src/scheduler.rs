@@ -82,7 +82,8 @@ pub enum Output {
 
 #[derive(Debug)]
 struct Executor {
-    slots: u32,
+    /// Attempts it may hold: slots × the policy's pipeline depth.
+    capacity: u32,
     running: BTreeSet<Attempt>,
     decommissioning: bool,
     /// Tasks that failed here (in a way that counts against them).
@@ -97,7 +98,7 @@ impl Executor {
     }
 
     fn free(&self) -> u32 {
-        if self.usable() { self.slots.saturating_sub(self.running.len() as u32) } else { 0 }
+        if self.usable() { self.capacity.saturating_sub(self.running.len() as u32) } else { 0 }
     }
 }
 
@@ -108,6 +109,10 @@ pub struct Policy {
     /// (`flint.excludeOnFailure.*`); `None` never excludes. The last usable executor
     /// is never excluded.
     pub exclude_after: Option<u32>,
+    /// Attempts an executor may hold per slot (at least 1). Above 1, an executor has the
+    /// next task at hand when one ends instead of waiting a round trip to the driver:
+    /// what keeps short tasks flowing over a network.
+    pub pipeline: u32,
 }
 
 #[derive(Debug, Default)]
@@ -149,7 +154,7 @@ impl Scheduler {
         match input {
             Input::ExecutorAdded { id, slots } => {
                 self.executors.entry(id).or_insert(Executor {
-                    slots,
+                    capacity: slots * self.policy.pipeline.max(1),
                     running: BTreeSet::new(),
                     decommissioning: false,
                     failed_tasks: BTreeSet::new(),

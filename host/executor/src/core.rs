@@ -27,18 +27,47 @@ pub struct ExecutorCore {
     /// Held while a component is fetched and compiled, so that slots meeting a new
     /// digest together fetch it once.
     loading: Mutex<()>,
+    /// One permit per slot: launched attempts beyond the slots wait here.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl ExecutorCore {
     pub fn new(id: ExecutorId, runtime: Arc<Runtime>, source: Arc<dyn ComponentSource>) -> Self {
         ExecutorCore {
             id,
-            runtime,
             source,
             running: Mutex::new(HashMap::new()),
             tokens: RwLock::new(Arc::new(Vec::new())),
             loading: Mutex::new(()),
+            slots: Arc::new(tokio::sync::Semaphore::new(runtime.slots() as usize)),
+            runtime,
         }
+    }
+
+    /// Runs an attempt once a slot is free, on the blocking pool, and hands its report to
+    /// `report`.
+    pub fn launch(
+        self: &Arc<Self>,
+        launch: TaskLaunch,
+        report: impl FnOnce(StatusUpdate) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let core = self.clone();
+        let span = tracing::info_span!(
+            "task",
+            job_id = launch.attempt.job,
+            task_id = launch.attempt.index,
+            attempt = launch.attempt.number
+        );
+        tokio::spawn(async move {
+            let Ok(_slot) = core.slots.clone().acquire_owned().await else { return };
+            let run = tokio::task::spawn_blocking(move || {
+                let _entered = span.enter();
+                core.run_task(&launch)
+            });
+            if let Ok(update) = run.await {
+                report(update);
+            }
+        })
     }
 
     pub fn id(&self) -> &str {
@@ -160,29 +189,21 @@ pub async fn serve_local(
     report: impl Fn(StatusUpdate) + Send + Sync + 'static,
 ) {
     let report = Arc::new(report);
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = Vec::new();
     while let Some(command) = commands.recv().await {
         match command {
             ExecutorCommand::Launch(batch) => {
                 for launch in batch {
-                    let (core, report) = (core.clone(), report.clone());
-                    let span = tracing::info_span!(
-                        "task",
-                        executor_id = core.id(),
-                        job_id = launch.attempt.job,
-                        task_id = launch.attempt.index,
-                        attempt = launch.attempt.number
-                    );
-                    tasks.spawn_blocking(move || {
-                        let _entered = span.enter();
-                        report(core.run_task(&launch));
-                    });
+                    let report = report.clone();
+                    tasks.push(core.launch(launch, move |u| report(u)));
                 }
-                while tasks.try_join_next().is_some() {}
+                tasks.retain(|t| !t.is_finished());
             }
             ExecutorCommand::Kill(attempt) => core.kill(&attempt),
             ExecutorCommand::Decommission => break,
         }
     }
-    while tasks.join_next().await.is_some() {}
+    for task in tasks {
+        let _ = task.await;
+    }
 }

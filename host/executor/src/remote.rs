@@ -285,12 +285,9 @@ async fn serve(
                             continue;
                         }
                         let launch = TaskLaunch { attempt: launch.attempt, job, partition: launch.partition };
-                        let (core, reports) = (core.clone(), reports.clone());
-                        let span = tracing::info_span!("task", job_id = launch.attempt.job,
-                            task_id = launch.attempt.index, attempt = launch.attempt.number);
-                        tokio::task::spawn_blocking(move || {
-                            let _entered = span.enter();
-                            let _ = reports.send(core.run_task(&launch));
+                        let reports = reports.clone();
+                        core.launch(launch, move |update| {
+                            let _ = reports.send(update);
                         });
                     }
                 }

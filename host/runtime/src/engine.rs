@@ -86,6 +86,11 @@ impl Runtime {
         Ok(Runtime { engine, linker, config, components: Mutex::new(HashMap::new()), pooling, ticker })
     }
 
+    /// Calls that may run at once.
+    pub fn slots(&self) -> u32 {
+        self.config.slots
+    }
+
     /// Whether instances come from the pooling allocator.
     pub fn pooling(&self) -> bool {
         self.pooling

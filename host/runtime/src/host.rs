@@ -16,6 +16,8 @@ pub(crate) struct HostState {
     pub(crate) config: Arc<Conf>,
     pub(crate) tokens: Arc<Vec<Token>>,
     pub(crate) log: TaskLogSink,
+    /// When the running call must end; the epoch callback checks it.
+    pub(crate) deadline: std::time::Instant,
 }
 
 impl WasiView for HostState {

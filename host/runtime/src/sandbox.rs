@@ -92,24 +92,26 @@ impl Runtime {
     /// every way a guest can fail comes back as a [`TaskFailure`].
     pub fn call(&self, component: &JobComponent, ctx: &TaskContext, call: Call) -> Outcome {
         let started = Instant::now();
-        let log = TaskLogSink::new(self.config.max_log_size);
-        let limit =
-            ctx.memory_limit.map_or(self.config.instance_memory, |l| l.min(self.config.instance_memory));
-        let mut store = self.new_store(ctx, log.clone(), limit);
-        let result = invoke(component, &mut store, call)
-            .map_err(|e| classify(e, &store, ctx, &log))
-            .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }))
-            .and_then(|bytes| match bytes.len() as u64 {
-                size if size > ctx.max_result_size => {
-                    Err(TaskFailure::ResultTooLarge { size, limit: ctx.max_result_size })
-                }
-                _ => Ok(bytes),
-            });
-        Outcome { result, log: log.contents(), elapsed: started.elapsed() }
+        let (mut store, log) = self.new_store(ctx);
+        let result = component
+            .pre
+            .instantiate(&mut store)
+            .and_then(|instance| invoke(component, &mut store, &instance, call));
+        Outcome { result: settle(result, &store, ctx), log: log.contents(), elapsed: started.elapsed() }
+    }
+
+    /// Calls of one job's `merge` and `finish` that share one instance: they are pure,
+    /// so a fold of many outputs need not pay for an instance per pair. Each call gets
+    /// the full deadline; an instance that failed a call is dropped, not reused.
+    pub fn folder<'a>(&'a self, component: &'a JobComponent, ctx: TaskContext) -> Folder<'a> {
+        Folder { runtime: self, component, ctx, live: None }
     }
 
     /// The one place a store is made: memory cap, deadline, kill switch, sandboxed WASI.
-    fn new_store(&self, ctx: &TaskContext, log: TaskLogSink, limit: u64) -> Store<HostState> {
+    fn new_store(&self, ctx: &TaskContext) -> (Store<HostState>, TaskLogSink) {
+        let log = TaskLogSink::new(self.config.max_log_size);
+        let limit =
+            ctx.memory_limit.map_or(self.config.instance_memory, |l| l.min(self.config.instance_memory));
         let wasi = WasiCtxBuilder::new()
             .stdout(log.clone())
             .stderr(log.clone())
@@ -131,39 +133,92 @@ impl Runtime {
             info,
             config: ctx.config.clone(),
             tokens: ctx.tokens.clone(),
-            log,
+            log: log.clone(),
+            deadline: Instant::now() + ctx.deadline,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        let deadline = Instant::now() + ctx.deadline;
         let kill = ctx.kill.clone();
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
+        store.epoch_deadline_callback(move |store| {
             if kill.is_killed() {
                 return Err(wasmtime::Error::new(Killed));
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= store.data().deadline {
                 return Ok(UpdateDeadline::Interrupt);
             }
             Ok(UpdateDeadline::Continue(1))
         });
-        store
+        (store, log)
     }
+}
+
+/// See [`Runtime::folder`].
+pub struct Folder<'a> {
+    runtime: &'a Runtime,
+    component: &'a JobComponent,
+    ctx: TaskContext,
+    live: Option<(Store<HostState>, wasmtime::component::Instance, TaskLogSink)>,
+}
+
+impl Folder<'_> {
+    pub fn call(&mut self, call: Call) -> Outcome {
+        let started = Instant::now();
+        let (mut store, instance, log) = match self.live.take() {
+            Some(live) => live,
+            None => {
+                let (mut store, log) = self.runtime.new_store(&self.ctx);
+                match self.component.pre.instantiate(&mut store) {
+                    Ok(instance) => (store, instance, log),
+                    Err(e) => {
+                        let result = settle(Err(e), &store, &self.ctx);
+                        return Outcome { result, log: log.contents(), elapsed: started.elapsed() };
+                    }
+                }
+            }
+        };
+        store.data_mut().deadline = Instant::now() + self.ctx.deadline;
+        store.set_epoch_deadline(1);
+        let result = settle(invoke(self.component, &mut store, &instance, call), &store, &self.ctx);
+        let outcome = Outcome { result, log: log.contents(), elapsed: started.elapsed() };
+        if outcome.result.is_ok() {
+            self.live = Some((store, instance, log));
+        }
+        outcome
+    }
+}
+
+/// A call's result as the caller sees it: typed failures, the size limit applied.
+fn settle(
+    result: wasmtime::Result<Result<Vec<u8>, TaskError>>,
+    store: &Store<HostState>,
+    ctx: &TaskContext,
+) -> Result<Vec<u8>, TaskFailure> {
+    let log = &store.data().log;
+    result
+        .map_err(|e| classify(e, store, ctx, log))
+        .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }))
+        .and_then(|bytes| match bytes.len() as u64 {
+            size if size > ctx.max_result_size => {
+                Err(TaskFailure::ResultTooLarge { size, limit: ctx.max_result_size })
+            }
+            _ => Ok(bytes),
+        })
 }
 
 fn invoke(
     component: &JobComponent,
     store: &mut Store<HostState>,
+    instance: &wasmtime::component::Instance,
     call: Call,
 ) -> wasmtime::Result<Result<Vec<u8>, TaskError>> {
-    let instance = component.pre.instantiate(&mut *store)?;
     match call {
         Call::Run(input) => {
-            let job: job::Guest = component.job.load(&mut *store, &instance)?;
+            let job: job::Guest = component.job.load(&mut *store, instance)?;
             job.call_run(&mut *store, &partition(input))
         }
-        Call::Merge(a, b) => aggregator(component, store, &instance)?.call_merge(&mut *store, &a, &b),
-        Call::Finish(acc) => aggregator(component, store, &instance)?.call_finish(&mut *store, &acc),
+        Call::Merge(a, b) => aggregator(component, store, instance)?.call_merge(&mut *store, &a, &b),
+        Call::Finish(acc) => aggregator(component, store, instance)?.call_finish(&mut *store, &acc),
     }
 }
 

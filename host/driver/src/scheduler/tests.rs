@@ -196,7 +196,7 @@ fn cancel_kills_running_and_drops_queued_tasks() {
 #[test]
 fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     let now = Instant::now();
-    let mut s = Scheduler::new(Policy { exclude_after: Some(2) });
+    let mut s = Scheduler::new(Policy { exclude_after: Some(2), pipeline: 1 });
     for id in ["a", "b"] {
         s.handle(now, Input::ExecutorAdded { id: id.into(), slots: 2 });
     }
@@ -223,4 +223,14 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     let out = fail(&mut s, "b", 3, 0);
     assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })), "{out:?}");
     assert_eq!(s.live_executors(), 1);
+}
+
+#[test]
+fn a_pipeline_keeps_the_next_task_at_each_slot() {
+    let now = Instant::now();
+    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 2 });
+    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 10, max_failures: 4 });
+    assert_eq!(launches(&out).len(), 4, "two slots, two deep");
+    assert_eq!(launches(&ok(&mut s, now, "a", 0, 0)).len(), 1, "each end brings one more");
 }

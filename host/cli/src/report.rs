@@ -46,8 +46,7 @@ pub fn human(report: &JobReport) -> String {
                 report.attempts,
                 report.failures.len()
             ));
-            let value = result_value(bytes);
-            text.push_str(&serde_json::to_string_pretty(&value).expect("JSON prints"));
+            render(&result_value(bytes), 0, &mut text);
             text.push('\n');
         }
         Err(e) => {
@@ -80,4 +79,32 @@ pub fn print(report: &JobReport, as_json: bool) -> u8 {
         eprint!("{}", human(report));
     }
     if report.outcome.is_ok() { 0 } else { crate::exit::JOB_FAILED }
+}
+
+/// Pretty JSON, but with arrays of plain values (a `["word", 12]` pair, say) on one line.
+fn render(value: &Value, indent: usize, out: &mut String) {
+    let pad = |n: usize| "  ".repeat(n);
+    match value {
+        Value::Array(items) if items.iter().any(|v| v.is_array() || v.is_object()) => {
+            out.push_str("[\n");
+            for (i, item) in items.iter().enumerate() {
+                out.push_str(&pad(indent + 1));
+                render(item, indent + 1, out);
+                out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&pad(indent));
+            out.push(']');
+        }
+        Value::Object(map) if !map.is_empty() => {
+            out.push_str("{\n");
+            for (i, (key, item)) in map.iter().enumerate() {
+                out.push_str(&format!("{}{}: ", pad(indent + 1), Value::String(key.clone())));
+                render(item, indent + 1, out);
+                out.push_str(if i + 1 < map.len() { ",\n" } else { "\n" });
+            }
+            out.push_str(&pad(indent));
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
 }

@@ -13,6 +13,8 @@ pub enum FrameError {
     TooLarge(usize),
     #[error("undecodable frame: {0}")]
     Decode(#[from] postcard::Error),
+    #[error("undecodable frame: {0} bytes after the message")]
+    TrailingBytes(usize),
     #[error("stream ended inside a frame")]
     Truncated,
     #[error("payload is larger than announced")]
@@ -55,7 +57,10 @@ pub async fn read_frame<T: DeserializeOwned>(
         std::io::ErrorKind::UnexpectedEof => FrameError::Truncated,
         _ => FrameError::Io(e),
     })?;
-    Ok(Some(postcard::from_bytes(&body)?))
+    match postcard::take_from_bytes(&body)? {
+        (message, []) => Ok(Some(message)),
+        (_, rest) => Err(FrameError::TrailingBytes(rest.len())),
+    }
 }
 
 /// Sends a large payload as [`Chunk`] frames and an empty closing chunk.
@@ -107,9 +112,16 @@ mod tests {
         let mut huge = &u32::MAX.to_le_bytes()[..];
         assert!(matches!(read_frame::<Heartbeat>(&mut huge).await, Err(FrameError::TooLarge(_))));
 
+        // Garbage that starts like a message but does not end with it.
         let mut garbage = vec![200u8, 0, 0, 0];
         garbage.extend((0..200u32).map(|i| (i * 37) as u8));
-        assert!(read_frame::<ExecutorMessage>(&mut &garbage[..]).await.is_err());
+        assert!(matches!(
+            read_frame::<ExecutorMessage>(&mut &garbage[..]).await,
+            Err(FrameError::TrailingBytes(_))
+        ));
+        // A variant that does not exist.
+        let unknown = [1u8, 0, 0, 0, 99];
+        assert!(matches!(read_frame::<ExecutorMessage>(&mut &unknown[..]).await, Err(FrameError::Decode(_))));
     }
 
     #[tokio::test]

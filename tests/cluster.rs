@@ -155,6 +155,10 @@ fn killing_an_executor_mid_job_loses_nothing() {
     let reason = victim["removed"].as_str().unwrap_or_default().to_owned();
     assert!(!reason.is_empty() && reason != "decommissioned", "removed with a reason: {victim}");
     assert!(cluster.executor_status("survivor")["removed"].is_null());
+
+    // A restarted executor takes its old id back.
+    cluster.executor(&["--cores", "2", "--executor-id", "victim"]);
+    cluster.wait_live(2);
 }
 
 #[test]

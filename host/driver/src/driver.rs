@@ -373,7 +373,10 @@ impl EventLoop {
         requested: Option<String>,
         pod_name: Option<String>,
     ) -> Result<ExecutorId, Rejection> {
-        let taken = |s: &Self, id: &str| s.executors.contains_key(id) || s.reserved.contains(id);
+        // A removed executor's id is free again: a restarted executor may take it back.
+        let taken = |s: &Self, id: &str| {
+            s.reserved.contains(id) || s.executors.get(id).is_some_and(|e| e.commands.is_some())
+        };
         let id = match requested.filter(|r| !r.is_empty() && r != "EXECID") {
             Some(id) if taken(self, &id) => return Err(Rejection::DuplicateId(id)),
             Some(id) => id,

@@ -127,10 +127,10 @@ pub fn driver(args: DriverArgs) -> u8 {
         let front = FrontConfig { secret, tokens, log_level: "info".into() };
         tokio::spawn(serve(driver, endpoint.clone(), front));
         println!("{url}");
-        if let Some(path) = &args.url_file {
-            if let Err(e) = write_private(path, url.to_string().as_bytes()) {
-                return fail(exit::INTERNAL, format!("cannot write {}: {e}", path.display()));
-            }
+        if let Some(path) = &args.url_file
+            && let Err(e) = write_private(path, url.to_string().as_bytes())
+        {
+            return fail(exit::INTERNAL, format!("cannot write {}: {e}", path.display()));
         }
         tracing::info!(%app_id, %url, "driver listening");
         wait_for_shutdown().await;

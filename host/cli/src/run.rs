@@ -140,8 +140,8 @@ async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
         tokio::select! {
             report = &mut report_rx => break report,
             changed = progress.changed() => {
-                if changed.is_ok() {
-                    if let Some(bar) = &bar { show_progress(bar, &progress.borrow()) }
+                if changed.is_ok() && let Some(bar) = &bar {
+                    show_progress(bar, &progress.borrow());
                 }
             }
         }

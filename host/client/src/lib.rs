@@ -89,7 +89,7 @@ impl Client {
         let (mut send, mut recv) = self.connection.open_bi().await?;
         let submission =
             Submission { manifest, component_size: component.len() as u64, config, inputs, partitions };
-        write_frame(&mut send, &Request::Submit(submission)).await?;
+        write_frame(&mut send, &Request::Submit(Box::new(submission))).await?;
         write_payload(&mut send, component).await?;
         let _ = send.finish();
         match read_frame::<SubmitReply>(&mut recv).await? {

@@ -25,12 +25,12 @@ impl OrderedFold {
         merge: &mut impl FnMut(Vec<u8>, Vec<u8>) -> Result<Vec<u8>, E>,
     ) -> Result<(), E> {
         let (mut start, mut end, mut value) = (index, index + 1, value);
-        if let Some((&left, &(left_end, _))) = self.runs.range(..start).next_back() {
-            if left_end == start {
-                let (_, left_value) = self.runs.remove(&left).expect("found above");
-                value = merge(left_value, value)?;
-                start = left;
-            }
+        if let Some((&left, &(left_end, _))) = self.runs.range(..start).next_back()
+            && left_end == start
+        {
+            let (_, left_value) = self.runs.remove(&left).expect("found above");
+            value = merge(left_value, value)?;
+            start = left;
         }
         if let Some((right_end, right_value)) = self.runs.remove(&end) {
             value = merge(value, right_value)?;

@@ -244,7 +244,7 @@ async fn serve_request(driver: Driver, mut send: quinn::SendStream, mut recv: qu
                 None => return Err(PeerError::Protocol(format!("no component {digest}"))),
             },
             Request::Status => write_frame(&mut send, &driver.snapshot().await).await?,
-            Request::Submit(submission) => submit(&driver, submission, &mut send, &mut recv).await?,
+            Request::Submit(submission) => submit(&driver, *submission, &mut send, &mut recv).await?,
         }
         Ok(())
     }

@@ -157,7 +157,7 @@ pub struct Submission {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
     FetchComponent(Digest),
-    Submit(Submission),
+    Submit(Box<Submission>),
     Status,
 }
 

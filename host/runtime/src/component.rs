@@ -79,10 +79,10 @@ fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Componen
         let first = text.lines().next().unwrap_or_default();
         LoadError::NotAComponent(first.split(" - expected").next().unwrap_or(first).to_owned())
     })?;
-    if let Some(path) = path {
-        if let Err(e) = store_artifact(&component, &path) {
-            tracing::warn!(path = %path.display(), error = %e, "cannot keep the compiled artifact");
-        }
+    if let Some(path) = path
+        && let Err(e) = store_artifact(&component, &path)
+    {
+        tracing::warn!(path = %path.display(), error = %e, "cannot keep the compiled artifact");
     }
     Ok(component)
 }

@@ -67,9 +67,7 @@ struct Shared {
 
 impl ComponentSource for Driver {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
-        let components = self.shared.components.lock().expect("components lock");
-        components
-            .get(digest)
+        self.component(digest)
             .map(|b| b.as_ref().clone())
             .ok_or_else(|| "the driver has no such component".into())
     }

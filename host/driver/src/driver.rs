@@ -18,9 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// Attempts an executor holds per slot: the next task waits on the executor, not a
-/// round trip away (see `Policy::pipeline`).
-const PIPELINE: u32 = 2;
+/// Attempts an executor holds per slot when a job's tasks are short: the next one waits
+/// on the executor, not a round trip away (see `Policy::pipeline`).
+const PIPELINE: u32 = 8;
 
 /// A file split is at most this large unless the user asks for fewer partitions.
 const MAX_SPLIT: u64 = 64 << 20;
@@ -553,7 +553,7 @@ impl EventLoop {
         match state {
             TaskState::Succeeded(output) => {
                 tracing::debug!(%attempt, ?elapsed, "task succeeded");
-                self.feed(now, Input::TaskSucceeded { attempt, executor }, Some(output));
+                self.feed(now, Input::TaskSucceeded { attempt, executor, elapsed }, Some(output));
             }
             TaskState::Failed(failure) => {
                 if let Some(job) = self.jobs.get_mut(&attempt.job) {

@@ -8,7 +8,7 @@
 pub use flint_proto::{Attempt, ExecutorId, JobId};
 use flint_proto::{JobError, TaskFailure};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
@@ -34,6 +34,8 @@ pub enum Input {
     TaskSucceeded {
         attempt: Attempt,
         executor: ExecutorId,
+        /// How long the attempt ran: short tasks are pipelined.
+        elapsed: Duration,
     },
     TaskFailed {
         attempt: Attempt,
@@ -82,8 +84,7 @@ pub enum Output {
 
 #[derive(Debug)]
 struct Executor {
-    /// Attempts it may hold: slots × the policy's pipeline depth.
-    capacity: u32,
+    slots: u32,
     running: BTreeSet<Attempt>,
     decommissioning: bool,
     /// Tasks that failed here (in a way that counts against them).
@@ -97,10 +98,14 @@ impl Executor {
         !self.decommissioning && !self.excluded
     }
 
-    fn free(&self) -> u32 {
-        if self.usable() { self.capacity.saturating_sub(self.running.len() as u32) } else { 0 }
+    /// Attempts it may still take when each slot may hold `depth`.
+    fn free(&self, depth: u32) -> u32 {
+        if self.usable() { (self.slots * depth).saturating_sub(self.running.len() as u32) } else { 0 }
     }
 }
+
+/// Tasks of a job whose mean run time is below this are pipelined.
+pub const SHORT_TASK: Duration = Duration::from_millis(50);
 
 /// Scheduling policy.
 #[derive(Debug, Clone, Default)]
@@ -109,9 +114,11 @@ pub struct Policy {
     /// (`flint.excludeOnFailure.*`); `None` never excludes. The last usable executor
     /// is never excluded.
     pub exclude_after: Option<u32>,
-    /// Attempts an executor may hold per slot (at least 1). Above 1, an executor has the
-    /// next task at hand when one ends instead of waiting a round trip to the driver:
-    /// what keeps short tasks flowing over a network.
+    /// Attempts an executor may hold per slot for a job whose tasks are short (a mean
+    /// under [`SHORT_TASK`]); other jobs get one per slot, as in Spark, so that long
+    /// tasks are never queued behind each other while a slot elsewhere is free. Above 1,
+    /// an executor has the next short task at hand when one ends instead of waiting a
+    /// round trip to the driver.
     pub pipeline: u32,
 }
 
@@ -129,6 +136,8 @@ struct Task {
 #[derive(Debug)]
 struct Job {
     tasks: Vec<Task>,
+    /// Moving average of successful attempts' run time, in seconds.
+    mean_secs: Option<f64>,
     remaining: u32,
     max_failures: u32,
 }
@@ -154,7 +163,7 @@ impl Scheduler {
         match input {
             Input::ExecutorAdded { id, slots } => {
                 self.executors.entry(id).or_insert(Executor {
-                    capacity: slots * self.policy.pipeline.max(1),
+                    slots,
                     running: BTreeSet::new(),
                     decommissioning: false,
                     failed_tasks: BTreeSet::new(),
@@ -180,6 +189,7 @@ impl Scheduler {
             Input::JobSubmitted { job, tasks, max_failures } => {
                 let state = Job {
                     tasks: (0..tasks).map(|_| Task::default()).collect(),
+                    mean_secs: None,
                     remaining: tasks,
                     max_failures: max_failures.max(1),
                 };
@@ -190,9 +200,11 @@ impl Scheduler {
                     out.push(Output::JobSucceeded { job });
                 }
             }
-            Input::TaskSucceeded { attempt, executor } => {
+            Input::TaskSucceeded { attempt, executor, elapsed } => {
                 self.release(&executor, attempt);
                 if let Some(job) = self.jobs.get_mut(&attempt.job) {
+                    let secs = elapsed.as_secs_f64();
+                    job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
                     let task = &mut job.tasks[attempt.index as usize];
                     if !task.done && task.running.as_ref().is_some_and(|(n, _)| *n == attempt.number) {
                         task.done = true;
@@ -220,7 +232,14 @@ impl Scheduler {
 
     /// Slots free across usable executors.
     pub fn free_slots(&self) -> u32 {
-        self.executors.values().map(Executor::free).sum()
+        self.executors.values().map(|e| e.free(1)).sum()
+    }
+
+    /// Attempts per slot for `job`'s tasks: the pipeline depth once they prove short.
+    fn depth(&self, job: JobId) -> u32 {
+        let short =
+            self.jobs.get(&job).and_then(|j| j.mean_secs).is_some_and(|m| m < SHORT_TASK.as_secs_f64());
+        if short { self.policy.pipeline.max(1) } else { 1 }
     }
 
     /// Executors known and usable for new tasks.
@@ -321,10 +340,14 @@ impl Scheduler {
     /// while another executor could take it.
     fn launch(&mut self, out: &mut Vec<Output>) {
         let mut deferred = Vec::new();
-        while self.free_slots() > 0 {
-            let Some((job, index)) = self.queue.pop_front() else {
+        // First in, first out: when the head of the queue cannot be placed for want of
+        // room, nothing behind it jumps ahead.
+        while let Some(&(job, index)) = self.queue.front() {
+            let depth = self.depth(job);
+            if self.executors.values().all(|e| e.free(depth) == 0) {
                 break;
-            };
+            }
+            self.queue.pop_front();
             let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index as usize)) else {
                 continue;
             };
@@ -332,12 +355,12 @@ impl Scheduler {
                 continue;
             }
             let clean_exists =
-                self.executors.iter().any(|(id, e)| !e.decommissioning && !task.failed_on.contains(id));
+                self.executors.iter().any(|(id, e)| e.usable() && !task.failed_on.contains(id));
             let pick = self
                 .executors
                 .iter()
-                .filter(|(id, e)| e.free() > 0 && (!clean_exists || !task.failed_on.contains(*id)))
-                .max_by_key(|(id, e)| (e.free(), std::cmp::Reverse(*id)))
+                .filter(|(id, e)| e.free(depth) > 0 && (!clean_exists || !task.failed_on.contains(*id)))
+                .max_by_key(|(id, e)| (e.free(depth), std::cmp::Reverse(*id)))
                 .map(|(id, _)| id.clone());
             let Some(executor) = pick else {
                 deferred.push((job, index));

@@ -18,6 +18,8 @@ use tracing::Instrument;
 
 /// The largest component a client may submit.
 const MAX_COMPONENT: usize = 256 << 20;
+/// The least time between two progress updates sent to a submitter.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -285,6 +287,9 @@ async fn submit(
                 if changed.is_ok() {
                     let now = *progress.borrow_and_update();
                     write_frame(send, &SubmitReply::Progress(now)).await?;
+                    // A frame per finished task would cost more than the tasks: at most
+                    // ten updates a second.
+                    tokio::time::sleep(PROGRESS_EVERY).await;
                 }
             }
         }

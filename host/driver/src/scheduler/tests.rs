@@ -1,7 +1,7 @@
 //! The scheduler stepped input by input, with no executors, threads or clocks.
 
 use super::*;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
     out.iter()
@@ -11,6 +11,9 @@ fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
         })
         .collect()
 }
+
+/// A task time well past `SHORT_TASK`: no pipelining.
+const SLOW: Duration = Duration::from_secs(1);
 
 fn trap() -> TaskFailure {
     TaskFailure::Trap { message: "unreachable".into(), backtrace: None }
@@ -26,7 +29,14 @@ fn cluster(execs: &[(&str, u32)]) -> (Scheduler, Instant) {
 }
 
 fn ok(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> Vec<Output> {
-    s.handle(now, Input::TaskSucceeded { attempt: Attempt { job: 1, index, number }, executor: exec.into() })
+    s.handle(
+        now,
+        Input::TaskSucceeded {
+            attempt: Attempt { job: 1, index, number },
+            executor: exec.into(),
+            elapsed: SLOW,
+        },
+    )
 }
 
 #[test]
@@ -160,7 +170,11 @@ fn stale_reports_are_ignored() {
     // Attempt 0 was on a and has been replaced by attempt 1 on b.
     let stale = s.handle(
         now,
-        Input::TaskSucceeded { attempt: Attempt { job: 1, index: 0, number: 0 }, executor: "a".into() },
+        Input::TaskSucceeded {
+            attempt: Attempt { job: 1, index: 0, number: 0 },
+            executor: "a".into(),
+            elapsed: SLOW,
+        },
     );
     assert!(stale.is_empty(), "{stale:?}");
     let out = ok(&mut s, now, "b", 0, 1);
@@ -226,11 +240,24 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
 }
 
 #[test]
-fn a_pipeline_keeps_the_next_task_at_each_slot() {
+fn short_tasks_are_pipelined_and_long_ones_are_not() {
     let now = Instant::now();
-    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 2 });
+    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4 });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 10, max_failures: 4 });
-    assert_eq!(launches(&out).len(), 4, "two slots, two deep");
-    assert_eq!(launches(&ok(&mut s, now, "a", 0, 0)).len(), 1, "each end brings one more");
+    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
+    assert_eq!(launches(&out).len(), 2, "one per slot until the job's tasks prove short");
+    let done = |s: &mut Scheduler, index, elapsed| {
+        let attempt = Attempt { job: 1, index, number: 0 };
+        launches(&s.handle(now, Input::TaskSucceeded { attempt, executor: "a".into(), elapsed }))
+    };
+    assert_eq!(
+        done(&mut s, 0, Duration::from_millis(2)).len(),
+        7,
+        "short: two slots, four deep, one running"
+    );
+
+    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4 });
+    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
+    assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
 }

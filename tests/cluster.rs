@@ -191,6 +191,25 @@ fn sigterm_decommissions_a_busy_executor() {
 }
 
 #[test]
+fn a_failed_job_kills_its_running_tasks() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2", "--executor-id", "worker"]);
+    cluster.wait_live(1);
+    // Task 0 fails for good at once; task 1 would spin until its ten-minute deadline.
+    let args = ["examples/chaos", "--partitions", "2", "--conf", "mode=fatal", "--conf", "only_task=0"];
+    let out = cluster.submit(&[&args[..], &["--conf", "other_mode=loop", "--json"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["failure"]["reason"]["kind"], "guest-error", "{report}");
+    let stopped = eventually(Duration::from_secs(10), || {
+        let worker = cluster.executor_status("worker");
+        (worker["running"] == 0 && worker["tasks_failed"] == 2).then_some(worker)
+    });
+    assert!(stopped.is_some(), "the spinning task was killed: {}", cluster.executor_status("worker"));
+    assert!(cluster.executors[0].log_text().contains("killed"), "{}", cluster.executors[0].log_text());
+}
+
+#[test]
 fn an_executor_started_before_its_driver_joins_once_it_is_up() {
     let dir = tempfile::tempdir().unwrap();
     let identity = flint_net::Identity::generate(vec!["localhost".into()]).unwrap();

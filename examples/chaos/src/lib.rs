@@ -13,7 +13,8 @@
 //! - `probe`: report what ambient authority the sandbox grants (it should grant none)
 //! - `token`: output the secret of the token for service `service` (or "none")
 //!
-//! `only_task=N` applies the mode to task N alone; the others behave.
+//! `only_task=N` applies the mode to task N alone; the others follow `other_mode`
+//! (default `ok`).
 
 use flint_guest::{Error, Partition, Task, config, config_or, info, task_info};
 use std::hint::black_box;
@@ -26,11 +27,12 @@ impl Task for Chaos {
 
     fn run(_: Partition) -> Result<Self::Output, Error> {
         let me = task_info();
-        let mode = config("mode").unwrap_or_else(|| "ok".into());
         let only: Option<u32> = config("only_task").map(|t| t.parse()).transpose()?;
-        if only.is_some_and(|t| t != me.task_index) {
-            return Ok(serde_json_value::Output::Index(me.task_index));
+        let mode = match only {
+            Some(t) if t != me.task_index => config("other_mode"),
+            _ => config("mode"),
         }
+        .unwrap_or_else(|| "ok".into());
         info!("task {} running mode {mode}", me.task_index);
         let bytes: usize = config_or("bytes", 4 << 20)?;
         match mode.as_str() {

@@ -9,6 +9,22 @@ fn result_value(bytes: &[u8]) -> Value {
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
 }
 
+/// A failure as `{"kind": "trap", "message": …}`: serde's external tag made a field.
+fn failure_json(failure: &TaskFailure) -> Value {
+    match serde_json::to_value(failure).expect("a failure encodes") {
+        Value::Object(map) if map.len() == 1 => {
+            let (_, fields) = map.into_iter().next().expect("one entry");
+            let mut flat = match fields {
+                Value::Object(fields) => fields,
+                _ => serde_json::Map::new(),
+            };
+            flat.insert("kind".into(), Value::String(failure.kind().to_owned()));
+            Value::Object(flat)
+        }
+        other => other,
+    }
+}
+
 pub fn json(report: &JobReport) -> Value {
     let mut out = json!({
         "job": report.name,
@@ -16,7 +32,13 @@ pub fn json(report: &JobReport) -> Value {
         "status": if report.outcome.is_ok() { "succeeded" } else { "failed" },
         "tasks": report.tasks,
         "attempts": report.attempts,
-        "task_failures": report.failures,
+        "task_failures": report.failures.iter().map(|f| json!({
+            "task": f.task,
+            "attempt": f.attempt,
+            "executor": f.executor,
+            "failure": failure_json(&f.failure),
+            "log_tail": f.log_tail,
+        })).collect::<Vec<_>>(),
         "elapsed_ms": report.elapsed.as_secs_f64() * 1e3,
     });
     match &report.outcome {
@@ -25,9 +47,11 @@ pub fn json(report: &JobReport) -> Value {
             out["result"] = Value::Null;
             out["error"] = Value::String(format!("job {} failed: {e}", report.name));
             out["failure"] = match e {
-                JobError::TaskFailed { index, failure, .. } => json!({ "task": index, "reason": failure }),
+                JobError::TaskFailed { index, failure, .. } => {
+                    json!({ "task": index, "reason": failure_json(failure) })
+                }
                 JobError::Cancelled(reason) => json!({ "reason": reason }),
-                JobError::Merge(f) | JobError::Finish(f) => json!({ "reason": f }),
+                JobError::Merge(f) | JobError::Finish(f) => json!({ "reason": failure_json(f) }),
             };
         }
     }

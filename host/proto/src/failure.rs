@@ -2,8 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Externally tagged on the wire (postcard cannot decode an internally tagged enum);
+/// the CLI's JSON shows it as `{"kind": …, …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case")]
 pub enum TaskFailure {
     /// The guest trapped: `unreachable`, a panic, an out-of-bounds access.
     #[error("trap: {message}")]
@@ -60,5 +62,28 @@ impl TaskFailure {
     /// is not the task's fault.
     pub fn counts_against_task(&self) -> bool {
         !matches!(self, TaskFailure::ExecutorLost { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_crosses_the_wire() {
+        let all = [
+            TaskFailure::Trap { message: "unreachable".into(), backtrace: Some("0: f".into()) },
+            TaskFailure::MemoryLimit { limit: 1 },
+            TaskFailure::Deadline { deadline_ms: 2 },
+            TaskFailure::ResultTooLarge { size: 3, limit: 2 },
+            TaskFailure::Guest { message: "no".into(), retryable: false },
+            TaskFailure::Host { message: "disk".into() },
+            TaskFailure::Killed { reason: "asked".into() },
+            TaskFailure::ExecutorLost { executor: "e".into(), reason: "gone".into() },
+        ];
+        for failure in all {
+            let bytes = postcard::to_stdvec(&failure).unwrap();
+            assert_eq!(postcard::from_bytes::<TaskFailure>(&bytes).unwrap(), failure);
+        }
     }
 }

@@ -108,3 +108,41 @@ pub struct ClusterStatus {
     pub executors: Vec<ExecutorStatus>,
     pub jobs: Vec<JobStatus>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{StatusUpdate, TaskState};
+
+    #[test]
+    fn reports_and_failed_statuses_cross_the_wire() {
+        let failure = TaskFailure::Deadline { deadline_ms: 5 };
+        let attempt = Attempt { job: 1, index: 2, number: 0 };
+        let report = JobReport {
+            job: 1,
+            name: "j".into(),
+            outcome: Err(JobError::TaskFailed {
+                index: 2,
+                attempts: 1,
+                last_attempt: 0,
+                executor: "e".into(),
+                failure: failure.clone(),
+            }),
+            tasks: 3,
+            attempts: 3,
+            failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
+            elapsed: Duration::from_millis(7),
+        };
+        let bytes = postcard::to_stdvec(&report).unwrap();
+        assert_eq!(postcard::from_bytes::<JobReport>(&bytes).unwrap(), report);
+        let update = StatusUpdate {
+            executor: "e".into(),
+            attempt,
+            state: TaskState::Failed(failure),
+            log: String::new(),
+            elapsed: Duration::ZERO,
+        };
+        let bytes = postcard::to_stdvec(&update).unwrap();
+        assert_eq!(postcard::from_bytes::<StatusUpdate>(&bytes).unwrap(), update);
+    }
+}

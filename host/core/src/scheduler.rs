@@ -90,7 +90,6 @@ struct Executor {
     /// Tasks that failed here (in a way that counts against them).
     failed_tasks: BTreeSet<(JobId, u32)>,
     excluded: bool,
-    added: Instant,
 }
 
 impl Executor {
@@ -139,6 +138,8 @@ struct Job {
     /// Moving average of successful attempts' run time, in seconds.
     mean_secs: Option<f64>,
     remaining: u32,
+    /// Tasks with an attempt placed on an executor now.
+    running: u32,
     max_failures: u32,
 }
 
@@ -158,7 +159,7 @@ impl Scheduler {
     }
 
     /// Feeds one input; returns what to do, launches last.
-    pub fn handle(&mut self, now: Instant, input: Input) -> Vec<Output> {
+    pub fn handle(&mut self, _now: Instant, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
         match input {
             Input::ExecutorAdded { id, slots } => {
@@ -168,14 +169,15 @@ impl Scheduler {
                     decommissioning: false,
                     failed_tasks: BTreeSet::new(),
                     excluded: false,
-                    added: now,
                 });
             }
             Input::ExecutorLost { id, .. } => {
                 if let Some(exec) = self.executors.remove(&id) {
                     for attempt in exec.running.into_iter().rev() {
-                        if let Some(task) = self.task_mut(attempt) {
+                        let Some(job) = self.jobs.get_mut(&attempt.job) else { continue };
+                        if let Some(task) = job.tasks.get_mut(attempt.index as usize) {
                             task.running = None;
+                            job.running -= 1;
                             self.queue.push_front((attempt.job, attempt.index));
                         }
                     }
@@ -191,6 +193,7 @@ impl Scheduler {
                     tasks: (0..tasks).map(|_| Task::default()).collect(),
                     mean_secs: None,
                     remaining: tasks,
+                    running: 0,
                     max_failures: max_failures.max(1),
                 };
                 self.jobs.insert(job, state);
@@ -201,24 +204,30 @@ impl Scheduler {
                 }
             }
             Input::TaskSucceeded { attempt, executor, elapsed } => {
+                // Only the executor holding the attempt may end it: a report for an index
+                // out of range, an attempt never given, or one already replaced is dropped.
+                if !self.holds(&executor, attempt) {
+                    return out;
+                }
                 self.release(&executor, attempt);
-                if let Some(job) = self.jobs.get_mut(&attempt.job) {
-                    let secs = elapsed.as_secs_f64();
-                    job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
-                    let task = &mut job.tasks[attempt.index as usize];
-                    if !task.done && task.running.as_ref().is_some_and(|(n, _)| *n == attempt.number) {
-                        task.done = true;
-                        task.running = None;
-                        job.remaining -= 1;
-                        out.push(Output::TaskDone { attempt });
-                        if job.remaining == 0 {
-                            self.jobs.remove(&attempt.job);
-                            out.push(Output::JobSucceeded { job: attempt.job });
-                        }
-                    }
+                let job = self.jobs.get_mut(&attempt.job).expect("holds() checked the job");
+                let secs = elapsed.as_secs_f64();
+                job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
+                let task = &mut job.tasks[attempt.index as usize];
+                task.done = true;
+                task.running = None;
+                job.running -= 1;
+                job.remaining -= 1;
+                out.push(Output::TaskDone { attempt });
+                if job.remaining == 0 {
+                    self.jobs.remove(&attempt.job);
+                    out.push(Output::JobSucceeded { job: attempt.job });
                 }
             }
             Input::TaskFailed { attempt, executor, failure } => {
+                if !self.holds(&executor, attempt) {
+                    return out;
+                }
                 self.release(&executor, attempt);
                 self.task_failed(attempt, executor, failure, &mut out);
             }
@@ -252,13 +261,34 @@ impl Scheduler {
         self.executors.get(id).is_none_or(|e| e.running.is_empty())
     }
 
-    /// When an executor was added, for idle-time policies.
-    pub fn added_at(&self, id: &str) -> Option<Instant> {
-        self.executors.get(id).map(|e| e.added)
+    /// Whether `executor` holds `attempt` now: the job runs, the index is in range, the
+    /// attempt is the task's current one and runs there. Reports are accepted only then.
+    pub fn holds(&self, executor: &str, attempt: Attempt) -> bool {
+        self.jobs
+            .get(&attempt.job)
+            .and_then(|j| j.tasks.get(attempt.index as usize))
+            .and_then(|t| t.running.as_ref())
+            .is_some_and(|(number, on)| *number == attempt.number && on == executor)
     }
 
-    fn task_mut(&mut self, attempt: Attempt) -> Option<&mut Task> {
-        self.jobs.get_mut(&attempt.job)?.tasks.get_mut(attempt.index as usize)
+    /// Attempts an executor holds now (running or queued there).
+    pub fn running_on(&self, id: &str) -> u32 {
+        self.executors.get(id).map_or(0, |e| e.running.len() as u32)
+    }
+
+    /// Task slots of usable executors.
+    pub fn total_slots(&self) -> u32 {
+        self.executors.values().filter(|e| e.usable()).map(|e| e.slots).sum()
+    }
+
+    /// Whether the executor was excluded for failing tasks.
+    pub fn is_excluded(&self, id: &str) -> bool {
+        self.executors.get(id).is_some_and(|e| e.excluded)
+    }
+
+    /// Tasks of `job` placed on an executor now.
+    pub fn job_running(&self, job: JobId) -> u32 {
+        self.jobs.get(&job).map_or(0, |j| j.running)
     }
 
     fn release(&mut self, executor: &str, attempt: Attempt) {
@@ -267,6 +297,7 @@ impl Scheduler {
         }
     }
 
+    /// A failure of an attempt `holds()` has vouched for.
     fn task_failed(
         &mut self,
         attempt: Attempt,
@@ -278,11 +309,9 @@ impl Scheduler {
             return;
         };
         let max_failures = job.max_failures;
-        let task = &mut job.tasks[attempt.index as usize];
-        if task.done || task.running.as_ref().is_none_or(|(n, _)| *n != attempt.number) {
-            return; // a stale report of an attempt already replaced
-        }
+        let Some(task) = job.tasks.get_mut(attempt.index as usize) else { return };
         task.running = None;
+        job.running -= 1;
         if failure.counts_against_task() {
             task.failures += 1;
             task.failed_on.insert(executor.clone());
@@ -366,7 +395,9 @@ impl Scheduler {
                 deferred.push((job, index));
                 continue;
             };
-            let task = &mut self.jobs.get_mut(&job).expect("job checked above").tasks[index as usize];
+            let state = self.jobs.get_mut(&job).expect("job checked above");
+            state.running += 1;
+            let task = &mut state.tasks[index as usize];
             let attempt = Attempt { job, index, number: task.launches };
             task.launches += 1;
             task.running = Some((attempt.number, executor.clone()));

@@ -214,7 +214,11 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     for id in ["a", "b"] {
         s.handle(now, Input::ExecutorAdded { id: id.into(), slots: 2 });
     }
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 4, max_failures: 4 });
+    let placed = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 4, max_failures: 4 }));
+    let on =
+        |exec: &str| -> Vec<u32> { placed.iter().filter(|(e, ..)| e == exec).map(|(_, i, _)| *i).collect() };
+    let (on_a, on_b) = (on("a"), on("b"));
+    assert_eq!((on_a.len(), on_b.len()), (2, 2), "{placed:?}");
     let fail = |s: &mut Scheduler, exec: &str, index, number| {
         s.handle(
             now,
@@ -225,16 +229,16 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
             },
         )
     };
-    // Tasks 0 and 1 run on a, 2 and 3 on b (ties go to the lower id first).
-    let out = fail(&mut s, "a", 0, 0);
+    // b holds its two tasks, so the retries of a's tasks queue.
+    let out = fail(&mut s, "a", on_a[0], 0);
     assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })));
-    let out = fail(&mut s, "a", 1, 0);
+    let out = fail(&mut s, "a", on_a[1], 0);
     assert!(out.contains(&Output::ExecutorExcluded { executor: "a".into(), failed_tasks: 2 }), "{out:?}");
     assert_eq!(s.live_executors(), 1);
     // b is now the last usable executor: its failures retry on it, never exclude it.
-    let out = fail(&mut s, "b", 2, 0);
+    let out = fail(&mut s, "b", on_b[0], 0);
     assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })), "{out:?}");
-    let out = fail(&mut s, "b", 3, 0);
+    let out = fail(&mut s, "b", on_b[1], 0);
     assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })), "{out:?}");
     assert_eq!(s.live_executors(), 1);
 }
@@ -260,4 +264,34 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
     s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
     assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
+}
+
+#[test]
+fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
+    let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
+    let placed = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 1 }));
+    let (holder, index, _) = placed[0].clone();
+    let other = if holder == "a" { "b" } else { "a" };
+    // The wrong executor, an attempt never given, an index out of range, another job.
+    let lies = [
+        (other.to_string(), Attempt { job: 1, index, number: 0 }),
+        (holder.clone(), Attempt { job: 1, index, number: 5 }),
+        (holder.clone(), Attempt { job: 1, index: 4_000_000_000, number: 0 }),
+        (holder.clone(), Attempt { job: 9, index, number: 0 }),
+    ];
+    for (executor, attempt) in lies {
+        assert!(
+            s.handle(now, Input::TaskSucceeded { attempt, executor: executor.clone(), elapsed: SLOW })
+                .is_empty()
+        );
+        let failed = s.handle(now, Input::TaskFailed { attempt, executor, failure: trap() });
+        assert!(failed.is_empty(), "{failed:?}");
+    }
+    assert_eq!(s.free_slots(), 0, "both slots still held");
+    // A second success of the same attempt is stale too.
+    assert_eq!(
+        ok(&mut s, now, &holder, index, 0),
+        vec![Output::TaskDone { attempt: Attempt { job: 1, index, number: 0 } }]
+    );
+    assert!(ok(&mut s, now, &holder, index, 0).is_empty());
 }

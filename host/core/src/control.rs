@@ -1,0 +1,407 @@
+//! The control core: the registry and the scheduler behind one `handle(now, event)`,
+//! in the manner of `quinn-proto`. The driver's event loop feeds it what peers say and
+//! what time it is, and carries out the [`Action`]s it returns; `poll_timeout` says when
+//! to call [`ControlCore::handle_timeout`] next.
+//!
+//! Every id, index and attempt in an event may come from a peer: each is checked here,
+//! and an event that names an old incarnation, an unknown job, an index out of range or
+//! an attempt the executor does not hold changes nothing (it is counted as stale).
+
+use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
+use crate::scheduler::{Input, Output, Policy, Scheduler};
+use flint_proto::wire::Rejection;
+use flint_proto::{Attempt, ExecutorId, ExecutorStatus, JobError, JobId, TaskFailure};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The control core's settings.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub policy: Policy,
+    /// `flint.network.timeout`: a registered executor silent this long is removed.
+    pub heartbeat_timeout: Duration,
+    /// A reserved id whose executor has not registered within this is freed.
+    pub bootstrap_timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Registered {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        info: ExecutorInfo,
+    },
+    Heartbeat {
+        id: ExecutorId,
+        incarnation: Incarnation,
+    },
+    /// The executor finishes what it runs and takes nothing new.
+    Draining {
+        id: ExecutorId,
+        incarnation: Incarnation,
+    },
+    /// The executor is gone (its connection closed, its process exited): its attempts
+    /// run elsewhere without counting as failures.
+    Lost {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        reason: String,
+    },
+    JobSubmitted {
+        job: JobId,
+        tasks: u32,
+        max_failures: u32,
+    },
+    TaskSucceeded {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+        elapsed: Duration,
+    },
+    TaskFailed {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+        failure: TaskFailure,
+    },
+    CancelJob {
+        job: JobId,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Run these attempts on the executor (one batch per executor per event).
+    Launch {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        attempts: Vec<Attempt>,
+    },
+    Kill {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+    },
+    /// The attempt's success was accepted: its output is the task's output.
+    TaskDone {
+        attempt: Attempt,
+    },
+    /// The attempt's failure was accepted (it is in the job's record).
+    TaskFailed {
+        attempt: Attempt,
+        executor: ExecutorId,
+        failure: TaskFailure,
+    },
+    Retrying {
+        attempt: Attempt,
+        failure: TaskFailure,
+    },
+    /// The executor's life ended: drop its link. Sent for every removal, whoever
+    /// noticed it.
+    ExecutorRemoved {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        reason: String,
+    },
+    ExecutorExcluded {
+        executor: ExecutorId,
+        failed_tasks: u32,
+    },
+    /// Every task of the job succeeded; `counts` are its final counts.
+    JobSucceeded {
+        job: JobId,
+        counts: JobCounts,
+    },
+    JobFailed {
+        job: JobId,
+        reason: JobError,
+        counts: JobCounts,
+    },
+}
+
+/// A running job's counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    pub tasks: u32,
+    pub done: u32,
+    /// Tasks with an attempt on an executor now.
+    pub running: u32,
+    /// Attempts launched, retries included.
+    pub attempts: u32,
+    /// Attempts that failed (losses of executors excluded).
+    pub failed_attempts: u32,
+}
+
+#[derive(Debug)]
+pub struct ControlCore {
+    registry: Registry,
+    scheduler: Scheduler,
+    jobs: BTreeMap<JobId, JobCounts>,
+    stale: u64,
+}
+
+impl ControlCore {
+    pub fn new(config: CoreConfig) -> ControlCore {
+        ControlCore {
+            registry: Registry::new(config.heartbeat_timeout, config.bootstrap_timeout),
+            scheduler: Scheduler::new(config.policy),
+            jobs: BTreeMap::new(),
+            stale: 0,
+        }
+    }
+
+    /// Reserves an id and an incarnation for an executor saying hello.
+    pub fn reserve(
+        &mut self,
+        now: Instant,
+        requested: Option<String>,
+        pod_name: Option<String>,
+    ) -> Result<(ExecutorId, Incarnation), Rejection> {
+        self.registry.reserve(now, requested, pod_name)
+    }
+
+    /// Whether a report of `attempt` from this executor life would be accepted now.
+    pub fn accepts(&self, id: &str, incarnation: Incarnation, attempt: Attempt) -> bool {
+        self.registry.current(id, incarnation).is_some() && self.scheduler.holds(id, attempt)
+    }
+
+    /// Whether `incarnation` is the current life of `id`.
+    pub fn is_current(&self, id: &str, incarnation: Incarnation) -> bool {
+        self.registry.current(id, incarnation).is_some()
+    }
+
+    pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
+        let mut actions = Vec::new();
+        match event {
+            Event::Registered { id, incarnation, info } => {
+                let slots = info.slots;
+                if self.registry.register(now, &id, incarnation, info) {
+                    self.step(now, Input::ExecutorAdded { id, slots }, &mut actions);
+                } else {
+                    self.stale += 1;
+                }
+            }
+            Event::Heartbeat { id, incarnation } => {
+                if !self.registry.heard(now, &id, incarnation) {
+                    self.stale += 1;
+                }
+            }
+            Event::Draining { id, incarnation } => {
+                if self.registry.drain(&id, incarnation) {
+                    self.step(now, Input::ExecutorDecommissioning { id }, &mut actions);
+                }
+            }
+            Event::Lost { id, incarnation, reason } => {
+                self.remove(now, id, incarnation, reason, &mut actions)
+            }
+            Event::JobSubmitted { job, tasks, max_failures } => {
+                if let std::collections::btree_map::Entry::Vacant(slot) = self.jobs.entry(job) {
+                    slot.insert(JobCounts { tasks, ..JobCounts::default() });
+                    self.step(now, Input::JobSubmitted { job, tasks, max_failures }, &mut actions);
+                } else {
+                    self.stale += 1;
+                }
+            }
+            Event::TaskSucceeded { id, incarnation, attempt, elapsed } => {
+                if self.accepts(&id, incarnation, attempt) {
+                    self.registry.heard(now, &id, incarnation);
+                    self.registry.count(&id, incarnation, true);
+                    let input = Input::TaskSucceeded { attempt, executor: id, elapsed };
+                    self.step(now, input, &mut actions);
+                } else {
+                    self.unheld(&id, incarnation, attempt, true);
+                }
+            }
+            Event::TaskFailed { id, incarnation, attempt, failure } => {
+                if self.accepts(&id, incarnation, attempt) {
+                    self.registry.heard(now, &id, incarnation);
+                    if failure.counts_against_task() {
+                        self.registry.count(&id, incarnation, false);
+                        if let Some(counts) = self.jobs.get_mut(&attempt.job) {
+                            counts.failed_attempts += 1;
+                        }
+                    }
+                    actions.push(Action::TaskFailed {
+                        attempt,
+                        executor: id.clone(),
+                        failure: failure.clone(),
+                    });
+                    self.step(now, Input::TaskFailed { attempt, executor: id, failure }, &mut actions);
+                } else {
+                    self.unheld(&id, incarnation, attempt, false);
+                }
+            }
+            Event::CancelJob { job, reason } => {
+                self.step(now, Input::CancelJob { job, reason }, &mut actions)
+            }
+        }
+        actions
+    }
+
+    /// Removes executors whose time ran out (see `Registry::expired`).
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for (id, incarnation, reason) in self.registry.expired(now) {
+            self.remove(now, id, incarnation, reason, &mut actions);
+        }
+        actions
+    }
+
+    /// When `handle_timeout` should run next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.registry.poll_timeout()
+    }
+
+    /// A report of an attempt the core does not hold: from the executor's current life
+    /// and of a job that has ended (a kill's answer), it still counts for the executor;
+    /// anything else is stale.
+    fn unheld(&mut self, id: &str, incarnation: Incarnation, attempt: Attempt, succeeded: bool) {
+        if self.registry.current(id, incarnation).is_some() && !self.jobs.contains_key(&attempt.job) {
+            self.registry.count(id, incarnation, succeeded);
+        } else {
+            self.stale += 1;
+        }
+    }
+
+    fn remove(
+        &mut self,
+        now: Instant,
+        id: ExecutorId,
+        incarnation: Incarnation,
+        reason: String,
+        actions: &mut Vec<Action>,
+    ) {
+        let Some(entry) = self.registry.current(&id, incarnation) else {
+            self.stale += 1;
+            return;
+        };
+        // An executor that was draining and had nothing left left as asked.
+        let reason = if entry.state == Lifecycle::Draining && self.scheduler.is_idle(&id) {
+            "decommissioned".to_owned()
+        } else {
+            reason
+        };
+        let Some(entry) = self.registry.remove(&id, incarnation, reason.clone()) else { return };
+        actions.push(Action::ExecutorRemoved { executor: id.clone(), incarnation, reason: reason.clone() });
+        if entry.state != Lifecycle::Pending {
+            self.step(now, Input::ExecutorLost { id, reason }, actions);
+        }
+    }
+
+    /// Steps the scheduler and turns what it says into actions, launches batched per
+    /// executor and last.
+    fn step(&mut self, now: Instant, input: Input, actions: &mut Vec<Action>) {
+        let mut launches: BTreeMap<ExecutorId, Vec<Attempt>> = BTreeMap::new();
+        for output in self.scheduler.handle(now, input) {
+            match output {
+                Output::Launch { executor, attempt } => {
+                    if let Some(counts) = self.jobs.get_mut(&attempt.job) {
+                        counts.attempts += 1;
+                    }
+                    launches.entry(executor).or_default().push(attempt);
+                }
+                Output::TaskDone { attempt } => {
+                    if let Some(counts) = self.jobs.get_mut(&attempt.job) {
+                        counts.done += 1;
+                    }
+                    actions.push(Action::TaskDone { attempt });
+                }
+                Output::Kill { executor, attempt } => {
+                    if let Some(incarnation) = self.incarnation(&executor) {
+                        actions.push(Action::Kill { executor, incarnation, attempt });
+                    }
+                }
+                Output::Retrying { attempt, failure } => actions.push(Action::Retrying { attempt, failure }),
+                Output::ExecutorExcluded { executor, failed_tasks } => {
+                    actions.push(Action::ExecutorExcluded { executor, failed_tasks })
+                }
+                Output::JobSucceeded { job } => {
+                    let counts = self.jobs.remove(&job).unwrap_or_default();
+                    actions.push(Action::JobSucceeded { job, counts: JobCounts { running: 0, ..counts } });
+                }
+                Output::JobFailed { job, reason } => {
+                    let counts = self.jobs.remove(&job).unwrap_or_default();
+                    actions.push(Action::JobFailed {
+                        job,
+                        reason,
+                        counts: JobCounts { running: 0, ..counts },
+                    });
+                }
+            }
+        }
+        for (executor, attempts) in launches {
+            if let Some(incarnation) = self.incarnation(&executor) {
+                actions.push(Action::Launch { executor, incarnation, attempts });
+            }
+        }
+    }
+
+    fn incarnation(&self, id: &str) -> Option<Incarnation> {
+        self.registry.incarnation_of(id)
+    }
+
+    /// A running job's counts.
+    pub fn job(&self, job: JobId) -> Option<JobCounts> {
+        self.jobs.get(&job).map(|c| JobCounts { running: self.scheduler.job_running(job), ..*c })
+    }
+
+    /// Registered executors that take new tasks.
+    pub fn live_executors(&self) -> u32 {
+        self.scheduler.live_executors() as u32
+    }
+
+    /// Task slots of the executors that take new tasks.
+    pub fn total_slots(&self) -> u32 {
+        self.scheduler.total_slots()
+    }
+
+    /// Reports and messages dropped because they named an old incarnation, an attempt
+    /// the executor does not hold, or a job that is not running.
+    pub fn stale_reports(&self) -> u64 {
+        self.stale
+    }
+
+    /// Registered and recently removed executors, for status.
+    pub fn executors(&self, now: Instant) -> Vec<ExecutorStatus> {
+        let status = |id: &ExecutorId, entry: &crate::registry::Entry| {
+            let info = entry.info.clone().unwrap_or(ExecutorInfo {
+                host: String::new(),
+                cores: 0,
+                memory: 0,
+                slots: 0,
+            });
+            ExecutorStatus {
+                id: id.clone(),
+                host: info.host,
+                cores: info.cores,
+                memory: info.memory,
+                slots: info.slots,
+                running: 0,
+                tasks_done: entry.tasks_done,
+                tasks_failed: entry.tasks_failed,
+                last_heartbeat_ms: None,
+                excluded: false,
+                removed: None,
+            }
+        };
+        // The latest life of each id: a live one, else its last removal.
+        let mut by_id: BTreeMap<ExecutorId, ExecutorStatus> = BTreeMap::new();
+        for r in self.registry.removed() {
+            by_id.insert(
+                r.id.clone(),
+                ExecutorStatus { removed: Some(r.reason.clone()), ..status(&r.id, &r.entry) },
+            );
+        }
+        for (id, e) in self.registry.live().filter(|(_, e)| e.state != Lifecycle::Pending) {
+            let live = ExecutorStatus {
+                running: self.scheduler.running_on(id),
+                last_heartbeat_ms: Some(now.saturating_duration_since(e.last_heard).as_millis() as u64),
+                excluded: self.scheduler.is_excluded(id),
+                ..status(id, e)
+            };
+            by_id.insert(id.clone(), live);
+        }
+        by_id.into_values().collect()
+    }
+}

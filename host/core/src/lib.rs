@@ -1,0 +1,15 @@
+//! Flint's control core: everything the driver decides, with no IO, no threads and no
+//! clock. The scheduler places attempts on executor slots; the registry knows which
+//! executor lives under which incarnation; [`ControlCore`] joins them behind one
+//! `handle(now, event) -> actions` and `poll_timeout()`, so that heartbeat expiry and
+//! every other timer are stepped with fake time in tests. The driver's event loop is
+//! plumbing around it. Allocation policy, token renewal and map-output tracking belong
+//! here too, each a state machine beside the scheduler.
+
+pub mod control;
+pub mod registry;
+pub mod scheduler;
+
+pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
+pub use registry::{ExecutorInfo, Incarnation};
+pub use scheduler::Policy;

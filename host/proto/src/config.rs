@@ -84,6 +84,13 @@ pub struct Settings {
     pub task_deadline: Duration,
     /// `flint.task.maxResultSize` (default 64m): the largest output one task may return.
     pub task_max_result_size: u64,
+    /// `flint.driver.maxResultSize` (default 1g, as Spark): the most a job's task
+    /// results may add up to on the driver; a job over it fails, naming the key.
+    pub driver_max_result_size: u64,
+    /// `flint.network.idleTimeout` (default 3s): a connection that hears nothing, not
+    /// even a keep-alive, for this long is closed, so a peer that died is noticed in
+    /// seconds. Keep-alives go out at a third of it.
+    pub network_idle_timeout: Duration,
     /// `flint.task.maxLogSize` (default 1m): guest stdout and stderr kept per task.
     pub task_max_log_size: u64,
     /// `flint.executor.heartbeatInterval` (default 10s).
@@ -107,6 +114,8 @@ impl Default for Settings {
             task_max_failures: 4,
             task_deadline: Duration::from_secs(600),
             task_max_result_size: 64 << 20,
+            driver_max_result_size: 1 << 30,
+            network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
@@ -127,6 +136,8 @@ impl Settings {
         "flint.task.deadline",
         "flint.task.maxResultSize",
         "flint.task.maxLogSize",
+        "flint.driver.maxResultSize",
+        "flint.network.idleTimeout",
         "flint.executor.heartbeatInterval",
         "flint.network.timeout",
         "flint.excludeOnFailure.enabled",
@@ -166,6 +177,16 @@ impl Settings {
                 "flint.task.maxResultSize" => {
                     s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
                 }
+                "flint.driver.maxResultSize" => {
+                    s.driver_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
+                }
+                "flint.network.idleTimeout" => {
+                    let d = parse_duration(value).map_err(&invalid)?;
+                    if d < Duration::from_millis(100) {
+                        return Err(invalid("must be at least 100ms".into()));
+                    }
+                    s.network_idle_timeout = d
+                }
                 "flint.task.maxLogSize" => s.task_max_log_size = parse_size(value).map_err(&invalid)?,
                 "flint.executor.heartbeatInterval" => {
                     s.heartbeat_interval = parse_duration(value).map_err(&invalid)?
@@ -181,6 +202,30 @@ impl Settings {
                 }
                 _ => return Err(ConfError::UnknownKey(key.clone())),
             }
+        }
+        let at_least = |key: &str, value: Duration, min: Duration| {
+            if value < min {
+                Err(ConfError::Invalid {
+                    key: key.into(),
+                    value: format!("{}ms", value.as_millis()),
+                    reason: format!("must be at least {}ms", min.as_millis()),
+                })
+            } else {
+                Ok(())
+            }
+        };
+        at_least("flint.executor.heartbeatInterval", s.heartbeat_interval, Duration::from_millis(10))?;
+        // The epoch ticker runs every 10 ms: a shorter deadline could not be kept.
+        at_least("flint.task.deadline", s.task_deadline, Duration::from_millis(10))?;
+        if s.network_timeout <= s.heartbeat_interval {
+            return Err(ConfError::Invalid {
+                key: "flint.network.timeout".into(),
+                value: format!("{}ms", s.network_timeout.as_millis()),
+                reason: format!(
+                    "must be longer than flint.executor.heartbeatInterval ({}ms), or every executor would expire",
+                    s.heartbeat_interval.as_millis()
+                ),
+            });
         }
         if s.task_cpus > s.executor_cores {
             return Err(ConfError::Invalid {
@@ -258,6 +303,17 @@ mod tests {
         assert!(err.to_string().contains("flint.executor.memory"), "{err}");
         assert!(Settings::from_conf(&conf(&[("flint.memory.fraction", "1.5")])).is_err());
         assert!(Settings::from_conf(&conf(&[("flint.task.cpus", "3")])).is_err());
+        for bad in [
+            [("flint.executor.heartbeatInterval", "0s"), ("points", "1")],
+            [("flint.network.timeout", "0s"), ("points", "1")],
+            [("flint.network.timeout", "5s"), ("flint.executor.heartbeatInterval", "10s")],
+            [("flint.task.deadline", "0s"), ("points", "1")],
+            [("flint.network.idleTimeout", "0s"), ("points", "1")],
+            [("flint.driver.maxResultSize", "0"), ("points", "1")],
+        ] {
+            let err = Settings::from_conf(&conf(&bad)).unwrap_err().to_string();
+            assert!(err.contains(bad[0].0), "{bad:?}: {err}");
+        }
         assert_eq!(parse_pair("a=b=c"), Ok(("a".into(), "b=c".into())));
         assert!(parse_pair("novalue").is_err());
     }

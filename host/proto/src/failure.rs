@@ -65,9 +65,73 @@ impl TaskFailure {
     }
 }
 
+/// The most of a failure's message or backtrace a report carries.
+pub const MAX_MESSAGE: usize = 16 << 10;
+
+impl TaskFailure {
+    /// The failure with every message and backtrace cut to [`MAX_MESSAGE`] bytes; a cut
+    /// text says how much was dropped.
+    pub fn bounded(self) -> TaskFailure {
+        let cut = |s: String| head(&s, MAX_MESSAGE);
+        match self {
+            TaskFailure::Trap { message, backtrace } => {
+                TaskFailure::Trap { message: cut(message), backtrace: backtrace.map(cut) }
+            }
+            TaskFailure::Guest { message, retryable } => {
+                TaskFailure::Guest { message: cut(message), retryable }
+            }
+            TaskFailure::Host { message } => TaskFailure::Host { message: cut(message) },
+            TaskFailure::Killed { reason } => TaskFailure::Killed { reason: cut(reason) },
+            TaskFailure::ExecutorLost { executor, reason } => {
+                TaskFailure::ExecutorLost { executor: cut(executor), reason: cut(reason) }
+            }
+            other => other,
+        }
+    }
+}
+
+/// The first `max` bytes of `text` (on a character boundary), saying how many were dropped.
+pub fn head(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes dropped]", &text[..end], text.len() - end)
+}
+
+/// The last `max` bytes of `text` (on a character boundary), saying how many were dropped.
+pub fn tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[{} bytes dropped] …{}", start, &text[start..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_messages_are_cut_and_say_so() {
+        let failure = TaskFailure::Guest { message: "é".repeat(MAX_MESSAGE), retryable: true }.bounded();
+        let TaskFailure::Guest { message, .. } = failure else { unreachable!() };
+        assert!(message.len() < MAX_MESSAGE + 64, "{}", message.len());
+        assert!(
+            message.ends_with(&format!("[{} bytes dropped]", MAX_MESSAGE)),
+            "{}",
+            &message[message.len() - 40..]
+        );
+        let t = tail("abcdef", 2);
+        assert_eq!(t, "[4 bytes dropped] …ef");
+        assert_eq!(tail("ab", 2), "ab");
+    }
 
     #[test]
     fn every_failure_crosses_the_wire() {

@@ -14,6 +14,6 @@ pub use failure::TaskFailure;
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, World};
 pub use report::{ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus};
 pub use task::{
-    Attempt, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, StatusUpdate, TaskLaunch, TaskState,
-    Token,
+    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, StatusUpdate,
+    TaskLaunch, TaskOutput, TaskState, Token,
 };

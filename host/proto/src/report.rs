@@ -18,6 +18,10 @@ pub enum JobError {
     Finish(TaskFailure),
     #[error("cancelled: {0}")]
     Cancelled(String),
+    #[error(
+        "total size of task results ({size} bytes) is over flint.driver.maxResultSize ({limit} bytes); raise it or return less from each task"
+    )]
+    ResultTooLarge { size: u64, limit: u64 },
 }
 
 /// How far a job has got.

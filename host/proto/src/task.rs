@@ -88,12 +88,56 @@ pub struct TaskLaunch {
     pub partition: PartitionSpec,
 }
 
+/// Names a block of bytes held by the executor that made it. Task outputs are blocks
+/// today; shuffle map outputs will be blocks too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum BlockId {
+    /// The output of one attempt.
+    Output(Attempt),
+}
+
+impl BlockId {
+    pub fn job(&self) -> JobId {
+        match self {
+            BlockId::Output(attempt) => attempt.job,
+        }
+    }
+}
+
+/// Where to fetch a block, and what it must turn out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockRef {
+    pub id: BlockId,
+    pub size: u64,
+    pub digest: Digest,
+}
+
+/// A successful attempt's output: small ones ride in the report, larger ones stay on
+/// the executor as a block the driver fetches on a stream of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TaskOutput {
+    Inline(Vec<u8>),
+    Block(BlockRef),
+}
+
+impl TaskOutput {
+    pub fn size(&self) -> u64 {
+        match self {
+            TaskOutput::Inline(bytes) => bytes.len() as u64,
+            TaskOutput::Block(block) => block.size,
+        }
+    }
+}
+
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TaskState {
-    Succeeded(Vec<u8>),
+    Succeeded(TaskOutput),
     Failed(TaskFailure),
 }
+
+/// The most of a task's log a report carries: the end, where the trouble usually is.
+pub const REPORT_LOG_TAIL: usize = 8 << 10;
 
 /// An executor's report of an attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,12 +150,26 @@ pub struct StatusUpdate {
     pub elapsed: Duration,
 }
 
+impl StatusUpdate {
+    /// The report with its log cut to its last [`REPORT_LOG_TAIL`] bytes and a failure's
+    /// message bounded, so that a report always fits a frame whatever the guest said.
+    pub fn bounded(mut self) -> StatusUpdate {
+        self.log = crate::failure::tail(&self.log, REPORT_LOG_TAIL);
+        if let TaskState::Failed(failure) = self.state {
+            self.state = TaskState::Failed(failure.bounded());
+        }
+        self
+    }
+}
+
 /// What a driver tells an executor.
 #[derive(Debug, Clone)]
 pub enum ExecutorCommand {
     /// Run these attempts (a batch, so that one message carries many launches).
     Launch(Vec<TaskLaunch>),
     Kill(Attempt),
+    /// The job ended: kill its attempts still here, drop its descriptor and blocks.
+    JobEnded(JobId),
     /// Finish the running tasks, take no new ones, then stop.
     Decommission,
 }

@@ -11,15 +11,18 @@
 use crate::config::Conf;
 use crate::job::{Manifest, PartitionSpec};
 use crate::report::{JobProgress, JobReport};
-use crate::task::{Attempt, Digest, JobDescriptor, JobId, StatusUpdate, Token};
+use crate::task::{Attempt, BlockId, Digest, JobDescriptor, JobId, StatusUpdate, Token};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
+
+/// The largest hello a peer may send: it is read before the peer has proved anything.
+pub const MAX_HELLO: usize = 4 << 10;
 
 /// Chunk size for components and other large payloads.
 pub const CHUNK: usize = 1 << 20;
@@ -126,6 +129,8 @@ pub enum DriverMessage {
     Kill(Attempt),
     Tokens(Vec<Token>),
     Decommission,
+    /// The job ended: kill its attempts still here, drop its descriptor and blocks.
+    JobEnded(JobId),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -153,12 +158,26 @@ pub struct Submission {
     pub partitions: Option<u32>,
 }
 
-/// A request on a stream of its own.
+/// A request on a stream of its own. Executors and clients send them to the driver; the
+/// driver sends `FetchBlock` to an executor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
     FetchComponent(Digest),
     Submit(Box<Submission>),
     Status,
+    /// Send a block's bytes; with `release`, drop it once sent (a task output is fetched
+    /// once, by the driver).
+    FetchBlock {
+        id: BlockId,
+        release: bool,
+    },
+}
+
+/// The answer to `FetchBlock`: then, when found, the bytes in [`Chunk`]s.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BlockReply {
+    Found { size: u64 },
+    Missing,
 }
 
 /// A piece of a large payload; an empty chunk ends it.
@@ -169,8 +188,15 @@ pub struct Chunk(pub Vec<u8>);
 /// it changes, then the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SubmitReply {
-    Accepted { job: JobId },
+    Accepted {
+        job: JobId,
+    },
     Rejected(String),
     Progress(JobProgress),
+    /// The job's result: `size` bytes follow in [`Chunk`]s, then `Done` (whose outcome
+    /// then holds no bytes of its own).
+    Result {
+        size: u64,
+    },
     Done(JobReport),
 }

@@ -78,7 +78,7 @@ pub fn submit(args: SubmitArgs) -> u8 {
     tokio.block_on(async move {
         let client = match Client::connect(&url, &secret).await {
             Ok(c) => c,
-            Err(e) => return fail(exit::UNREACHABLE, e),
+            Err(e) => return fail(connect_code(&e), e),
         };
         let mut job = match client
             .submit(bundle.manifest, &bundle.component, conf, inputs, args.partitions)
@@ -111,6 +111,13 @@ pub fn submit(args: SubmitArgs) -> u8 {
     })
 }
 
+fn connect_code(e: &flint_client::ClientError) -> u8 {
+    match e {
+        flint_client::ClientError::FingerprintMismatch(_) => exit::FINGERPRINT,
+        _ => exit::UNREACHABLE,
+    }
+}
+
 pub fn status(args: StatusArgs) -> u8 {
     let (url, secret) = match session(&args.driver_url, args.secret_file.as_deref()) {
         Ok(s) => s,
@@ -131,7 +138,7 @@ pub fn status(args: StatusArgs) -> u8 {
                 print!("{}", table(&status));
                 0
             }
-            Err(e) => fail(exit::UNREACHABLE, e),
+            Err(e) => fail(connect_code(&e), e),
         }
     })
 }

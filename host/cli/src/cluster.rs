@@ -107,7 +107,7 @@ pub fn driver(args: DriverArgs) -> u8 {
             Ok(i) => i,
             Err(code) => return code,
         };
-        let endpoint = match server_endpoint(args.listen, &identity, settings.network_timeout) {
+        let endpoint = match server_endpoint(args.listen, &identity, settings.network_idle_timeout) {
             Ok(e) => e,
             Err(e) => return fail(exit::INTERNAL, format!("cannot listen on {}: {e}", args.listen)),
         };
@@ -125,7 +125,7 @@ pub fn driver(args: DriverArgs) -> u8 {
         };
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
         let front = FrontConfig { secret, tokens, log_level: "info".into() };
-        tokio::spawn(serve(driver, endpoint.clone(), front));
+        tokio::spawn(serve(driver.clone(), endpoint.clone(), front));
         println!("{url}");
         if let Some(path) = &args.url_file
             && let Err(e) = write_private(path, url.to_string().as_bytes())
@@ -134,6 +134,9 @@ pub fn driver(args: DriverArgs) -> u8 {
         }
         tracing::info!(%app_id, %url, "driver listening");
         wait_for_shutdown().await;
+        // Running jobs fail with a reason their submitters see before the connections go.
+        driver.shutdown("the driver received a signal to stop").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         endpoint.close(0u32.into(), b"driver stopped");
         endpoint.wait_idle().await;
         0

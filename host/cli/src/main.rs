@@ -24,6 +24,8 @@ pub mod exit {
     pub const INTERNAL: u8 = 4;
     /// `submit`/`status`: the driver could not be reached or the connection failed.
     pub const UNREACHABLE: u8 = 5;
+    /// `submit`/`status`: the driver's certificate is not the one the URL pins.
+    pub const FINGERPRINT: u8 = 6;
 }
 
 #[derive(Parser)]

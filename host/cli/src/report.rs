@@ -52,6 +52,9 @@ pub fn json(report: &JobReport) -> Value {
                 }
                 JobError::Cancelled(reason) => json!({ "reason": reason }),
                 JobError::Merge(f) | JobError::Finish(f) => json!({ "reason": failure_json(f) }),
+                JobError::ResultTooLarge { size, limit } => {
+                    json!({ "reason": { "kind": "result-too-large", "size": size, "limit": limit, "key": "flint.driver.maxResultSize" } })
+                }
             };
         }
     }

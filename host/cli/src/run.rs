@@ -124,7 +124,7 @@ pub fn run(args: RunArgs) -> u8 {
 }
 
 async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
-    let cluster = match LocalCluster::start(local) {
+    let cluster = match LocalCluster::start(local).await {
         Ok(c) => c,
         Err(e) => return fail(exit::INTERNAL, e),
     };

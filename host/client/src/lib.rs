@@ -14,7 +14,10 @@
 //! # Ok(()) }
 //! ```
 
-use flint_net::{DriverUrl, FrameError, Secret, connect, hello, read_frame, write_frame, write_payload};
+use flint_net::{
+    ConnectError, DriverUrl, FrameError, Secret, connect, hello, read_frame, read_payload, write_frame,
+    write_payload,
+};
 use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitReply};
 use flint_proto::{ClusterStatus, Conf, JobId, JobProgress, JobReport, Manifest};
 use std::time::Duration;
@@ -23,6 +26,8 @@ use std::time::Duration;
 pub enum ClientError {
     #[error("cannot reach the driver at {url}: {reason}")]
     Unreachable { url: String, reason: String },
+    #[error("{0}")]
+    FingerprintMismatch(String),
     #[error("the driver refused the connection: {0}")]
     Rejected(Rejection),
     #[error("the driver refused the job: {0}")]
@@ -61,15 +66,21 @@ pub struct SubmittedJob {
     pub id: JobId,
     recv: quinn::RecvStream,
     done: bool,
+    result: Option<Vec<u8>>,
 }
 
 impl Client {
     /// Connects (retrying for a few seconds while the driver starts) and proves the
     /// application secret.
     pub async fn connect(url: &DriverUrl, secret: &Secret) -> Result<Client, ClientError> {
-        let (endpoint, connection) = connect(url, Duration::from_secs(10))
-            .await
-            .map_err(|reason| ClientError::Unreachable { url: url.to_string(), reason })?;
+        let idle = flint_proto::Settings::default().network_idle_timeout;
+        let (endpoint, connection) =
+            connect(url, Duration::from_secs(10), idle).await.map_err(|e| match e {
+                ConnectError::FingerprintMismatch { .. } => ClientError::FingerprintMismatch(e.to_string()),
+                ConnectError::Unreachable(reason) => {
+                    ClientError::Unreachable { url: url.to_string(), reason }
+                }
+            })?;
         match hello(&connection, secret, Role::Client, "", None, None).await?.0 {
             HelloReply::Welcome { .. } => Ok(Client { connection, _endpoint: endpoint }),
             HelloReply::Rejected(r) => Err(ClientError::Rejected(r)),
@@ -93,7 +104,9 @@ impl Client {
         write_payload(&mut send, component).await?;
         let _ = send.finish();
         match read_frame::<SubmitReply>(&mut recv).await? {
-            Some(SubmitReply::Accepted { job }) => Ok(SubmittedJob { id: job, recv, done: false }),
+            Some(SubmitReply::Accepted { job }) => {
+                Ok(SubmittedJob { id: job, recv, done: false, result: None })
+            }
             Some(SubmitReply::Rejected(reason)) => Err(ClientError::JobRejected(reason)),
             other => Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
         }
@@ -114,14 +127,28 @@ impl SubmittedJob {
         if self.done {
             return Ok(None);
         }
-        match read_frame::<SubmitReply>(&mut self.recv).await? {
-            Some(SubmitReply::Progress(p)) => Ok(Some(JobEvent::Progress(p))),
-            Some(SubmitReply::Done(report)) => {
-                self.done = true;
-                Ok(Some(JobEvent::Done(report)))
+        loop {
+            match read_frame::<SubmitReply>(&mut self.recv).await? {
+                Some(SubmitReply::Progress(p)) => return Ok(Some(JobEvent::Progress(p))),
+                Some(SubmitReply::Result { size }) => {
+                    let size = usize::try_from(size)
+                        .map_err(|_| ClientError::Protocol("result too large".into()))?;
+                    self.result = Some(read_payload(&mut self.recv, size).await?);
+                }
+                Some(SubmitReply::Done(mut report)) => {
+                    self.done = true;
+                    if let (Ok(bytes), Some(result)) = (&mut report.outcome, self.result.take()) {
+                        *bytes = result;
+                    }
+                    return Ok(Some(JobEvent::Done(report)));
+                }
+                Some(other) => return Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
+                None => {
+                    return Err(ClientError::Protocol(
+                        "the driver closed the job's stream before its report".into(),
+                    ));
+                }
             }
-            Some(other) => Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
-            None => Err(ClientError::Protocol("the driver closed the job's stream before its report".into())),
         }
     }
 }

@@ -42,6 +42,15 @@ pub async fn write_frame<T: Serialize>(
 pub async fn read_frame<T: DeserializeOwned>(
     input: &mut (impl AsyncRead + Unpin),
 ) -> Result<Option<T>, FrameError> {
+    read_frame_within(input, MAX_FRAME).await
+}
+
+/// The next frame of at most `limit` bytes (a hello, read before the peer has proved
+/// anything, gets far less than [`MAX_FRAME`]).
+pub async fn read_frame_within<T: DeserializeOwned>(
+    input: &mut (impl AsyncRead + Unpin),
+    limit: usize,
+) -> Result<Option<T>, FrameError> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len).await {
         Ok(_) => {}
@@ -49,7 +58,7 @@ pub async fn read_frame<T: DeserializeOwned>(
         Err(e) => return Err(e.into()),
     }
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_FRAME {
+    if len > limit.min(MAX_FRAME) {
         return Err(FrameError::TooLarge(len));
     }
     let mut body = vec![0u8; len];

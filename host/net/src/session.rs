@@ -1,42 +1,78 @@
 //! Opening a session with the driver: connect (with backoff) and say hello.
 
+use crate::tls::MISMATCH;
 use crate::{DriverUrl, FrameError, Secret, client_endpoint, proof, read_frame, write_frame};
 use flint_proto::wire::{Hello, HelloReply, PROTOCOL_VERSION, Role};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+/// Why a connection to the driver could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Retrying cannot help: the peer at that address is not the driver we pinned.
+    #[error(
+        "the driver at {addr} presented a certificate whose fingerprint is not the one in the driver URL (a wrong or stale URL, or another service on that port)"
+    )]
+    FingerprintMismatch { addr: SocketAddr },
+    #[error("{0}")]
+    Unreachable(String),
+}
 
 /// Connects to the driver, retrying with exponential backoff and jitter for at most
 /// `within`: a pod often starts before its driver's address resolves or its port
-/// listens. Returns the last error when time runs out.
+/// listens. Every address the name resolves to is tried, IPv6 and IPv4, each from an
+/// endpoint of its own family. A certificate mismatch ends the attempts at once.
 pub async fn connect(
     url: &DriverUrl,
     within: Duration,
-) -> Result<(quinn::Endpoint, quinn::Connection), String> {
-    let endpoint = client_endpoint(url.fingerprint, Duration::from_secs(30))
-        .map_err(|e| format!("cannot open a QUIC endpoint: {e}"))?;
+    idle_timeout: Duration,
+) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
+    let mut endpoints: Vec<(bool, quinn::Endpoint)> = Vec::new();
     loop {
-        let attempt = async {
-            let addr = tokio::net::lookup_host((url.host.as_str(), url.port))
-                .await
-                .map_err(|e| e.to_string())?
-                .next()
-                .ok_or_else(|| "the host has no address".to_owned())?;
-            let connecting = endpoint.connect(addr, "flint-driver").map_err(|e| e.to_string())?;
-            tokio::time::timeout(Duration::from_secs(5), connecting)
-                .await
-                .map_err(|_| "timed out".to_owned())?
-                .map_err(|e| e.to_string())
-        };
-        match attempt.await {
-            Ok(connection) => return Ok((endpoint, connection)),
-            Err(last) if started.elapsed() + delay > within => return Err(last),
-            Err(last) => {
-                tracing::debug!(error = %last, ?delay, "driver not reachable yet");
-                tokio::time::sleep(delay.mul_f64(rand::random_range(0.5..1.5))).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
+        let mut last = String::from("the host has no address");
+        match tokio::net::lookup_host((url.host.as_str(), url.port)).await {
+            Err(e) => last = e.to_string(),
+            Ok(addrs) => {
+                for addr in addrs {
+                    let v6 = addr.is_ipv6();
+                    let endpoint = match endpoints.iter().find(|(family, _)| *family == v6) {
+                        Some((_, e)) => e.clone(),
+                        None => {
+                            let bind: SocketAddr =
+                                if v6 { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("an address");
+                            let e = client_endpoint(url.fingerprint, idle_timeout, bind).map_err(|e| {
+                                ConnectError::Unreachable(format!("cannot open a QUIC endpoint: {e}"))
+                            })?;
+                            endpoints.push((v6, e.clone()));
+                            e
+                        }
+                    };
+                    let attempt = async {
+                        let connecting = endpoint.connect(addr, "flint-driver").map_err(|e| e.to_string())?;
+                        match tokio::time::timeout(Duration::from_secs(5), connecting).await {
+                            Err(_) => Err("timed out".to_owned()),
+                            Ok(Err(e)) => Err(e.to_string()),
+                            Ok(Ok(connection)) => Ok(connection),
+                        }
+                    };
+                    match attempt.await {
+                        Ok(connection) => return Ok((endpoint, connection)),
+                        Err(e) if e.contains(MISMATCH) => {
+                            return Err(ConnectError::FingerprintMismatch { addr });
+                        }
+                        Err(e) => last = format!("{addr}: {e}"),
+                    }
+                }
             }
         }
+        if started.elapsed() + delay > within {
+            return Err(ConnectError::Unreachable(last));
+        }
+        tracing::debug!(error = %last, ?delay, "driver not reachable yet");
+        tokio::time::sleep(delay.mul_f64(rand::random_range(0.5..1.5))).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -68,7 +68,8 @@ fn provider() -> Arc<CryptoProvider> {
 fn transport(idle_timeout: Duration) -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     t.max_idle_timeout(Some(idle_timeout.try_into().expect("idle timeout in range")));
-    t.keep_alive_interval(Some(idle_timeout / 4));
+    // Three keep-alives fit in the idle timeout: one lost packet is not a lost peer.
+    t.keep_alive_interval(Some(idle_timeout / 3));
     t.max_concurrent_bidi_streams(1024u32.into());
     Arc::new(t)
 }
@@ -92,8 +93,16 @@ pub fn server_endpoint(
     quinn::Endpoint::server(config, bind)
 }
 
-/// A peer's endpoint that trusts only the driver certificate with `fingerprint`.
-pub fn client_endpoint(fingerprint: [u8; 32], idle_timeout: Duration) -> std::io::Result<quinn::Endpoint> {
+/// The message a peer's TLS stack gives when the driver shows another certificate.
+pub(crate) const MISMATCH: &str = "the driver's certificate does not match the pinned fingerprint";
+
+/// A peer's endpoint, bound on `bind` (the unspecified address of the driver's family),
+/// that trusts only the driver certificate with `fingerprint`.
+pub fn client_endpoint(
+    fingerprint: [u8; 32],
+    idle_timeout: Duration,
+    bind: SocketAddr,
+) -> std::io::Result<quinn::Endpoint> {
     let provider = provider();
     let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -105,7 +114,6 @@ pub fn client_endpoint(fingerprint: [u8; 32], idle_timeout: Duration) -> std::io
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(transport(idle_timeout));
-    let bind: SocketAddr = "0.0.0.0:0".parse().expect("a valid address");
     let mut endpoint = quinn::Endpoint::client(bind)?;
     endpoint.set_default_client_config(config);
     Ok(endpoint)
@@ -133,9 +141,7 @@ impl ServerCertVerifier for Pinned {
         if seen == self.fingerprint {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(rustls::Error::General(
-                "the driver's certificate does not match the pinned fingerprint".into(),
-            ))
+            Err(rustls::Error::General(MISMATCH.into()))
         }
     }
 

@@ -87,7 +87,13 @@ impl Cluster {
 }
 
 fn ok_json(out: &Output) -> Value {
-    assert!(out.status.success(), "exit {:?}: {}", out.status.code(), lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status.code(),
+        lossy(&out.stderr),
+        lossy(&out.stdout).chars().take(2000).collect::<String>()
+    );
     json(out)
 }
 
@@ -186,7 +192,7 @@ fn sigterm_decommissions_a_busy_executor() {
     assert_eq!(report["result"], expected_slow_pi());
     assert_eq!(report["task_failures"], serde_json::json!([]), "no task was lost or retried");
     let leaver = cluster.executor_status("leaver");
-    assert_eq!(leaver["removed"], "decommissioned", "{leaver}");
+    assert_eq!(leaver["removed"], "decommissioned", "{leaver}\n{}", cluster.driver.log_text());
     assert!(leaver["tasks_done"].as_u64().unwrap() >= done + running, "its running tasks reported: {leaver}");
 }
 
@@ -291,12 +297,14 @@ fn garbage_on_the_driver_port_harms_no_one() {
         use flint_proto::wire::Role;
         let secret = flint_net::Secret::new(SECRET);
         // Garbage instead of a hello.
-        let (_e1, raw) = flint_net::connect(&url, Duration::from_secs(5)).await.unwrap();
+        let (_e1, raw) =
+            flint_net::connect(&url, Duration::from_secs(5), Duration::from_secs(5)).await.unwrap();
         let (mut send, _recv) = raw.open_bi().await.unwrap();
         send.write_all(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3]).await.unwrap();
         let _ = send.finish();
         // An authenticated client sending a truncated frame, then an unknown message.
-        let (_e2, conn) = flint_net::connect(&url, Duration::from_secs(5)).await.unwrap();
+        let (_e2, conn) =
+            flint_net::connect(&url, Duration::from_secs(5), Duration::from_secs(5)).await.unwrap();
         let (reply, _s, _r) = flint_net::hello(&conn, &secret, Role::Client, "", None, None).await.unwrap();
         assert!(matches!(reply, flint_proto::wire::HelloReply::Welcome { .. }));
         let (mut send, _recv) = conn.open_bi().await.unwrap();
@@ -350,4 +358,163 @@ fn a_task_reads_only_the_tokens_its_manifest_names() {
     assert_eq!(read("storage"), serde_json::json!(["storage-token-1"]));
     assert_eq!(read("other"), serde_json::json!(["none"]), "not named in the manifest");
     assert_eq!(read("missing"), serde_json::json!(["none"]));
+}
+
+/// The peak resident memory of a process, from /proc (VmHWM), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// Checks that a chaos `big-output` job's result is `tasks` strings of `bytes` x's,
+/// every byte of them, by digest.
+fn assert_big_result(report: &Value, tasks: usize, bytes: usize) {
+    use sha2::{Digest, Sha256};
+    let strings = report["result"].as_array().unwrap_or_else(|| panic!("an array: {}", report["error"]));
+    assert_eq!(strings.len(), tasks);
+    let expected = Sha256::digest("x".repeat(bytes).as_bytes());
+    for s in strings {
+        let s = s.as_str().unwrap();
+        assert_eq!(s.len(), bytes);
+        assert_eq!(Sha256::digest(s.as_bytes()), expected, "every byte intact");
+    }
+}
+
+#[test]
+fn results_of_many_megabytes_arrive_whole_and_executors_stay() {
+    // Merges of 20 MB outputs run on the driver: give its instances room.
+    let mut cluster =
+        Cluster::start(&["--conf", "flint.executor.memory=8g", "--conf", "flint.task.maxResultSize=256m"]);
+    cluster.executor(&["--cores", "2", "--memory", "4g", "--executor-id", "a"]);
+    cluster.executor(&["--cores", "1", "--memory", "4g", "--executor-id", "b"]);
+    cluster.wait_live(2);
+
+    // Four tasks of 20 MB each: every output travels as a block, not in a report.
+    let big = ["examples/chaos", "--partitions", "4", "--conf", "mode=big-output", "--json"];
+    let out = cluster.submit(&[&big[..], &["--conf", "bytes=20000000"]].concat());
+    assert_big_result(&ok_json(&out), 4, 20_000_000);
+
+    // One task whose single result is 200 MB.
+    let one =
+        ["examples/chaos", "--partitions", "1", "--conf", "mode=big-output", "--conf", "bytes=200000000"];
+    let out = cluster.submit(&[&one[..], &["--json"]].concat());
+    assert_big_result(&ok_json(&out), 1, 200_000_000);
+
+    assert_eq!(cluster.live_executors().len(), 2, "both executors stayed: {}", cluster.status());
+    for e in cluster.status()["executors"].as_array().unwrap() {
+        assert!(e["removed"].is_null(), "{e}");
+    }
+    // The driver held the 200 MB result, its copy into the finishing sandbox and the
+    // sandbox's answer at most: documented in ARCHITECTURE.md as about four times the
+    // largest result plus a few hundred MB.
+    let peak = peak_rss(cluster.driver.pid());
+    assert!(peak < 4 * 200_000_000 + (400 << 20), "driver peak RSS {} MB", peak >> 20);
+    eprintln!("driver peak RSS: {} MB", peak >> 20);
+}
+
+#[test]
+fn a_job_over_the_driver_result_limit_fails_naming_the_key() {
+    let mut cluster = Cluster::start(&["--conf", "flint.driver.maxResultSize=10m"]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let big = ["examples/chaos", "--partitions", "4", "--conf", "mode=big-output", "--conf", "bytes=4000000"];
+    let out = cluster.submit(&[&big[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    let error = report["error"].as_str().unwrap();
+    assert!(error.contains("flint.driver.maxResultSize"), "{error}");
+    assert_eq!(report["failure"]["reason"]["kind"], "result-too-large", "{report}");
+    // The cluster serves the next job.
+    let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "3", "--json"]));
+    assert_eq!(report["result"], 3);
+    assert_eq!(cluster.live_executors().len(), 1);
+}
+
+#[test]
+fn a_wrong_fingerprint_fails_at_once_with_its_own_code() {
+    let mut cluster = Cluster::start(&[]);
+    let url: flint_net::DriverUrl = cluster.url.parse().unwrap();
+    let wrong = flint_net::DriverUrl { fingerprint: [7; 32], ..url }.to_string();
+    let started = std::time::Instant::now();
+    let mut cmd = command(&["status", "--driver-url", &wrong]);
+    let out = cmd.env("FLINT_SECRET", SECRET).output().unwrap();
+    assert_eq!(out.status.code(), Some(6), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("fingerprint"), "{}", lossy(&out.stderr));
+    let mut cmd = command(&["executor", "--driver-url", &wrong, "--app-id", APP, "--cores", "1"]);
+    let out = cmd.env("FLINT_SECRET", SECRET).output().unwrap();
+    assert_eq!(out.status.code(), Some(17), "{}", lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(10), "no minute of retries: {:?}", started.elapsed());
+    // The right URL still works.
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+}
+
+#[test]
+fn executors_and_clients_reach_a_driver_on_ipv6() {
+    let mut cluster = Cluster::start(&["--listen", "[::1]:0"]);
+    assert!(cluster.url.contains("[::1]") || cluster.url.contains("::1"), "{}", cluster.url);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "2", "--json"]));
+    assert_eq!(report["result"], 2);
+}
+
+#[test]
+fn a_killed_executor_is_noticed_in_seconds_and_a_killed_driver_too() {
+    // The heartbeat timeout is long, as by default: only the transport can notice.
+    let mut cluster =
+        Cluster::start(&["--conf", "flint.network.timeout=120s", "--conf", "flint.network.idleTimeout=2s"]);
+    cluster.executor(&["--cores", "2", "--executor-id", "victim", "--conf", "flint.network.idleTimeout=2s"]);
+    cluster.executor(&[
+        "--cores",
+        "2",
+        "--executor-id",
+        "survivor",
+        "--conf",
+        "flint.network.idleTimeout=2s",
+    ]);
+    cluster.wait_live(2);
+    let job = start_slow_job(&cluster);
+    eventually(Duration::from_secs(20), || {
+        (cluster.executor_status("victim")["running"].as_u64()? > 0).then_some(())
+    })
+    .expect("the victim got tasks");
+    let killed = std::time::Instant::now();
+    cluster.executors[0].signal("KILL");
+    let noticed = eventually(Duration::from_secs(20), || {
+        cluster.executor_status("victim")["removed"].as_str().map(str::to_owned)
+    })
+    .expect("the victim is removed");
+    let after = killed.elapsed();
+    assert!(after < Duration::from_secs(5), "noticed after {after:?}");
+    assert!(
+        noticed.contains("connection idle") && noticed.contains("flint.network.idleTimeout"),
+        "{noticed}"
+    );
+    let report = ok_json(&job.wait_with_output().unwrap());
+    assert_eq!(report["result"], expected_slow_pi(), "the exact answer");
+
+    // Every slot busy with guest code for longer than three idle timeouts: no false alarm.
+    let spin = [
+        "examples/chaos",
+        "--partitions",
+        "2",
+        "--conf",
+        "mode=loop",
+        "--conf",
+        "flint.task.deadline=7s",
+        "--json",
+    ];
+    let out = cluster.submit(&spin);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["failure"]["reason"]["kind"], "deadline", "{}", lossy(&out.stdout));
+    assert!(cluster.executor_status("survivor")["removed"].is_null(), "{}", cluster.status());
+
+    // The driver dies: its executors leave with the "driver lost" code within seconds.
+    let killed = std::time::Instant::now();
+    cluster.driver.signal("KILL");
+    let code = cluster.executors[1].wait(Duration::from_secs(10));
+    assert_eq!(code, Some(16), "{}", cluster.executors[1].log_text());
+    assert!(killed.elapsed() < Duration::from_secs(5), "{:?}", killed.elapsed());
 }

@@ -1,22 +1,27 @@
-//! The driver: one event loop owns the scheduler, the executors' command channels and
-//! every running job. Submitters, executors and fold workers talk to it by events.
+//! The driver: one event loop owns the control core (scheduler and executor registry),
+//! the links to executors and every running job. Submitters, executors and fold workers
+//! talk to it by events; it carries out what the core decides.
 
 use crate::fold::OrderedFold;
 use crate::job::{JobRequest, SubmitError};
-use crate::scheduler::{Input, Output, Policy, Scheduler};
+use crate::link::ExecutorLink;
+use flint_core::{
+    Action, ControlCore, CoreConfig, Event as CoreEvent, ExecutorInfo, Incarnation, JobCounts, Policy,
+};
 use flint_executor::ComponentSource;
 use flint_proto::wire::Rejection;
 use flint_proto::{
-    ClusterStatus, Conf, Digest, ExecutorCommand, ExecutorId, ExecutorStatus, FailureRecord, JobDescriptor,
-    JobError, JobId, JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings, StatusUpdate,
-    TaskFailure, TaskLaunch, TaskState, World,
+    BlockRef, ClusterStatus, Conf, Digest, ExecutorId, FailureRecord, JobDescriptor, JobError, JobId,
+    JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings, StatusUpdate, TaskFailure,
+    TaskLaunch, TaskOutput, TaskState, World,
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tracing::Instrument;
 
 /// Attempts an executor holds per slot when a job's tasks are short: the next one waits
 /// on the executor, not a round trip away (see `Policy::pipeline`).
@@ -25,22 +30,26 @@ const PIPELINE: u32 = 8;
 /// A file split is at most this large unless the user asks for fewer partitions.
 const MAX_SPLIT: u64 = 64 << 20;
 
+/// Finished jobs listed by `status`; older ones are forgotten (Spark's
+/// `spark.ui.retainedJobs` keeps 1000 too).
+const RETAINED_JOBS: usize = 1000;
+
+/// Result blocks fetched from executors at once; more wait their turn (and keep their
+/// executor's slot meanwhile, which slows the producers down).
+const CONCURRENT_FETCHES: usize = 4;
+
+/// How long a reserved executor id waits for its executor to register.
+const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most tasks one job may have: each costs the driver a little memory.
+pub const MAX_TASKS: u32 = 1_000_000;
+
 pub struct DriverConfig {
     pub app_id: String,
     /// The driver's configuration; a job's own `flint.task.*` keys override it.
     pub conf: Conf,
     /// The runtime merges and finishes run on.
     pub runtime: Arc<Runtime>,
-}
-
-/// An executor joining the cluster.
-#[derive(Debug, Clone)]
-pub struct ExecutorInfo {
-    pub id: ExecutorId,
-    pub host: String,
-    pub cores: u32,
-    pub memory: u64,
-    pub slots: u32,
 }
 
 /// A submitted job: its progress as it runs, and its report when it ends.
@@ -60,16 +69,23 @@ pub struct Driver {
 struct Shared {
     app_id: String,
     conf: Conf,
+    settings: Settings,
     runtime: Arc<Runtime>,
-    components: Mutex<HashMap<Digest, Arc<Vec<u8>>>>,
+    /// Component bytes for executors to fetch, with the number of running jobs using
+    /// each; removed when the last one ends.
+    components: Mutex<HashMap<Digest, Shipped>>,
+    /// A copy of the core's slot count, published after each event, for planning.
     slots: AtomicU32,
 }
+
+/// A component's bytes and the number of running jobs that use it.
+type Shipped = (Arc<Vec<u8>>, usize);
 
 impl ComponentSource for Driver {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
         self.component(digest)
             .map(|b| b.as_ref().clone())
-            .ok_or_else(|| "the driver has no such component".into())
+            .ok_or_else(|| "the driver has no such component (its job has ended)".into())
     }
 }
 
@@ -81,28 +97,46 @@ enum Event {
     Reserve {
         requested: Option<String>,
         pod_name: Option<String>,
-        reply: oneshot::Sender<Result<ExecutorId, Rejection>>,
+        reply: oneshot::Sender<Result<(ExecutorId, Incarnation), Rejection>>,
     },
     ExecutorUp {
+        id: ExecutorId,
+        incarnation: Incarnation,
         info: ExecutorInfo,
-        commands: mpsc::UnboundedSender<ExecutorCommand>,
+        link: Arc<dyn ExecutorLink>,
     },
     Heartbeat {
         id: ExecutorId,
+        incarnation: Incarnation,
     },
     Decommissioning {
         id: ExecutorId,
+        incarnation: Incarnation,
     },
     ExecutorLost {
         id: ExecutorId,
+        incarnation: Incarnation,
         reason: String,
     },
-    Status(StatusUpdate),
+    Status {
+        incarnation: Incarnation,
+        update: StatusUpdate,
+    },
+    Fetched {
+        incarnation: Incarnation,
+        update: StatusUpdate,
+        result: Result<Vec<u8>, TaskFailure>,
+    },
     Folded {
         job: JobId,
         result: Result<Vec<u8>, JobError>,
     },
     Snapshot(oneshot::Sender<ClusterStatus>),
+    /// Fail every running job with `reason` and take no more (the driver is stopping).
+    Shutdown {
+        reason: String,
+        done: oneshot::Sender<()>,
+    },
 }
 
 struct PreparedJob {
@@ -117,12 +151,15 @@ struct PreparedJob {
 }
 
 impl Driver {
-    /// Starts the event loop on the current tokio runtime.
+    /// Starts the event loop on the current tokio runtime. The configuration must be
+    /// valid (`Settings::from_conf`); callers check it at start-up.
     pub fn start(config: DriverConfig) -> Driver {
         let (events, rx) = mpsc::unbounded_channel();
+        let settings = Settings::from_conf(&config.conf).unwrap_or_default();
         let shared = Arc::new(Shared {
             app_id: config.app_id,
             conf: config.conf,
+            settings,
             runtime: config.runtime,
             components: Mutex::new(HashMap::new()),
             slots: AtomicU32::new(0),
@@ -137,12 +174,23 @@ impl Driver {
         &self.shared.app_id
     }
 
+    /// The driver's settings, read from its configuration at start.
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
     /// Checks a job (its configuration, component and inputs), plans its partitions and
     /// queues it. Problems with the job come back here, before any task runs.
     pub async fn submit(&self, request: JobRequest) -> Result<JobHandle, SubmitError> {
         let mut conf = self.shared.conf.clone();
         conf.extend(request.config.clone());
         let settings = Settings::from_conf(&conf)?;
+        if request.partitions == Some(0) {
+            return Err(SubmitError::Partitions("must be at least 1".into()));
+        }
+        if request.partitions.is_some_and(|p| p > MAX_TASKS) {
+            return Err(SubmitError::Partitions(format!("at most {MAX_TASKS} tasks per job")));
+        }
         let runtime = self.shared.runtime.clone();
         let bytes = Arc::new(request.component);
         let component = {
@@ -156,7 +204,12 @@ impl Driver {
         }
         let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
         let plan = plan(&request.inputs, &request.values, request.partitions, slots).await?;
-        self.shared.components.lock().expect("components lock").insert(component.digest, bytes);
+        if plan.len() > MAX_TASKS as usize {
+            return Err(SubmitError::Partitions(format!(
+                "{} tasks; at most {MAX_TASKS} per job",
+                plan.len()
+            )));
+        }
         let job = PreparedJob {
             name: request.name,
             component,
@@ -167,46 +220,66 @@ impl Driver {
             memory_limit: request.memory_limit,
             token_services: request.token_services,
         };
+        self.shared
+            .components
+            .lock()
+            .expect("components lock")
+            .entry(job.component.digest)
+            .or_insert_with(|| (bytes, 0))
+            .1 += 1;
+        let digest = job.component.digest;
         let (reply, handle) = oneshot::channel();
-        self.send(Event::Submit { job, reply })?;
+        if self.send(Event::Submit { job, reply }).is_err() {
+            self.release_component(&digest);
+            return Err(SubmitError::DriverStopped);
+        }
         handle.await.map_err(|_| SubmitError::DriverStopped)
     }
 
-    /// Reserves an executor id before the executor receives any configuration: the
-    /// requested one if it is free, else one made from the pod name or a counter.
+    /// Reserves an executor id and incarnation before the executor receives any
+    /// configuration: the requested id if it is free, else one made from the pod name
+    /// or a counter.
     pub async fn reserve_executor_id(
         &self,
         requested: Option<String>,
         pod_name: Option<String>,
-    ) -> Result<ExecutorId, Rejection> {
+    ) -> Result<(ExecutorId, Incarnation), Rejection> {
         let (reply, rx) = oneshot::channel();
         self.send(Event::Reserve { requested, pod_name, reply }).map_err(|_| Rejection::AppStopped)?;
         rx.await.map_err(|_| Rejection::AppStopped)?
     }
 
-    /// Adds a registered executor, reached through `commands`.
-    pub fn executor_up(&self, info: ExecutorInfo, commands: mpsc::UnboundedSender<ExecutorCommand>) {
-        let _ = self.send(Event::ExecutorUp { info, commands });
+    /// Adds a registered executor, reached through `link`.
+    pub fn executor_up(
+        &self,
+        id: ExecutorId,
+        incarnation: Incarnation,
+        info: ExecutorInfo,
+        link: Arc<dyn ExecutorLink>,
+    ) {
+        let _ = self.send(Event::ExecutorUp { id, incarnation, info, link });
     }
 
     /// An executor is alive.
-    pub fn heartbeat(&self, id: ExecutorId) {
-        let _ = self.send(Event::Heartbeat { id });
+    pub fn heartbeat(&self, id: ExecutorId, incarnation: Incarnation) {
+        let _ = self.send(Event::Heartbeat { id, incarnation });
     }
 
     /// An executor finishes its tasks and takes no new ones.
-    pub fn decommissioning(&self, id: ExecutorId) {
-        let _ = self.send(Event::Decommissioning { id });
+    pub fn decommissioning(&self, id: ExecutorId, incarnation: Incarnation) {
+        let _ = self.send(Event::Decommissioning { id, incarnation });
     }
 
-    /// Removes an executor; its running tasks are requeued.
-    pub fn executor_lost(&self, id: ExecutorId, reason: String) {
-        let _ = self.send(Event::ExecutorLost { id, reason });
+    /// Removes an executor; its running tasks are requeued. A loss of an old
+    /// incarnation changes nothing.
+    pub fn executor_lost(&self, id: ExecutorId, incarnation: Incarnation, reason: String) {
+        let _ = self.send(Event::ExecutorLost { id, incarnation, reason });
     }
 
-    /// An executor's report of an attempt.
-    pub fn status(&self, update: StatusUpdate) {
-        let _ = self.send(Event::Status(update));
+    /// An executor's report of an attempt; `update.executor` names the executor, and
+    /// `incarnation` the life of it that the report came from.
+    pub fn status(&self, incarnation: Incarnation, update: StatusUpdate) {
+        let _ = self.send(Event::Status { incarnation, update });
     }
 
     /// Executors (removed ones included) and jobs.
@@ -220,9 +293,28 @@ impl Driver {
         rx.await.unwrap_or_else(|_| empty())
     }
 
-    /// A submitted component's bytes, by digest, for executors to fetch.
+    /// Fails every running job with `reason` (their submitters get that report) and
+    /// refuses new ones. Returns once the reports are sent.
+    pub async fn shutdown(&self, reason: &str) {
+        let (done, rx) = oneshot::channel();
+        if self.send(Event::Shutdown { reason: reason.to_owned(), done }).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// A running job's component bytes, by digest, for executors to fetch.
     pub fn component(&self, digest: &Digest) -> Option<Arc<Vec<u8>>> {
-        self.shared.components.lock().expect("components lock").get(digest).cloned()
+        self.shared.components.lock().expect("components lock").get(digest).map(|(b, _)| b.clone())
+    }
+
+    fn release_component(&self, digest: &Digest) {
+        let mut components = self.shared.components.lock().expect("components lock");
+        if let Some((_, users)) = components.get_mut(digest) {
+            *users -= 1;
+            if *users == 0 {
+                components.remove(digest);
+            }
+        }
     }
 
     /// The driver's configuration.
@@ -264,13 +356,6 @@ async fn plan(
     Ok(JobPlan::indices(partitions.unwrap_or(slots)))
 }
 
-struct ExecutorRecord {
-    commands: Option<mpsc::UnboundedSender<ExecutorCommand>>,
-    status: ExecutorStatus,
-    last_heartbeat: Instant,
-    decommissioning: bool,
-}
-
 struct JobRecord {
     descriptor: Arc<JobDescriptor>,
     partitions: Vec<PartitionSpec>,
@@ -278,8 +363,13 @@ struct JobRecord {
     progress: watch::Sender<JobProgress>,
     reply: Option<oneshot::Sender<JobReport>>,
     started: Instant,
-    attempts: u32,
+    counts: JobCounts,
     failures: Vec<FailureRecord>,
+    /// Bytes of task results accepted so far (`flint.driver.maxResultSize`).
+    result_bytes: u64,
+    max_result_bytes: u64,
+    /// Executors that were sent attempts of this job, told when it ends.
+    executors: BTreeSet<ExecutorId>,
     span: tracing::Span,
 }
 
@@ -298,42 +388,48 @@ enum FoldMessage {
 
 struct EventLoop {
     driver: Driver,
-    scheduler: Scheduler,
-    executors: HashMap<ExecutorId, ExecutorRecord>,
-    /// Ids handed out to executors still bootstrapping.
-    reserved: HashSet<ExecutorId>,
+    core: ControlCore,
+    links: HashMap<ExecutorId, (Incarnation, Arc<dyn ExecutorLink>)>,
     jobs: HashMap<JobId, JobRecord>,
-    finished: Vec<JobStatus>,
+    finished: VecDeque<JobStatus>,
     next_job: JobId,
-    next_executor: u64,
-    network_timeout: Duration,
+    fetches: Arc<Semaphore>,
+    /// Set once the driver is stopping: new jobs are refused.
+    stopping: Option<String>,
 }
 
 impl EventLoop {
     fn new(driver: Driver) -> Self {
-        let settings = Settings::from_conf(&driver.shared.conf).unwrap_or_default();
-        let network_timeout = settings.network_timeout;
-        let policy = Policy {
-            exclude_after: settings.exclude_on_failure.then_some(settings.max_failed_tasks_per_executor),
-            pipeline: PIPELINE,
-        };
+        let settings = &driver.shared.settings;
+        let core = ControlCore::new(CoreConfig {
+            policy: Policy {
+                exclude_after: settings.exclude_on_failure.then_some(settings.max_failed_tasks_per_executor),
+                pipeline: PIPELINE,
+            },
+            heartbeat_timeout: settings.network_timeout,
+            bootstrap_timeout: BOOTSTRAP_TIMEOUT,
+        });
         EventLoop {
             driver,
-            scheduler: Scheduler::new(policy),
-            executors: HashMap::new(),
-            reserved: HashSet::new(),
+            core,
+            links: HashMap::new(),
             jobs: HashMap::new(),
-            finished: Vec::new(),
+            finished: VecDeque::new(),
             next_job: 1,
-            next_executor: 1,
-            network_timeout,
+            fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),
+            stopping: None,
         }
     }
 
     async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>) {
-        let mut tick = tokio::time::interval((self.network_timeout / 4).max(Duration::from_millis(100)));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let wake = self.core.poll_timeout();
+            let timer = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 event = events.recv() => {
                     let Some(event) = event else { break };
@@ -344,55 +440,13 @@ impl EventLoop {
                         self.handle(event);
                     }
                 }
-                _ = tick.tick() => self.expire(Instant::now()),
-            }
-        }
-    }
-
-    /// Removes executors whose heartbeats stopped for longer than the network timeout.
-    fn expire(&mut self, now: Instant) {
-        let timeout = self.network_timeout;
-        let silent: Vec<ExecutorId> = self
-            .executors
-            .iter()
-            .filter(|(_, e)| e.commands.is_some() && now.duration_since(e.last_heartbeat) > timeout)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in silent {
-            let reason = format!("no heartbeat for {} ms (flint.network.timeout)", timeout.as_millis());
-            self.handle(Event::ExecutorLost { id, reason });
-        }
-    }
-
-    /// Hands out an executor id: the requested one if free, else one made from the pod
-    /// name, else `exec-N`.
-    fn reserve(
-        &mut self,
-        requested: Option<String>,
-        pod_name: Option<String>,
-    ) -> Result<ExecutorId, Rejection> {
-        // A removed executor's id is free again: a restarted executor may take it back.
-        let taken = |s: &Self, id: &str| {
-            s.reserved.contains(id) || s.executors.get(id).is_some_and(|e| e.commands.is_some())
-        };
-        let id = match requested.filter(|r| !r.is_empty() && r != "EXECID") {
-            Some(id) if taken(self, &id) => return Err(Rejection::DuplicateId(id)),
-            Some(id) => id,
-            None => loop {
-                let n = self.next_executor;
-                self.next_executor += 1;
-                let candidate = match &pod_name {
-                    Some(pod) if !taken(self, pod) => pod.clone(),
-                    Some(pod) => format!("{pod}-{n}"),
-                    None => format!("exec-{n}"),
-                };
-                if !taken(self, &candidate) {
-                    break candidate;
+                _ = timer => {
+                    let actions = self.core.handle_timeout(Instant::now());
+                    self.apply(actions, None);
                 }
-            },
-        };
-        self.reserved.insert(id.clone());
-        Ok(id)
+            }
+            self.driver.shared.slots.store(self.core.total_slots(), Ordering::Relaxed);
+        }
     }
 
     fn handle(&mut self, event: Event) {
@@ -400,89 +454,63 @@ impl EventLoop {
         match event {
             Event::Submit { job, reply } => self.submit(now, job, reply),
             Event::Reserve { requested, pod_name, reply } => {
-                let _ = reply.send(self.reserve(requested, pod_name));
-            }
-            Event::ExecutorUp { info, commands } => {
-                let ExecutorInfo { id, host, cores, memory, slots } = info;
-                tracing::info!(executor_id = %id, %host, cores, slots, "executor registered");
-                self.reserved.remove(&id);
-                let status = ExecutorStatus {
-                    id: id.clone(),
-                    host,
-                    cores,
-                    memory,
-                    slots,
-                    running: 0,
-                    tasks_done: 0,
-                    tasks_failed: 0,
-                    last_heartbeat_ms: Some(0),
-                    excluded: false,
-                    removed: None,
+                let verdict = match &self.stopping {
+                    Some(_) => Err(Rejection::AppStopped),
+                    None => self.core.reserve(now, requested, pod_name),
                 };
-                let record = ExecutorRecord {
-                    commands: Some(commands),
-                    status,
-                    last_heartbeat: now,
-                    decommissioning: false,
-                };
-                self.executors.insert(id.clone(), record);
-                self.feed(now, Input::ExecutorAdded { id, slots }, None);
+                let _ = reply.send(verdict);
             }
-            Event::Heartbeat { id } => {
-                if let Some(record) = self.executors.get_mut(&id) {
-                    record.last_heartbeat = now;
+            Event::ExecutorUp { id, incarnation, info, link } => {
+                if !self.core.is_current(&id, incarnation) {
+                    link.close("registration of a reservation that expired");
+                    return;
                 }
+                tracing::info!(executor_id = %id, host = %info.host, slots = info.slots, "executor registered");
+                self.links.insert(id.clone(), (incarnation, link));
+                self.feed(now, CoreEvent::Registered { id, incarnation, info });
             }
-            Event::Decommissioning { id } => {
+            Event::Heartbeat { id, incarnation } => self.feed(now, CoreEvent::Heartbeat { id, incarnation }),
+            Event::Decommissioning { id, incarnation } => {
                 tracing::info!(executor_id = %id, "executor decommissioning");
-                if let Some(record) = self.executors.get_mut(&id) {
-                    record.decommissioning = true;
-                }
-                self.feed(now, Input::ExecutorDecommissioning { id }, None);
+                self.feed(now, CoreEvent::Draining { id, incarnation });
             }
-            Event::ExecutorLost { id, reason } => {
-                self.reserved.remove(&id);
-                let Some(record) = self.executors.get_mut(&id) else { return };
-                if record.commands.is_none() {
-                    return; // removed already
-                }
-                // An executor that was decommissioning and ran dry left as asked.
-                let reason = if record.decommissioning && self.scheduler.is_idle(&id) {
-                    "decommissioned".to_owned()
-                } else {
-                    reason
-                };
-                tracing::warn!(executor_id = %id, %reason, "executor removed");
-                record.commands = None;
-                record.status.removed = Some(reason.clone());
-                record.status.running = 0;
-                record.status.last_heartbeat_ms = None;
-                self.feed(now, Input::ExecutorLost { id, reason }, None);
+            Event::ExecutorLost { id, incarnation, reason } => {
+                self.feed(now, CoreEvent::Lost { id, incarnation, reason })
             }
-            Event::Status(update) => self.status(now, update),
+            Event::Status { incarnation, update } => self.status(now, incarnation, update),
+            Event::Fetched { incarnation, update, result } => match result {
+                Ok(bytes) => {
+                    let StatusUpdate { executor, attempt, elapsed, .. } = update;
+                    let event = CoreEvent::TaskSucceeded { id: executor, incarnation, attempt, elapsed };
+                    let actions = self.core.handle(now, event);
+                    self.apply(actions, Some(bytes));
+                }
+                Err(failure) => {
+                    if let Some(job) = self.jobs.get_mut(&update.attempt.job) {
+                        job.result_bytes = job.result_bytes.saturating_sub(update_size(&update.state));
+                    }
+                    self.fail(now, incarnation, update, failure)
+                }
+            },
             Event::Folded { job, result } => self.complete(job, result),
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
             }
+            Event::Shutdown { reason, done } => {
+                tracing::warn!(%reason, jobs = self.jobs.len(), "driver stopping: failing running jobs");
+                self.stopping = Some(reason.clone());
+                let running: Vec<JobId> = self.jobs.keys().copied().collect();
+                for job in running {
+                    let reason = format!("the driver is stopping: {reason}");
+                    self.feed(now, CoreEvent::CancelJob { job, reason });
+                }
+                let _ = done.send(());
+            }
         }
-        let slots = self.executors.values().filter(|e| e.commands.is_some()).map(|e| e.status.slots).sum();
-        self.driver.shared.slots.store(slots, Ordering::Relaxed);
     }
 
     fn snapshot(&self, now: Instant) -> ClusterStatus {
-        let mut executors: Vec<ExecutorStatus> = self
-            .executors
-            .values()
-            .map(|e| {
-                let mut status = e.status.clone();
-                if status.removed.is_none() {
-                    status.last_heartbeat_ms = Some(now.duration_since(e.last_heartbeat).as_millis() as u64);
-                }
-                status
-            })
-            .collect();
-        executors.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut jobs = self.finished.clone();
+        let mut jobs: Vec<JobStatus> = self.finished.iter().cloned().collect();
         jobs.extend(self.jobs.iter().map(|(id, j)| JobStatus {
             job: *id,
             name: j.descriptor.name.clone(),
@@ -490,10 +518,14 @@ impl EventLoop {
             progress: *j.progress.borrow(),
         }));
         jobs.sort_by_key(|j| j.job);
-        ClusterStatus { app_id: self.driver.shared.app_id.clone(), executors, jobs }
+        ClusterStatus { app_id: self.driver.shared.app_id.clone(), executors: self.core.executors(now), jobs }
     }
 
     fn submit(&mut self, now: Instant, job: PreparedJob, reply: oneshot::Sender<JobHandle>) {
+        if self.stopping.is_some() {
+            self.driver.release_component(&job.component.digest);
+            return; // dropping `reply` tells the submitter the driver stopped
+        }
         let id = self.next_job;
         self.next_job += 1;
         let tasks = job.plan.len() as u32;
@@ -531,63 +563,143 @@ impl EventLoop {
                 progress,
                 reply: Some(report_tx),
                 started: now,
-                attempts: 0,
+                counts: JobCounts { tasks, ..JobCounts::default() },
                 failures: Vec::new(),
+                result_bytes: 0,
+                max_result_bytes: job.settings.driver_max_result_size,
+                executors: BTreeSet::new(),
                 span,
             },
         );
         let _ = reply.send(JobHandle { id, progress: progress_rx, report: report_rx });
         let max_failures = job.settings.task_max_failures;
-        self.feed(now, Input::JobSubmitted { job: id, tasks, max_failures }, None);
+        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures });
     }
 
-    fn status(&mut self, now: Instant, update: StatusUpdate) {
-        let StatusUpdate { executor, attempt, state, log, elapsed } = update;
-        if let Some(record) = self.executors.get_mut(&executor) {
-            record.status.running = record.status.running.saturating_sub(1);
-            match state {
-                TaskState::Succeeded(_) => record.status.tasks_done += 1,
-                TaskState::Failed(_) => record.status.tasks_failed += 1,
-            }
+    fn status(&mut self, now: Instant, incarnation: Incarnation, update: StatusUpdate) {
+        // A report the core would drop (an old incarnation, an attempt not held there)
+        // goes to it anyway, to be counted, but costs nothing more.
+        if !self.core.accepts(&update.executor, incarnation, update.attempt) {
+            let event = match update.state {
+                TaskState::Succeeded(_) => CoreEvent::TaskSucceeded {
+                    id: update.executor,
+                    incarnation,
+                    attempt: update.attempt,
+                    elapsed: update.elapsed,
+                },
+                TaskState::Failed(failure) => CoreEvent::TaskFailed {
+                    id: update.executor,
+                    incarnation,
+                    attempt: update.attempt,
+                    failure,
+                },
+            };
+            self.feed(now, event);
+            return;
         }
-        match state {
-            TaskState::Succeeded(output) => {
-                tracing::debug!(%attempt, ?elapsed, "task succeeded");
-                self.feed(now, Input::TaskSucceeded { attempt, executor, elapsed }, Some(output));
-            }
+        let output = match &update.state {
             TaskState::Failed(failure) => {
-                if let Some(job) = self.jobs.get_mut(&attempt.job) {
-                    job.span.in_scope(
-                        || tracing::warn!(%attempt, executor_id = %executor, %failure, "task failed"),
-                    );
-                    job.failures.push(FailureRecord::new(attempt, executor.clone(), failure.clone(), &log));
-                }
-                self.feed(now, Input::TaskFailed { attempt, executor, failure }, None);
+                let failure = failure.clone();
+                return self.fail(now, incarnation, update, failure);
             }
+            TaskState::Succeeded(output) => output.clone(),
+        };
+        let Some(job) = self.jobs.get_mut(&update.attempt.job) else { return };
+        job.result_bytes += output.size();
+        if job.result_bytes > job.max_result_bytes {
+            let reason = JobError::ResultTooLarge { size: job.result_bytes, limit: job.max_result_bytes };
+            // Reported with this reason; `complete` stops the job's tasks.
+            self.complete(update.attempt.job, Err(reason));
+            return;
+        }
+        match output {
+            TaskOutput::Inline(bytes) => {
+                let StatusUpdate { executor, attempt, elapsed, .. } = update;
+                let actions = self
+                    .core
+                    .handle(now, CoreEvent::TaskSucceeded { id: executor, incarnation, attempt, elapsed });
+                self.apply(actions, Some(bytes));
+            }
+            TaskOutput::Block(block) => self.fetch(incarnation, update, block),
         }
     }
 
-    /// Steps the scheduler and carries out what it says. `output` is the output of the
-    /// success being fed, handed to the job's fold if the scheduler accepts it.
-    fn feed(&mut self, now: Instant, input: Input, mut output: Option<Vec<u8>>) {
-        let mut batches: HashMap<ExecutorId, Vec<TaskLaunch>> = HashMap::new();
-        for out in self.scheduler.handle(now, input) {
-            match out {
-                Output::Launch { executor, attempt } => {
-                    let Some(job) = self.jobs.get_mut(&attempt.job) else {
+    /// Fetches a result block on a stream of its own; the attempt keeps its slot until
+    /// the bytes are in, then its success is fed to the core.
+    fn fetch(&mut self, incarnation: Incarnation, update: StatusUpdate, block: BlockRef) {
+        let Some((_, link)) = self.links.get(&update.executor).filter(|(i, _)| *i == incarnation) else {
+            return;
+        };
+        let fetch = link.fetch(block);
+        let (events, permits) = (self.driver.events.clone(), self.fetches.clone());
+        let span = tracing::debug_span!("fetch", attempt = %update.attempt, size = block.size);
+        tokio::spawn(
+            async move {
+                let _permit = permits.acquire_owned().await;
+                let result = match fetch.await {
+                    Ok(bytes) if bytes.len() as u64 != block.size || Digest::of(&bytes) != block.digest => {
+                        Err(TaskFailure::Host {
+                            message: format!(
+                                "result block of {} bytes does not match its reference ({} bytes, {})",
+                                bytes.len(),
+                                block.size,
+                                block.digest
+                            ),
+                        })
+                    }
+                    Ok(bytes) => Ok(bytes),
+                    Err(reason) => Err(TaskFailure::ExecutorLost {
+                        executor: update.executor.clone(),
+                        reason: format!("fetching the result failed: {reason}"),
+                    }),
+                };
+                let _ = events.send(Event::Fetched { incarnation, update, result });
+            }
+            .instrument(span),
+        );
+    }
+
+    fn fail(&mut self, now: Instant, incarnation: Incarnation, update: StatusUpdate, failure: TaskFailure) {
+        let StatusUpdate { executor, attempt, log, .. } = update;
+        if self.core.accepts(&executor, incarnation, attempt)
+            && let Some(job) = self.jobs.get_mut(&attempt.job)
+        {
+            job.span.in_scope(|| tracing::warn!(%attempt, executor_id = %executor, %failure, "task failed"));
+            job.failures.push(FailureRecord::new(attempt, executor.clone(), failure.clone(), &log));
+        }
+        self.feed(now, CoreEvent::TaskFailed { id: executor, incarnation, attempt, failure });
+    }
+
+    fn feed(&mut self, now: Instant, event: CoreEvent) {
+        let actions = self.core.handle(now, event);
+        self.apply(actions, None);
+    }
+
+    /// Carries out what the core decided. `output` is the output of the success just
+    /// fed, handed to the job's fold if the core accepted it.
+    fn apply(&mut self, actions: Vec<Action>, mut output: Option<Vec<u8>>) {
+        for action in actions {
+            match action {
+                Action::Launch { executor, incarnation, attempts } => {
+                    let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) else {
                         continue;
                     };
-                    job.attempts += 1;
-                    let launch = TaskLaunch {
-                        attempt,
-                        job: job.descriptor.clone(),
-                        partition: job.partitions[attempt.index as usize].clone(),
-                    };
-                    batches.entry(executor).or_default().push(launch);
+                    let batch: Vec<TaskLaunch> = attempts
+                        .into_iter()
+                        .filter_map(|attempt| {
+                            let job = self.jobs.get_mut(&attempt.job)?;
+                            job.executors.insert(executor.clone());
+                            Some(TaskLaunch {
+                                attempt,
+                                job: job.descriptor.clone(),
+                                partition: job.partitions.get(attempt.index as usize)?.clone(),
+                            })
+                        })
+                        .collect();
+                    link.launch(batch);
                 }
-                Output::TaskDone { attempt } => {
+                Action::TaskDone { attempt } => {
                     if let (Some(job), Some(bytes)) = (self.jobs.get_mut(&attempt.job), output.take()) {
-                        job.progress.send_modify(|p| p.done += 1);
                         match &mut job.fold {
                             Fold::Aggregate(worker) => {
                                 let _ = worker.send(FoldMessage::Output(attempt.index, bytes));
@@ -596,32 +708,40 @@ impl EventLoop {
                         }
                     }
                 }
-                Output::Kill { executor, attempt } => {
-                    if let Some(commands) = self.executors.get(&executor).and_then(|e| e.commands.as_ref()) {
-                        let _ = commands.send(ExecutorCommand::Kill(attempt));
+                Action::Kill { executor, incarnation, attempt } => {
+                    if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
+                        link.kill(attempt);
                     }
                 }
-                Output::Retrying { attempt, failure } => {
+                Action::TaskFailed { .. } => {}
+                Action::Retrying { attempt, failure } => {
                     if let Some(job) = self.jobs.get(&attempt.job) {
                         job.span
                             .in_scope(|| tracing::info!(%attempt, kind = failure.kind(), "retrying task"));
                     }
                 }
-                Output::ExecutorExcluded { executor, failed_tasks } => {
-                    tracing::warn!(executor_id = %executor, failed_tasks, "executor excluded: too many task failures");
-                    if let Some(record) = self.executors.get_mut(&executor) {
-                        record.status.excluded = true;
+                Action::ExecutorRemoved { executor, incarnation, reason } => {
+                    tracing::warn!(executor_id = %executor, %reason, "executor removed");
+                    if self.links.get(&executor).is_some_and(|(i, _)| *i == incarnation)
+                        && let Some((_, link)) = self.links.remove(&executor)
+                    {
+                        link.close(&reason);
                     }
                 }
-                Output::JobSucceeded { job } => self.job_succeeded(job),
-                Output::JobFailed { job, reason } => self.complete(job, Err(reason)),
-            }
-        }
-        for (executor, batch) in batches {
-            if let Some(record) = self.executors.get_mut(&executor) {
-                record.status.running += batch.len() as u32;
-                if let Some(commands) = &record.commands {
-                    let _ = commands.send(ExecutorCommand::Launch(batch));
+                Action::ExecutorExcluded { executor, failed_tasks } => {
+                    tracing::warn!(executor_id = %executor, failed_tasks, "executor excluded: too many task failures");
+                }
+                Action::JobSucceeded { job, counts } => {
+                    if let Some(record) = self.jobs.get_mut(&job) {
+                        record.counts = counts;
+                    }
+                    self.job_succeeded(job);
+                }
+                Action::JobFailed { job, reason, counts } => {
+                    if let Some(record) = self.jobs.get_mut(&job) {
+                        record.counts = counts;
+                    }
+                    self.complete(job, Err(reason));
                 }
             }
         }
@@ -629,15 +749,22 @@ impl EventLoop {
     }
 
     fn refresh_progress(&mut self) {
-        let executors = self.scheduler.live_executors() as u32;
-        for job in self.jobs.values() {
-            let failed = job.failures.len() as u32;
+        let executors = self.core.live_executors();
+        for (id, job) in self.jobs.iter_mut() {
+            if let Some(counts) = self.core.job(*id) {
+                job.counts = counts;
+            }
+            let c = job.counts;
             job.progress.send_if_modified(|p| {
-                let running = job.attempts.saturating_sub(p.done + failed);
-                let changed = p.running != running || p.executors != executors || p.failed_attempts != failed;
-                p.running = running;
-                p.executors = executors;
-                p.failed_attempts = failed;
+                let now = JobProgress {
+                    total: c.tasks,
+                    done: c.done,
+                    running: c.running,
+                    failed_attempts: c.failed_attempts,
+                    executors,
+                };
+                let changed = *p != now;
+                *p = now;
                 changed
             });
         }
@@ -663,16 +790,24 @@ impl EventLoop {
             return;
         };
         if outcome.is_err() {
-            // A failed merge leaves tasks running: stop them.
+            // A failed merge leaves tasks running: stop them (a no-op when the core
+            // already ended the job).
             let reason = "job failed".to_string();
-            self.feed(Instant::now(), Input::CancelJob { job: id, reason }, None);
+            self.feed(Instant::now(), CoreEvent::CancelJob { job: id, reason });
         }
+        // Executors that ran it drop what they hold of it: descriptor, blocks, attempts.
+        for executor in &job.executors {
+            if let Some((_, link)) = self.links.get(executor) {
+                link.job_ended(id);
+            }
+        }
+        self.driver.release_component(&job.descriptor.component);
         let report = JobReport {
             job: id,
             name: job.descriptor.name.clone(),
             outcome,
             tasks: job.descriptor.task_count,
-            attempts: job.attempts,
+            attempts: job.counts.attempts,
             failures: std::mem::take(&mut job.failures),
             elapsed: job.started.elapsed(),
         };
@@ -680,15 +815,27 @@ impl EventLoop {
             Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),
             Err(e) => tracing::warn!(error = %e, "job failed"),
         });
-        self.finished.push(JobStatus {
+        let mut progress = *job.progress.borrow();
+        progress.running = 0;
+        if self.finished.len() == RETAINED_JOBS {
+            self.finished.pop_front();
+        }
+        self.finished.push_back(JobStatus {
             job: id,
             name: report.name.clone(),
             state: if report.outcome.is_ok() { "succeeded" } else { "failed" }.into(),
-            progress: *job.progress.borrow(),
+            progress,
         });
         if let Some(reply) = job.reply.take() {
             let _ = reply.send(report);
         }
+    }
+}
+
+fn update_size(state: &TaskState) -> u64 {
+    match state {
+        TaskState::Succeeded(output) => output.size(),
+        TaskState::Failed(_) => 0,
     }
 }
 

@@ -37,6 +37,8 @@ pub enum SubmitError {
     Input { path: String, reason: String },
     #[error(transparent)]
     Conf(#[from] ConfError),
+    #[error("partitions: {0}")]
+    Partitions(String),
     #[error("the driver has stopped")]
     DriverStopped,
 }

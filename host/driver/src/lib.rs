@@ -1,12 +1,15 @@
-//! Flint's driver: the scheduler state machine, job planning and ordered folding of
-//! task outputs, the driver's event loop, and the embedded cluster behind `flint run`.
+//! Flint's driver: job planning and ordered folding of task outputs, the event loop
+//! around the control core (`flint-core`), the links to executors, the QUIC front, and
+//! the embedded cluster behind `flint run`.
 
 mod driver;
 pub mod fold;
 mod job;
+pub mod link;
 pub mod local;
-pub mod scheduler;
 pub mod server;
 
-pub use driver::{Driver, DriverConfig, ExecutorInfo, JobHandle};
+pub use driver::{Driver, DriverConfig, JobHandle, MAX_TASKS};
+pub use flint_core::{ExecutorInfo, Incarnation};
 pub use job::{JobRequest, SubmitError};
+pub use link::{CommandLink, ExecutorLink, Fetch};

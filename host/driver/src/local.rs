@@ -1,9 +1,11 @@
 //! The embedded cluster behind `flint run`: a driver and in-process executors, each
 //! with its own runtime, joined by channels instead of QUIC.
 
-use crate::driver::{Driver, DriverConfig, ExecutorInfo};
+use crate::driver::{Driver, DriverConfig};
+use crate::link::{CommandLink, ExecutorLink, Fetch};
+use flint_core::ExecutorInfo;
 use flint_executor::{ExecutorCore, serve_local};
-use flint_proto::{Conf, ConfError, Settings};
+use flint_proto::{Attempt, BlockRef, Conf, ConfError, ExecutorCommand, JobId, Settings, TaskLaunch};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +29,46 @@ pub enum LocalError {
     Conf(#[from] ConfError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error("the driver refused an in-process executor: {0}")]
+    Rejected(flint_proto::wire::Rejection),
+}
+
+/// The link to an in-process executor: commands over a channel, blocks read straight
+/// from its store.
+struct LocalLink {
+    commands: CommandLink,
+    core: Arc<ExecutorCore>,
+}
+
+impl ExecutorLink for LocalLink {
+    fn launch(&self, batch: Vec<TaskLaunch>) {
+        self.commands.send(ExecutorCommand::Launch(batch));
+    }
+
+    fn kill(&self, attempt: Attempt) {
+        self.commands.send(ExecutorCommand::Kill(attempt));
+    }
+
+    fn job_ended(&self, job: JobId) {
+        self.commands.send(ExecutorCommand::JobEnded(job));
+    }
+
+    fn decommission(&self) {
+        self.commands.send(ExecutorCommand::Decommission);
+    }
+
+    fn fetch(&self, block: BlockRef) -> Fetch {
+        let found = self.core.blocks().remove(&block.id);
+        Box::pin(async move {
+            found
+                .map(|bytes| Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.as_ref().clone()))
+                .ok_or_else(|| "no such block".to_owned())
+        })
+    }
+
+    fn close(&self, _reason: &str) {
+        self.commands.send(ExecutorCommand::Decommission);
+    }
 }
 
 pub struct LocalCluster {
@@ -36,7 +78,7 @@ pub struct LocalCluster {
 
 impl LocalCluster {
     /// Starts the driver and its executors on the current tokio runtime.
-    pub fn start(config: LocalConfig) -> Result<LocalCluster, LocalError> {
+    pub async fn start(config: LocalConfig) -> Result<LocalCluster, LocalError> {
         let settings = Settings::from_conf(&config.conf)?;
         let runtime_config = |slots| RuntimeConfig {
             slots,
@@ -54,22 +96,27 @@ impl LocalCluster {
         });
         let mut executors = Vec::new();
         for n in 1..=config.executors {
-            let id = format!("exec-{n}");
+            let (id, incarnation) = driver
+                .reserve_executor_id(Some(format!("exec-{n}")), None)
+                .await
+                .map_err(LocalError::Rejected)?;
             let runtime = Arc::new(Runtime::new(runtime_config(settings.slots()))?);
-            let core = Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone())));
+            // In-process outputs are handed over as they are: no block is worth making.
+            let core = Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone()), usize::MAX));
             let (commands, rx) = mpsc::unbounded_channel();
             let reports = driver.clone();
             let span = tracing::info_span!("executor", executor_id = %id);
-            executors.push(tokio::spawn(serve_local(core, rx, move |u| reports.status(u)).instrument(span)));
-            let id_for_heartbeat = id.clone();
+            executors.push(tokio::spawn(
+                serve_local(core.clone(), rx, move |u| reports.status(incarnation, u)).instrument(span),
+            ));
             let info = ExecutorInfo {
-                id,
                 host: "in-process".into(),
                 cores: settings.executor_cores,
                 memory: settings.executor_memory,
                 slots: settings.slots(),
             };
-            driver.executor_up(info, commands);
+            let link = Arc::new(LocalLink { commands: CommandLink::new(commands), core });
+            driver.executor_up(id.clone(), incarnation, info, link);
             // In-process executors cannot be lost, but they heartbeat like any other so
             // that the driver treats them alike.
             let (beat, interval) = (driver.clone(), settings.heartbeat_interval);
@@ -77,7 +124,7 @@ impl LocalCluster {
                 let mut tick = tokio::time::interval(interval);
                 loop {
                     tick.tick().await;
-                    beat.heartbeat(id_for_heartbeat.clone());
+                    beat.heartbeat(id.clone(), incarnation);
                 }
             }));
         }

@@ -2,14 +2,18 @@
 //! bridges their streams to the event loop. One task per connection, with a span that
 //! names the peer; a peer that sends garbage loses its connection, nobody else notices.
 
-use crate::driver::{Driver, ExecutorInfo};
+use crate::driver::Driver;
 use crate::job::JobRequest;
-use flint_net::{FrameError, Secret, read_frame, read_payload, verify_proof, write_frame, write_payload};
-use flint_proto::wire::{
-    AppConfig, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, Launch, PROTOCOL_VERSION,
-    Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
+use crate::link::{CommandLink, ExecutorLink, Fetch};
+use flint_core::{ExecutorInfo, Incarnation};
+use flint_net::{
+    FrameError, Secret, read_frame, read_frame_within, read_payload, verify_proof, write_frame, write_payload,
 };
-use flint_proto::{ExecutorCommand, ExecutorId, JobId, Settings, StatusUpdate, Token};
+use flint_proto::wire::{
+    AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, Launch, MAX_HELLO,
+    PROTOCOL_VERSION, Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
+};
+use flint_proto::{Attempt, BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate, TaskLaunch, Token};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +26,62 @@ const MAX_COMPONENT: usize = 256 << 20;
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Launches per frame: a frame stays far below the size limit whatever the partitions.
+const LAUNCHES_PER_FRAME: usize = 256;
+/// The largest job result a submitter is sent (beyond it the job fails on the driver,
+/// by `flint.driver.maxResultSize`, long before).
+const MAX_CLIENT_RESULT: u64 = 1 << 40;
+
+/// The link to a remote executor: commands go to the connection's writer task, result
+/// blocks are fetched on streams the driver opens.
+struct QuicLink {
+    commands: CommandLink,
+    connection: quinn::Connection,
+}
+
+impl ExecutorLink for QuicLink {
+    fn launch(&self, batch: Vec<TaskLaunch>) {
+        self.commands.send(ExecutorCommand::Launch(batch));
+    }
+
+    fn kill(&self, attempt: Attempt) {
+        self.commands.send(ExecutorCommand::Kill(attempt));
+    }
+
+    fn job_ended(&self, job: JobId) {
+        self.commands.send(ExecutorCommand::JobEnded(job));
+    }
+
+    fn decommission(&self) {
+        self.commands.send(ExecutorCommand::Decommission);
+    }
+
+    fn fetch(&self, block: BlockRef) -> Fetch {
+        let connection = self.connection.clone();
+        Box::pin(async move {
+            let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
+            write_frame(&mut send, &Request::FetchBlock { id: block.id, release: true })
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = send.finish();
+            match read_frame::<BlockReply>(&mut recv).await.map_err(|e| e.to_string())? {
+                Some(BlockReply::Found { size }) if size == block.size => {
+                    read_payload(&mut recv, size as usize).await.map_err(|e| e.to_string())
+                }
+                Some(BlockReply::Found { size }) => {
+                    Err(format!("block is {size} bytes, {} expected", block.size))
+                }
+                Some(BlockReply::Missing) => Err("the executor no longer holds the block".into()),
+                None => Err("the executor closed the stream".into()),
+            }
+        })
+    }
+
+    fn close(&self, reason: &str) {
+        let reason = flint_proto::failure::head(reason, 256);
+        self.connection.close(1u32.into(), reason.as_bytes());
+    }
+}
 
 /// What the front needs besides the driver.
 pub struct FrontConfig {
@@ -73,7 +133,7 @@ async fn handle_connection(
     let (mut send, mut recv) = tokio::time::timeout(HELLO_TIMEOUT, connection.accept_bi())
         .await
         .map_err(|_| PeerError::Protocol("no hello".into()))??;
-    let hello: Hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut recv))
+    let hello: Hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame_within(&mut recv, MAX_HELLO))
         .await
         .map_err(|_| PeerError::Protocol("no hello".into()))??
         .ok_or_else(|| PeerError::Protocol("stream closed before hello".into()))?;
@@ -84,7 +144,8 @@ async fn handle_connection(
     } else if !hello.app_id.is_empty() && hello.app_id != driver.app_id() {
         Err(Rejection::WrongApp { expected: driver.app_id().to_owned() })
     } else if hello.role == Role::Executor {
-        driver.reserve_executor_id(hello.executor_id.clone(), hello.pod_name.clone()).await.map(Some)
+        let (requested, pod) = (hello.executor_id.clone(), hello.pod_name.clone());
+        driver.reserve_executor_id(requested, pod).await.map(Some)
     } else {
         Ok(None)
     };
@@ -99,17 +160,27 @@ async fn handle_connection(
             return Err(PeerError::Rejected(rejection));
         }
     };
-    write_frame(&mut send, &HelloReply::Welcome { executor_id: executor_id.clone() }).await?;
+    write_frame(
+        &mut send,
+        &HelloReply::Welcome { executor_id: executor_id.as_ref().map(|(id, _)| id.clone()) },
+    )
+    .await?;
     match executor_id {
-        Some(id) => {
-            let span = tracing::info_span!("executor", executor_id = %id);
-            let result =
-                serve_executor(&driver, &connection, &config, id.clone(), send, recv).instrument(span).await;
-            let reason = match &result {
-                Ok(()) => "connection closed".to_owned(),
-                Err(e) => e.to_string(),
+        Some((id, incarnation)) => {
+            let span = tracing::info_span!("executor", executor_id = %id, incarnation);
+            let result = serve_executor(&driver, &connection, &config, (id.clone(), incarnation), send, recv)
+                .instrument(span)
+                .await;
+            // Which layer noticed: the transport's idle timeout, or the peer closing.
+            let reason = match (connection.close_reason(), &result) {
+                (Some(quinn::ConnectionError::TimedOut), _) => format!(
+                    "connection idle: nothing heard for {} ms (flint.network.idleTimeout)",
+                    driver.settings().network_idle_timeout.as_millis()
+                ),
+                (_, Ok(())) => "connection closed".to_owned(),
+                (_, Err(e)) => e.to_string(),
             };
-            driver.executor_lost(id, reason);
+            driver.executor_lost(id, incarnation, reason);
             result
         }
         None => serve_client(&driver, &connection).await,
@@ -120,7 +191,7 @@ async fn serve_executor(
     driver: &Driver,
     connection: &quinn::Connection,
     config: &FrontConfig,
-    id: ExecutorId,
+    (id, incarnation): (ExecutorId, Incarnation),
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<(), PeerError> {
@@ -128,7 +199,7 @@ async fn serve_executor(
     let Some(ExecutorMessage::FetchConfig { resource_profile_id }) = read_frame(&mut recv).await? else {
         return Err(PeerError::Protocol("expected FetchConfig".into()));
     };
-    let settings = Settings::from_conf(driver.conf()).unwrap_or_default();
+    let settings = driver.settings();
     let app = AppConfig {
         app_id: driver.app_id().to_owned(),
         properties: driver.conf().clone(),
@@ -143,13 +214,13 @@ async fn serve_executor(
     write_frame(&mut send, &DriverMessage::Registered { executor_id: id.clone() }).await?;
     let (commands, mut command_rx) = mpsc::unbounded_channel();
     let info = ExecutorInfo {
-        id: id.clone(),
-        host: registration.host,
+        host: flint_proto::failure::head(&registration.host, 256),
         cores: registration.cores,
         memory: registration.memory,
         slots: registration.slots,
     };
-    driver.executor_up(info, commands);
+    let link = Arc::new(QuicLink { commands: CommandLink::new(commands), connection: connection.clone() });
+    driver.executor_up(id.clone(), incarnation, info, link);
 
     // Commands out: a job's descriptor goes once, before its first launch here.
     let writer = tokio::spawn(
@@ -159,16 +230,26 @@ async fn serve_executor(
                 let mut messages = Vec::new();
                 match command {
                     ExecutorCommand::Launch(batch) => {
-                        let mut launches = Vec::with_capacity(batch.len());
+                        let mut launches = Vec::with_capacity(batch.len().min(LAUNCHES_PER_FRAME));
                         for launch in batch {
                             if known.insert(launch.job.job) {
                                 messages.push(DriverMessage::Job((*launch.job).clone()));
                             }
                             launches.push(Launch { attempt: launch.attempt, partition: launch.partition });
+                            if launches.len() == LAUNCHES_PER_FRAME {
+                                messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
+                            }
                         }
-                        messages.push(DriverMessage::Launch(launches));
+                        if !launches.is_empty() {
+                            messages.push(DriverMessage::Launch(launches));
+                        }
                     }
                     ExecutorCommand::Kill(attempt) => messages.push(DriverMessage::Kill(attempt)),
+                    ExecutorCommand::JobEnded(job) => {
+                        if known.remove(&job) {
+                            messages.push(DriverMessage::JobEnded(job));
+                        }
+                    }
                     ExecutorCommand::Decommission => messages.push(DriverMessage::Decommission),
                 }
                 for message in messages {
@@ -183,7 +264,7 @@ async fn serve_executor(
 
     // Heartbeats on their own stream; component fetches on streams of their own.
     let side = tokio::spawn(
-        serve_executor_streams(driver.clone(), connection.clone(), id.clone()).in_current_span(),
+        serve_executor_streams(driver.clone(), connection.clone(), id.clone(), incarnation).in_current_span(),
     );
 
     // Reports in, until the executor goes.
@@ -191,10 +272,11 @@ async fn serve_executor(
         match read_frame::<ExecutorMessage>(&mut recv).await {
             Ok(Some(ExecutorMessage::Status(updates))) => {
                 for update in updates {
-                    driver.status(StatusUpdate { executor: id.clone(), ..update });
+                    // The executor is who the connection says, whatever the report claims.
+                    driver.status(incarnation, StatusUpdate { executor: id.clone(), ..update });
                 }
             }
-            Ok(Some(ExecutorMessage::Decommissioning)) => driver.decommissioning(id.clone()),
+            Ok(Some(ExecutorMessage::Decommissioning)) => driver.decommissioning(id.clone(), incarnation),
             Ok(Some(other)) => break Err(PeerError::Protocol(format!("unexpected {other:?}"))),
             Ok(None) => break Ok(()),
             Err(e) => break Err(e.into()),
@@ -205,13 +287,18 @@ async fn serve_executor(
     result
 }
 
-async fn serve_executor_streams(driver: Driver, connection: quinn::Connection, id: ExecutorId) {
+async fn serve_executor_streams(
+    driver: Driver,
+    connection: quinn::Connection,
+    id: ExecutorId,
+    incarnation: Incarnation,
+) {
     let beats = {
         let (driver, connection, id) = (driver.clone(), connection.clone(), id.clone());
         async move {
             while let Ok(mut stream) = connection.accept_uni().await {
                 while let Ok(Some(Heartbeat { .. })) = read_frame::<Heartbeat>(&mut stream).await {
-                    driver.heartbeat(id.clone());
+                    driver.heartbeat(id.clone(), incarnation);
                 }
             }
         }
@@ -247,6 +334,9 @@ async fn serve_request(driver: Driver, mut send: quinn::SendStream, mut recv: qu
             },
             Request::Status => write_frame(&mut send, &driver.snapshot().await).await?,
             Request::Submit(submission) => submit(&driver, *submission, &mut send, &mut recv).await?,
+            Request::FetchBlock { .. } => {
+                return Err(PeerError::Protocol("the driver holds no blocks".into()));
+            }
         }
         Ok(())
     }
@@ -280,7 +370,16 @@ async fn submit(
     loop {
         tokio::select! {
             done = &mut report => {
-                let Ok(report) = done else { return Err(PeerError::Protocol("driver stopped".into())) };
+                let Ok(mut report) = done else { return Err(PeerError::Protocol("driver stopped".into())) };
+                // The result travels in chunks after its size, never as one frame.
+                if let Ok(result) = &mut report.outcome {
+                    let result = std::mem::take(result);
+                    if result.len() as u64 > MAX_CLIENT_RESULT {
+                        return Err(PeerError::Protocol("result too large to send".into()));
+                    }
+                    write_frame(send, &SubmitReply::Result { size: result.len() as u64 }).await?;
+                    write_payload(send, &result).await?;
+                }
                 return Ok(write_frame(send, &SubmitReply::Done(report)).await?);
             }
             changed = progress.changed() => {

@@ -1,9 +1,12 @@
-//! The executor's task runner.
+//! The executor's task runner: runs launched attempts on the sandboxed runtime, one per
+//! slot, keeps outputs too large for a report as blocks, and kills attempts, queued or
+//! running, on request.
 
+use crate::blocks::BlockStore;
 use crate::split::read_split;
 use flint_proto::{
-    Attempt, Digest, ExecutorCommand, ExecutorId, JobDescriptor, PartitionSpec, StatusUpdate, TaskFailure,
-    TaskLaunch, TaskState, Token,
+    Attempt, BlockId, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, PartitionSpec, StatusUpdate,
+    TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
 use std::collections::HashMap;
@@ -22,7 +25,12 @@ pub struct ExecutorCore {
     id: ExecutorId,
     runtime: Arc<Runtime>,
     source: Arc<dyn ComponentSource>,
+    /// Attempts launched here and not yet reported, queued or running, with their kill
+    /// switches: a kill finds an attempt still waiting for a slot too.
     running: Mutex<HashMap<Attempt, KillSwitch>>,
+    blocks: BlockStore,
+    /// Outputs up to this size ride in the report; larger ones become blocks.
+    inline_limit: usize,
     tokens: RwLock<Arc<Vec<Token>>>,
     /// Held while a component is fetched and compiled, so that slots meeting a new
     /// digest together fetch it once.
@@ -32,11 +40,19 @@ pub struct ExecutorCore {
 }
 
 impl ExecutorCore {
-    pub fn new(id: ExecutorId, runtime: Arc<Runtime>, source: Arc<dyn ComponentSource>) -> Self {
+    /// An executor whose outputs over `inline_limit` bytes are kept as blocks.
+    pub fn new(
+        id: ExecutorId,
+        runtime: Arc<Runtime>,
+        source: Arc<dyn ComponentSource>,
+        inline_limit: usize,
+    ) -> Self {
         ExecutorCore {
             id,
             source,
             running: Mutex::new(HashMap::new()),
+            blocks: BlockStore::default(),
+            inline_limit,
             tokens: RwLock::new(Arc::new(Vec::new())),
             loading: Mutex::new(()),
             slots: Arc::new(tokio::sync::Semaphore::new(runtime.slots() as usize)),
@@ -58,15 +74,28 @@ impl ExecutorCore {
             task_id = launch.attempt.index,
             attempt = launch.attempt.number
         );
+        let kill = KillSwitch::default();
+        self.running.lock().expect("running lock").insert(launch.attempt, kill.clone());
         tokio::spawn(async move {
             let Ok(_slot) = core.slots.clone().acquire_owned().await else { return };
+            let attempt = launch.attempt;
+            let runner = core.clone();
             let run = tokio::task::spawn_blocking(move || {
                 let _entered = span.enter();
-                core.run_task(&launch)
+                runner.run_task(&launch, kill)
             });
-            if let Ok(update) = run.await {
-                report(update);
-            }
+            // A panic in host code fails the attempt; the executor and its slot go on.
+            let update = run.await.unwrap_or_else(|e| StatusUpdate {
+                executor: core.id.clone(),
+                attempt,
+                state: TaskState::Failed(TaskFailure::Host {
+                    message: format!("the executor's task runner failed: {e}"),
+                }),
+                log: String::new(),
+                elapsed: std::time::Duration::ZERO,
+            });
+            core.running.lock().expect("running lock").remove(&attempt);
+            report(update);
         })
     }
 
@@ -88,41 +117,68 @@ impl ExecutorCore {
         self.running.lock().expect("running lock").len()
     }
 
-    /// Stops a running attempt within one epoch tick; unknown attempts are ignored.
+    /// Stops an attempt: a running one within one epoch tick, a queued one before it
+    /// starts. Unknown attempts are ignored.
     pub fn kill(&self, attempt: &Attempt) {
         if let Some(switch) = self.running.lock().expect("running lock").get(attempt) {
             switch.kill();
         }
     }
 
-    /// Runs one attempt to its end on the calling thread (a blocking call).
-    pub fn run_task(&self, launch: &TaskLaunch) -> StatusUpdate {
-        let started = Instant::now();
-        let kill = KillSwitch::default();
-        self.running.lock().expect("running lock").insert(launch.attempt, kill.clone());
-        let (state, log) = match self.prepare(launch) {
-            Ok((component, input)) => {
-                let ctx = self.context(launch, kill);
-                let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
-                let state = match outcome.result {
-                    Ok(bytes) => TaskState::Succeeded(bytes),
-                    Err(failure) => TaskState::Failed(failure),
-                };
-                (state, outcome.log)
+    /// A job ended: its attempts still here are killed and its blocks dropped.
+    pub fn job_ended(&self, job: JobId) {
+        for (attempt, switch) in self.running.lock().expect("running lock").iter() {
+            if attempt.job == job {
+                switch.kill();
             }
-            Err(failure) => (TaskState::Failed(failure), String::new()),
-        };
-        self.running.lock().expect("running lock").remove(&launch.attempt);
-        if let TaskState::Failed(failure) = &state {
-            tracing::warn!(kind = failure.kind(), %failure, "task failed");
         }
-        StatusUpdate {
+        self.blocks.drop_job(job);
+    }
+
+    /// The blocks this executor holds.
+    pub fn blocks(&self) -> &BlockStore {
+        &self.blocks
+    }
+
+    /// Runs one attempt to its end on the calling thread (a blocking call). An attempt
+    /// killed before it started does not start.
+    pub fn run_task(&self, launch: &TaskLaunch, kill: KillSwitch) -> StatusUpdate {
+        let started = Instant::now();
+        let (state, log) = if kill.is_killed() {
+            let failure = TaskFailure::Killed { reason: "killed before it started".into() };
+            (TaskState::Failed(failure), String::new())
+        } else {
+            match self.prepare(launch) {
+                Ok((component, input)) => {
+                    let ctx = self.context(launch, kill);
+                    let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
+                    let state = match outcome.result {
+                        Ok(bytes) if bytes.len() <= self.inline_limit => {
+                            TaskState::Succeeded(TaskOutput::Inline(bytes))
+                        }
+                        Ok(bytes) => {
+                            let block = self.blocks.put(BlockId::Output(launch.attempt), bytes);
+                            TaskState::Succeeded(TaskOutput::Block(block))
+                        }
+                        Err(failure) => TaskState::Failed(failure),
+                    };
+                    (state, outcome.log)
+                }
+                Err(failure) => (TaskState::Failed(failure), String::new()),
+            }
+        };
+        let update = StatusUpdate {
             executor: self.id.clone(),
             attempt: launch.attempt,
             state,
             log,
             elapsed: started.elapsed(),
         }
+        .bounded();
+        if let TaskState::Failed(failure) = &update.state {
+            tracing::warn!(kind = failure.kind(), %failure, "task failed");
+        }
+        update
     }
 
     fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, TaskInput), TaskFailure> {
@@ -200,6 +256,7 @@ pub async fn serve_local(
                 tasks.retain(|t| !t.is_finished());
             }
             ExecutorCommand::Kill(attempt) => core.kill(&attempt),
+            ExecutorCommand::JobEnded(job) => core.job_ended(job),
             ExecutorCommand::Decommission => break,
         }
     }

@@ -2,8 +2,10 @@
 //! each ended. The transport that brings launches and carries reports (in-process
 //! channels for `flint run`, QUIC for a cluster) lives outside this crate.
 
+pub mod blocks;
 mod core;
 pub mod remote;
 pub mod split;
 
+pub use blocks::BlockStore;
 pub use core::{ComponentSource, ExecutorCore, serve_local};

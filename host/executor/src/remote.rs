@@ -3,9 +3,13 @@
 //! a stream of its own, and leave cleanly when told to (SIGTERM: decommission).
 
 use crate::core::{ComponentSource, ExecutorCore};
-use flint_net::{DriverUrl, FrameError, Secret, connect, hello, read_frame, read_payload, write_frame};
+use flint_net::{
+    ConnectError, DriverUrl, FrameError, Secret, connect, hello, read_frame, read_payload, write_frame,
+    write_payload,
+};
 use flint_proto::wire::{
-    AppConfig, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, Registration, Rejection, Request, Role,
+    AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, Registration, Rejection,
+    Request, Role,
 };
 use flint_proto::{
     Conf, Digest, JobDescriptor, JobId, Settings, StatusUpdate, TaskFailure, TaskLaunch, TaskState,
@@ -21,7 +25,14 @@ use tracing::Instrument;
 
 /// Keys that configure the executor's own start-up: its local value wins over the
 /// driver's, as with Spark's executor start-up settings.
-const STARTUP_KEYS: &[&str] = &["flint.executor.cores", "flint.executor.memory"];
+const STARTUP_KEYS: &[&str] = &["flint.executor.cores", "flint.executor.memory", "flint.network.idleTimeout"];
+
+/// Outputs up to this size ride in the status report; larger ones stay here as blocks
+/// the driver fetches on a stream of their own.
+pub const INLINE_OUTPUT: usize = 64 << 10;
+
+/// Reports are sent together up to about this many bytes per frame.
+const REPORT_BATCH_BYTES: usize = 1 << 20;
 
 /// How an executor was asked to run.
 #[derive(Debug, Clone)]
@@ -50,6 +61,8 @@ pub enum ExecutorExit {
     Rejected(Rejection),
     #[error("could not reach the driver at {url} within {after:?}: {last}")]
     Unreachable { url: String, after: Duration, last: String },
+    #[error("{0}")]
+    FingerprintMismatch(String),
     #[error("lost the driver: {0}")]
     DriverLost(String),
     #[error("invalid configuration: {0}")]
@@ -69,6 +82,7 @@ impl ExecutorExit {
             ExecutorExit::Rejected(_) => 14,
             ExecutorExit::Unreachable { .. } => 15,
             ExecutorExit::DriverLost(_) => 16,
+            ExecutorExit::FingerprintMismatch(_) => 17,
             ExecutorExit::Config(_) => 3,
             ExecutorExit::Runtime(_) => 4,
         }
@@ -95,9 +109,14 @@ pub async fn run_executor(
 ) -> Result<String, ExecutorExit> {
     let started = Instant::now();
     let url = &options.driver_url;
-    let (_endpoint, connection) = connect(url, options.connect_timeout)
-        .await
-        .map_err(|last| ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last })?;
+    let local = Settings::from_conf(&options.conf).map_err(|e| ExecutorExit::Config(e.to_string()))?;
+    let (_endpoint, connection) =
+        connect(url, options.connect_timeout, local.network_idle_timeout).await.map_err(|e| match e {
+            ConnectError::FingerprintMismatch { .. } => ExecutorExit::FingerprintMismatch(e.to_string()),
+            ConnectError::Unreachable(last) => {
+                ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last }
+            }
+        })?;
     let (reply, mut send, mut recv) = hello(
         &connection,
         &options.secret,
@@ -139,7 +158,7 @@ pub async fn run_executor(
             connection: connection.clone(),
             handle: tokio::runtime::Handle::current(),
         });
-        let core = Arc::new(ExecutorCore::new(id.clone(), Arc::new(runtime), source));
+        let core = Arc::new(ExecutorCore::new(id.clone(), Arc::new(runtime), source, INLINE_OUTPUT));
         core.set_tokens(app.tokens.clone());
         let registration = Registration {
             host: options.hostname.clone(),
@@ -235,6 +254,9 @@ async fn serve(
         )
     };
 
+    // The driver fetches result blocks on streams it opens.
+    let blocks = tokio::spawn(serve_blocks(core.clone(), connection.clone()).in_current_span());
+
     // Frames are read by a task of their own: a read cut short by `select!` would lose
     // half a frame.
     let (messages, mut message_rx) = mpsc::channel::<Result<DriverMessage, String>>(64);
@@ -292,6 +314,10 @@ async fn serve(
                     }
                 }
                 Ok(DriverMessage::Kill(attempt)) => core.kill(&attempt),
+                Ok(DriverMessage::JobEnded(job)) => {
+                    jobs.remove(&job);
+                    core.job_ended(job);
+                }
                 Ok(DriverMessage::Tokens(tokens)) => core.set_tokens(tokens),
                 Ok(DriverMessage::Decommission) => {
                     if !draining {
@@ -306,9 +332,13 @@ async fn serve(
                 Err(e) => break Err(ExecutorExit::DriverLost(e)),
             },
             Some(first) = report_rx.recv() => {
-                // Send every report ready now in one frame.
+                // Send the reports ready now together, a frame of about a megabyte at most
+                // (each report is bounded: inline outputs, log tails, failure messages).
+                let mut bytes = report_size(&first);
                 let mut batch = vec![first];
-                while let Ok(more) = report_rx.try_recv() {
+                while bytes < REPORT_BATCH_BYTES {
+                    let Ok(more) = report_rx.try_recv() else { break };
+                    bytes += report_size(&more);
                     batch.push(more);
                 }
                 running -= batch.len();
@@ -332,12 +362,54 @@ async fn serve(
     };
     reader.abort();
     heartbeats.abort();
+    blocks.abort();
     if result.is_ok() {
         let _ = send.finish();
         // Give the last reports time to reach the driver before the connection closes.
         let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
     }
     result
+}
+
+fn report_size(update: &StatusUpdate) -> usize {
+    let output = match &update.state {
+        TaskState::Succeeded(flint_proto::TaskOutput::Inline(bytes)) => bytes.len(),
+        TaskState::Succeeded(_) => 64,
+        TaskState::Failed(failure) => failure.to_string().len(),
+    };
+    output + update.log.len() + 128
+}
+
+/// Serves the blocks this executor holds to the driver, a stream per request.
+async fn serve_blocks(core: Arc<ExecutorCore>, connection: quinn::Connection) {
+    while let Ok((mut send, mut recv)) = connection.accept_bi().await {
+        let core = core.clone();
+        tokio::spawn(
+            async move {
+                let result: Result<(), FrameError> = async {
+                    let Some(Request::FetchBlock { id, release }) = read_frame::<Request>(&mut recv).await?
+                    else {
+                        return Ok(());
+                    };
+                    let block = if release { core.blocks().remove(&id) } else { core.blocks().get(&id) };
+                    match block {
+                        Some(bytes) => {
+                            write_frame(&mut send, &BlockReply::Found { size: bytes.len() as u64 }).await?;
+                            write_payload(&mut send, &bytes).await?;
+                        }
+                        None => write_frame(&mut send, &BlockReply::Missing).await?,
+                    }
+                    Ok(())
+                }
+                .await;
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "block request failed");
+                }
+                let _ = send.finish();
+            }
+            .in_current_span(),
+        );
+    }
 }
 
 /// This process's resident memory, from /proc (0 where it cannot be read).

@@ -138,6 +138,11 @@ impl Runtime {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
+        // What a guest may hand the host in one call (its output, above all): room for a
+        // result of twice the task's limit, so that one over it is reported as too large
+        // rather than as a failed copy; never below wasmtime's default of 128 MiB.
+        let fuel = usize::try_from(ctx.max_result_size.saturating_mul(2)).unwrap_or(usize::MAX);
+        store.set_hostcall_fuel(fuel.max(128 << 20));
         let kill = ctx.kill.clone();
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |store| {

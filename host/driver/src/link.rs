@@ -1,0 +1,49 @@
+//! The seam between the driver and an executor: what the event loop may ask of one.
+//!
+//! Three links implement it: the in-process one behind `flint run` (`local.rs`), the
+//! QUIC one for remote executors (`server.rs`), and scripted ones in tests, whose
+//! executors fail, stall, lie or never answer. Calls never block the event loop: a link
+//! queues what it is told. The queue is bounded by credit, not by a channel size: the
+//! control core never places more attempts on an executor than its slots times the
+//! pipeline depth, so a link holds at most that many launches (and a kill per attempt).
+
+use flint_proto::{Attempt, BlockRef, ExecutorCommand, JobId, TaskLaunch};
+use std::future::Future;
+use std::pin::Pin;
+use tokio::sync::mpsc;
+
+/// The bytes of a fetched block, or why they could not be had.
+pub type Fetch = Pin<Box<dyn Future<Output = Result<Vec<u8>, String>> + Send>>;
+
+pub trait ExecutorLink: Send + Sync {
+    /// Run these attempts.
+    fn launch(&self, batch: Vec<TaskLaunch>);
+    /// Stop an attempt, running or still queued.
+    fn kill(&self, attempt: Attempt);
+    /// The job ended: the executor drops its descriptor, blocks and leftover attempts.
+    fn job_ended(&self, job: JobId);
+    /// Finish the running attempts, take no new ones, then leave.
+    fn decommission(&self);
+    /// Fetches a block the executor holds (and lets it go: task outputs are read once).
+    fn fetch(&self, block: BlockRef) -> Fetch;
+    /// The driver removed this executor: end the link.
+    fn close(&self, reason: &str);
+}
+
+/// Sends commands to an executor's serve loop over a channel: the part the in-process
+/// and QUIC links share.
+#[derive(Clone)]
+pub struct CommandLink {
+    commands: mpsc::UnboundedSender<ExecutorCommand>,
+}
+
+impl CommandLink {
+    pub fn new(commands: mpsc::UnboundedSender<ExecutorCommand>) -> CommandLink {
+        CommandLink { commands }
+    }
+
+    pub fn send(&self, command: ExecutorCommand) {
+        // A closed channel means the executor is going; its loss reaches the loop apart.
+        let _ = self.commands.send(command);
+    }
+}

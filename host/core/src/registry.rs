@@ -187,6 +187,9 @@ impl Registry {
     pub fn remove(&mut self, id: &str, incarnation: Incarnation, reason: String) -> Option<Entry> {
         self.current(id, incarnation)?;
         let entry = self.live.remove(id)?;
+        if entry.state == Lifecycle::Pending {
+            return Some(entry); // never registered: nothing to show
+        }
         if self.removed.len() == REMOVED_KEPT {
             self.removed.pop_front();
         }

@@ -305,7 +305,7 @@ async fn serve_executor_streams(
     };
     let requests = async move {
         while let Ok((send, recv)) = connection.accept_bi().await {
-            tokio::spawn(serve_request(driver.clone(), send, recv).in_current_span());
+            tokio::spawn(serve_request(driver.clone(), Role::Executor, send, recv).in_current_span());
         }
     };
     tokio::join!(beats, requests);
@@ -320,13 +320,25 @@ async fn serve_client(driver: &Driver, connection: &quinn::Connection) -> Result
             }
             Err(e) => return Err(e.into()),
         };
-        tokio::spawn(serve_request(driver.clone(), send, recv).in_current_span());
+        tokio::spawn(serve_request(driver.clone(), Role::Client, send, recv).in_current_span());
     }
 }
 
-async fn serve_request(driver: Driver, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
+/// One request on a stream of its own. An executor may fetch components and nothing
+/// else; a client may submit and ask for status.
+async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, mut recv: quinn::RecvStream) {
     let result: Result<(), PeerError> = async {
         let Some(request) = read_frame::<Request>(&mut recv).await? else { return Ok(()) };
+        match (role, &request) {
+            (Role::Executor, Request::FetchComponent(_))
+            | (Role::Client, Request::Submit(_) | Request::Status) => {}
+            _ => {
+                return Err(PeerError::Protocol(format!(
+                    "a {role:?} may not send {}",
+                    request_name(&request)
+                )));
+            }
+        }
         match request {
             Request::FetchComponent(digest) => match driver.component(&digest) {
                 Some(bytes) => write_payload(&mut send, &bytes).await?,
@@ -392,5 +404,14 @@ async fn submit(
                 }
             }
         }
+    }
+}
+
+fn request_name(request: &Request) -> &'static str {
+    match request {
+        Request::FetchComponent(_) => "FetchComponent",
+        Request::Submit(_) => "Submit",
+        Request::Status => "Status",
+        Request::FetchBlock { .. } => "FetchBlock",
     }
 }

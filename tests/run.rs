@@ -167,3 +167,36 @@ fn human_summary_shows_the_result() {
     assert!(stdout.starts_with("job noop succeeded in "), "{stdout}");
     assert!(stdout.contains("5 tasks") && stdout.trim_end().ends_with('5'), "{stdout}");
 }
+
+#[test]
+fn a_job_result_may_exceed_the_per_task_limit() {
+    // Five outputs of 16 MB, each under flint.task.maxResultSize (64m): their merged
+    // result (80 MB) is bounded by flint.driver.maxResultSize (1g), not the task limit.
+    let out = flint(&[
+        "run",
+        "examples/chaos",
+        "--partitions",
+        "5",
+        "--memory",
+        "4g",
+        "--conf",
+        "mode=big-output",
+        "--conf",
+        "bytes=16000000",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        lossy(&out.stderr),
+        lossy(&out.stdout).chars().take(2000).collect::<String>()
+    );
+    let report = json(&out);
+    let strings = report["result"].as_array().unwrap();
+    assert_eq!(strings.len(), 5);
+    assert!(
+        strings
+            .iter()
+            .all(|s| s.as_str().is_some_and(|s| s.len() == 16_000_000 && s.bytes().all(|b| b == b'x')))
+    );
+}

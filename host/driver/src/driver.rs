@@ -548,6 +548,7 @@ impl EventLoop {
                 self.driver.clone(),
                 job.component.clone(),
                 descriptor.clone(),
+                job.settings.driver_max_result_size,
                 span.clone(),
             )),
             World::Task => Fold::Collect(vec![None; tasks as usize]),
@@ -853,12 +854,13 @@ fn collect_json(outputs: Vec<Option<Vec<u8>>>) -> Vec<u8> {
     serde_json::to_vec(&values).expect("JSON values encode")
 }
 
-/// Starts the thread that folds an `aggregate` job's outputs with its own `merge`, in a
-/// fresh sandbox per call, and calls `finish` once every task is in.
+/// Starts the thread that folds an `aggregate` job's outputs with its own `merge`, in one
+/// sandboxed instance (`Runtime::folder`), and calls `finish` once every task is in.
 fn spawn_fold(
     driver: Driver,
     component: Arc<JobComponent>,
     job: Arc<JobDescriptor>,
+    max_result_size: u64,
     span: tracing::Span,
 ) -> std::sync::mpsc::Sender<FoldMessage> {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -877,7 +879,9 @@ fn spawn_fold(
                 tokens: Arc::new(Vec::new()),
                 memory_limit: job.memory_limit,
                 deadline: job.deadline,
-                max_result_size: job.max_result_size,
+                // Merged outputs add up: they answer to the job's limit
+                // (`flint.driver.maxResultSize`), not to one task's.
+                max_result_size,
                 kill: KillSwitch::default(),
             };
             let mut folder = runtime.folder(&component, ctx);

@@ -316,6 +316,29 @@ fn garbage_on_the_driver_port_harms_no_one() {
         send.write_all(&[99]).await.unwrap(); // no such request variant
         let _ = send.finish();
         let _ = tokio::time::timeout(Duration::from_secs(5), recv.read_to_end(1024)).await;
+        // An executor that claims four billion slots is refused at registration.
+        use flint_proto::wire::{DriverMessage, ExecutorMessage, Registration};
+        let (_e3, conn) =
+            flint_net::connect(&url, Duration::from_secs(5), Duration::from_secs(5)).await.unwrap();
+        let (reply, mut send, mut recv) =
+            flint_net::hello(&conn, &secret, Role::Executor, APP, Some("greedy".into()), None).await.unwrap();
+        assert!(matches!(reply, flint_proto::wire::HelloReply::Welcome { .. }));
+        let fetch = ExecutorMessage::FetchConfig { resource_profile_id: 0 };
+        flint_net::write_frame(&mut send, &fetch).await.unwrap();
+        let config = flint_net::read_frame::<DriverMessage>(&mut recv).await.unwrap();
+        assert!(matches!(config, Some(DriverMessage::AppConfig(_))));
+        let greedy = Registration {
+            host: "h".into(),
+            cores: 1,
+            memory: 1 << 30,
+            slots: u32::MAX,
+            pid: 1,
+            attributes: Default::default(),
+            log_urls: Default::default(),
+        };
+        flint_net::write_frame(&mut send, &ExecutorMessage::Register(greedy)).await.unwrap();
+        let answer = flint_net::read_frame::<DriverMessage>(&mut recv).await.unwrap();
+        assert!(matches!(&answer, Some(DriverMessage::Rejected(_))), "{answer:?}");
     });
 
     let log = eventually(Duration::from_secs(10), || {
@@ -326,7 +349,7 @@ fn garbage_on_the_driver_port_harms_no_one() {
     assert_eq!(cluster.driver.child.try_wait().unwrap(), None, "the driver is still up");
     let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "4", "--json"]));
     assert_eq!(report["result"], 4, "and still serves its executors");
-    assert_eq!(cluster.live_executors().len(), 1);
+    assert_eq!(cluster.live_executors().len(), 1, "the greedy executor never joined: {}", cluster.status());
 }
 
 #[test]

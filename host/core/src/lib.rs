@@ -11,5 +11,5 @@ pub mod registry;
 pub mod scheduler;
 
 pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
-pub use registry::{ExecutorInfo, Incarnation};
+pub use registry::{ExecutorInfo, Incarnation, MAX_SLOTS};
 pub use scheduler::Policy;

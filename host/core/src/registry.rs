@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 /// One life of an executor id; never reused within an application.
 pub type Incarnation = u64;
 
+/// The most task slots one executor may register with: slots set its credit.
+pub const MAX_SLOTS: u32 = 1024;
+
 /// Removed executors kept for status pages; older ones are forgotten.
 const REMOVED_KEPT: usize = 256;
 
@@ -135,8 +138,12 @@ impl Registry {
         self.live.get_mut(id).filter(|e| e.incarnation == incarnation)
     }
 
-    /// A pending executor registers; false if it is not pending under that incarnation.
+    /// A pending executor registers; false if it is not pending under that incarnation
+    /// or claims no slots or more than [`MAX_SLOTS`].
     pub fn register(&mut self, now: Instant, id: &str, incarnation: Incarnation, info: ExecutorInfo) -> bool {
+        if info.slots == 0 || info.slots > MAX_SLOTS {
+            return false;
+        }
         let Some(entry) = self.current_mut(id, incarnation) else { return false };
         if entry.state != Lifecycle::Pending {
             return false;
@@ -288,7 +295,9 @@ mod tests {
         let mut r = Registry::new(Duration::from_secs(10), Duration::from_secs(5));
         let (a, ia) = r.reserve(t0, Some("a".into()), None).unwrap();
         r.register(t0, &a, ia, info());
-        let (_b, _) = r.reserve(t0, Some("b".into()), None).unwrap();
+        let (b, ib) = r.reserve(t0, Some("b".into()), None).unwrap();
+        let greedy = ExecutorInfo { slots: u32::MAX, ..info() };
+        assert!(!r.register(t0, &b, ib, greedy), "no executor has four billion slots");
         assert_eq!(r.poll_timeout(), Some(t0 + Duration::from_secs(5)));
         assert!(r.expired(t0 + Duration::from_secs(4)).is_empty());
         let gone = r.expired(t0 + Duration::from_secs(5));

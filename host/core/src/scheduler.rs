@@ -99,7 +99,11 @@ impl Executor {
 
     /// Attempts it may still take when each slot may hold `depth`.
     fn free(&self, depth: u32) -> u32 {
-        if self.usable() { (self.slots * depth).saturating_sub(self.running.len() as u32) } else { 0 }
+        if self.usable() {
+            self.slots.saturating_mul(depth).saturating_sub(self.running.len() as u32)
+        } else {
+            0
+        }
     }
 }
 

@@ -396,6 +396,8 @@ struct EventLoop {
     fetches: Arc<Semaphore>,
     /// Set once the driver is stopping: new jobs are refused.
     stopping: Option<String>,
+    /// The executors' slots changed since they were last published for planning.
+    slots_changed: bool,
 }
 
 impl EventLoop {
@@ -418,6 +420,7 @@ impl EventLoop {
             next_job: 1,
             fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),
             stopping: None,
+            slots_changed: false,
         }
     }
 
@@ -445,7 +448,9 @@ impl EventLoop {
                     self.apply(actions, None);
                 }
             }
-            self.driver.shared.slots.store(self.core.total_slots(), Ordering::Relaxed);
+            if std::mem::take(&mut self.slots_changed) {
+                self.driver.shared.slots.store(self.core.total_slots(), Ordering::Relaxed);
+            }
         }
     }
 
@@ -468,11 +473,13 @@ impl EventLoop {
                 tracing::info!(executor_id = %id, host = %info.host, slots = info.slots, "executor registered");
                 self.links.insert(id.clone(), (incarnation, link));
                 self.feed(now, CoreEvent::Registered { id, incarnation, info });
+                self.slots_changed = true;
             }
             Event::Heartbeat { id, incarnation } => self.feed(now, CoreEvent::Heartbeat { id, incarnation }),
             Event::Decommissioning { id, incarnation } => {
                 tracing::info!(executor_id = %id, "executor decommissioning");
                 self.feed(now, CoreEvent::Draining { id, incarnation });
+                self.slots_changed = true;
             }
             Event::ExecutorLost { id, incarnation, reason } => {
                 self.feed(now, CoreEvent::Lost { id, incarnation, reason })
@@ -722,6 +729,7 @@ impl EventLoop {
                     }
                 }
                 Action::ExecutorRemoved { executor, incarnation, reason } => {
+                    self.slots_changed = true;
                     tracing::warn!(executor_id = %executor, %reason, "executor removed");
                     if self.links.get(&executor).is_some_and(|(i, _)| *i == incarnation)
                         && let Some((_, link)) = self.links.remove(&executor)
@@ -730,6 +738,7 @@ impl EventLoop {
                     }
                 }
                 Action::ExecutorExcluded { executor, failed_tasks } => {
+                    self.slots_changed = true;
                     tracing::warn!(executor_id = %executor, failed_tasks, "executor excluded: too many task failures");
                 }
                 Action::JobSucceeded { job, counts } => {

@@ -12,4 +12,4 @@ pub mod server;
 pub use driver::{Driver, DriverConfig, JobHandle, MAX_TASKS};
 pub use flint_core::{ExecutorInfo, Incarnation};
 pub use job::{JobRequest, SubmitError};
-pub use link::{CommandLink, ExecutorLink, Fetch};
+pub use link::{Blocks, ChannelLink, ExecutorLink, Fetch};

@@ -30,20 +30,55 @@ pub trait ExecutorLink: Send + Sync {
     fn close(&self, reason: &str);
 }
 
-/// Sends commands to an executor's serve loop over a channel: the part the in-process
-/// and QUIC links share.
-#[derive(Clone)]
-pub struct CommandLink {
-    commands: mpsc::UnboundedSender<ExecutorCommand>,
+/// Where a channel-fed executor's blocks come from, and how its transport ends.
+pub trait Blocks: Send + Sync {
+    fn fetch(&self, block: BlockRef) -> Fetch;
+    /// Ends the transport once the executor has been told to stop.
+    fn close(&self, reason: &str);
 }
 
-impl CommandLink {
-    pub fn new(commands: mpsc::UnboundedSender<ExecutorCommand>) -> CommandLink {
-        CommandLink { commands }
+/// An executor fed by a command channel: the in-process one (`local.rs`) and the QUIC
+/// one, whose channel a connection's writer task drains (`server.rs`). They differ only
+/// in how blocks are fetched and the link ends.
+pub struct ChannelLink<B> {
+    commands: mpsc::UnboundedSender<ExecutorCommand>,
+    blocks: B,
+}
+
+impl<B: Blocks> ChannelLink<B> {
+    pub fn new(commands: mpsc::UnboundedSender<ExecutorCommand>, blocks: B) -> ChannelLink<B> {
+        ChannelLink { commands, blocks }
     }
 
-    pub fn send(&self, command: ExecutorCommand) {
+    fn send(&self, command: ExecutorCommand) {
         // A closed channel means the executor is going; its loss reaches the loop apart.
         let _ = self.commands.send(command);
+    }
+}
+
+impl<B: Blocks> ExecutorLink for ChannelLink<B> {
+    fn launch(&self, batch: Vec<TaskLaunch>) {
+        self.send(ExecutorCommand::Launch(batch));
+    }
+
+    fn kill(&self, attempt: Attempt) {
+        self.send(ExecutorCommand::Kill(attempt));
+    }
+
+    fn job_ended(&self, job: JobId) {
+        self.send(ExecutorCommand::JobEnded(job));
+    }
+
+    fn decommission(&self) {
+        self.send(ExecutorCommand::Decommission);
+    }
+
+    fn fetch(&self, block: BlockRef) -> Fetch {
+        self.blocks.fetch(block)
+    }
+
+    fn close(&self, reason: &str) {
+        self.send(ExecutorCommand::Decommission);
+        self.blocks.close(reason);
     }
 }

@@ -2,10 +2,10 @@
 //! with its own runtime, joined by channels instead of QUIC.
 
 use crate::driver::{Driver, DriverConfig};
-use crate::link::{CommandLink, ExecutorLink, Fetch};
+use crate::link::{Blocks, ChannelLink, Fetch};
 use flint_core::ExecutorInfo;
 use flint_executor::{ExecutorCore, serve_local};
-use flint_proto::{Attempt, BlockRef, Conf, ConfError, ExecutorCommand, JobId, Settings, TaskLaunch};
+use flint_proto::{BlockRef, Conf, ConfError, Settings};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,32 +33,12 @@ pub enum LocalError {
     Rejected(flint_proto::wire::Rejection),
 }
 
-/// The link to an in-process executor: commands over a channel, blocks read straight
-/// from its store.
-struct LocalLink {
-    commands: CommandLink,
-    core: Arc<ExecutorCore>,
-}
+/// An in-process executor's blocks, read straight from its store.
+struct LocalBlocks(Arc<ExecutorCore>);
 
-impl ExecutorLink for LocalLink {
-    fn launch(&self, batch: Vec<TaskLaunch>) {
-        self.commands.send(ExecutorCommand::Launch(batch));
-    }
-
-    fn kill(&self, attempt: Attempt) {
-        self.commands.send(ExecutorCommand::Kill(attempt));
-    }
-
-    fn job_ended(&self, job: JobId) {
-        self.commands.send(ExecutorCommand::JobEnded(job));
-    }
-
-    fn decommission(&self) {
-        self.commands.send(ExecutorCommand::Decommission);
-    }
-
+impl Blocks for LocalBlocks {
     fn fetch(&self, block: BlockRef) -> Fetch {
-        let found = self.core.blocks().remove(&block.id);
+        let found = self.0.blocks().remove(&block.id);
         Box::pin(async move {
             found
                 .map(|bytes| Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.as_ref().clone()))
@@ -66,9 +46,8 @@ impl ExecutorLink for LocalLink {
         })
     }
 
-    fn close(&self, _reason: &str) {
-        self.commands.send(ExecutorCommand::Decommission);
-    }
+    /// The decommission the link sent stops the serve loop: nothing more to end.
+    fn close(&self, _reason: &str) {}
 }
 
 pub struct LocalCluster {
@@ -115,7 +94,7 @@ impl LocalCluster {
                 memory: settings.executor_memory,
                 slots: settings.slots(),
             };
-            let link = Arc::new(LocalLink { commands: CommandLink::new(commands), core });
+            let link = Arc::new(ChannelLink::new(commands, LocalBlocks(core)));
             driver.executor_up(id.clone(), incarnation, info, link);
             // In-process executors cannot be lost, but they heartbeat like any other so
             // that the driver treats them alike.

@@ -4,7 +4,7 @@
 
 use crate::driver::Driver;
 use crate::job::JobRequest;
-use crate::link::{CommandLink, ExecutorLink, Fetch};
+use crate::link::{Blocks, ChannelLink, Fetch};
 use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::{
     FrameError, Secret, read_frame, read_frame_within, read_payload, verify_proof, write_frame, write_payload,
@@ -13,7 +13,7 @@ use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, Launch, MAX_HELLO,
     PROTOCOL_VERSION, Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
 };
-use flint_proto::{Attempt, BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate, TaskLaunch, Token};
+use flint_proto::{BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate, Token};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,32 +32,13 @@ const LAUNCHES_PER_FRAME: usize = 256;
 /// by `flint.driver.maxResultSize`, long before).
 const MAX_CLIENT_RESULT: u64 = 1 << 40;
 
-/// The link to a remote executor: commands go to the connection's writer task, result
-/// blocks are fetched on streams the driver opens.
-struct QuicLink {
-    commands: CommandLink,
-    connection: quinn::Connection,
-}
+/// A remote executor's blocks, fetched on streams the driver opens; the link ends by
+/// closing the connection.
+struct QuicBlocks(quinn::Connection);
 
-impl ExecutorLink for QuicLink {
-    fn launch(&self, batch: Vec<TaskLaunch>) {
-        self.commands.send(ExecutorCommand::Launch(batch));
-    }
-
-    fn kill(&self, attempt: Attempt) {
-        self.commands.send(ExecutorCommand::Kill(attempt));
-    }
-
-    fn job_ended(&self, job: JobId) {
-        self.commands.send(ExecutorCommand::JobEnded(job));
-    }
-
-    fn decommission(&self) {
-        self.commands.send(ExecutorCommand::Decommission);
-    }
-
+impl Blocks for QuicBlocks {
     fn fetch(&self, block: BlockRef) -> Fetch {
-        let connection = self.connection.clone();
+        let connection = self.0.clone();
         Box::pin(async move {
             let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
             write_frame(&mut send, &Request::FetchBlock { id: block.id, release: true })
@@ -79,7 +60,7 @@ impl ExecutorLink for QuicLink {
 
     fn close(&self, reason: &str) {
         let reason = flint_proto::failure::head(reason, 256);
-        self.connection.close(1u32.into(), reason.as_bytes());
+        self.0.close(1u32.into(), reason.as_bytes());
     }
 }
 
@@ -153,11 +134,7 @@ async fn handle_connection(
         Ok(id) => id,
         Err(rejection) => {
             tracing::warn!(role = ?hello.role, %rejection, "peer rejected");
-            write_frame(&mut send, &HelloReply::Rejected(rejection.clone())).await?;
-            let _ = send.finish();
-            // Let the reply reach the peer before the connection goes.
-            let _ = tokio::time::timeout(Duration::from_secs(2), connection.closed()).await;
-            return Err(PeerError::Rejected(rejection));
+            return reject(&connection, send, &HelloReply::Rejected(rejection.clone()), rejection).await;
         }
     };
     write_frame(
@@ -187,6 +164,20 @@ async fn handle_connection(
     }
 }
 
+/// Sends a peer the reason it is turned away and lets it reach the peer before the
+/// connection goes.
+async fn reject(
+    connection: &quinn::Connection,
+    mut send: quinn::SendStream,
+    reply: &impl serde::Serialize,
+    rejection: Rejection,
+) -> Result<(), PeerError> {
+    write_frame(&mut send, reply).await?;
+    let _ = send.finish();
+    let _ = tokio::time::timeout(Duration::from_secs(2), connection.closed()).await;
+    Err(PeerError::Rejected(rejection))
+}
+
 async fn serve_executor(
     driver: &Driver,
     connection: &quinn::Connection,
@@ -211,6 +202,15 @@ async fn serve_executor(
     let Some(ExecutorMessage::Register(registration)) = read_frame(&mut recv).await? else {
         return Err(PeerError::Protocol("expected Register".into()));
     };
+    // Slots set the executor's credit: a claim the driver cannot honour is refused.
+    if registration.slots == 0 || registration.slots > flint_core::MAX_SLOTS {
+        let rejection = Rejection::Protocol(format!(
+            "registration claims {} slots; an executor has 1 to {}",
+            registration.slots,
+            flint_core::MAX_SLOTS
+        ));
+        return reject(connection, send, &DriverMessage::Rejected(rejection.clone()), rejection).await;
+    }
     write_frame(&mut send, &DriverMessage::Registered { executor_id: id.clone() }).await?;
     let (commands, mut command_rx) = mpsc::unbounded_channel();
     let info = ExecutorInfo {
@@ -219,7 +219,7 @@ async fn serve_executor(
         memory: registration.memory,
         slots: registration.slots,
     };
-    let link = Arc::new(QuicLink { commands: CommandLink::new(commands), connection: connection.clone() });
+    let link = Arc::new(ChannelLink::new(commands, QuicBlocks(connection.clone())));
     driver.executor_up(id.clone(), incarnation, info, link);
 
     // Commands out: a job's descriptor goes once, before its first launch here.

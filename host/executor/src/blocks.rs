@@ -31,12 +31,6 @@ impl BlockStore {
         self.lock().retain(|id, _| id.job() != job);
     }
 
-    /// Blocks held and their total size.
-    pub fn usage(&self) -> (usize, u64) {
-        let blocks = self.lock();
-        (blocks.len(), blocks.values().map(|b| b.len() as u64).sum())
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<BlockId, Arc<Vec<u8>>>> {
         self.blocks.lock().expect("blocks lock")
     }

@@ -62,9 +62,18 @@ pub struct JobHandle {
 /// A handle on the driver's event loop. Cheap to clone.
 #[derive(Clone)]
 pub struct Driver {
+    /// Events from the driver's own parts: fold workers, fetches, in-process executors
+    /// and submitters. Bounded by what they are: a fold result per job, a fetch or a
+    /// report per placed attempt (credit).
     events: mpsc::UnboundedSender<Event>,
+    /// Reports and heartbeats read off remote executors' connections. Bounded: when the
+    /// loop falls behind, those readers wait, and QUIC flow control slows the peers.
+    peers: mpsc::Sender<Event>,
     shared: Arc<Shared>,
 }
+
+/// Peer events queued for the loop before their readers wait.
+const PEER_QUEUE: usize = 1024;
 
 struct Shared {
     app_id: String,
@@ -155,6 +164,7 @@ impl Driver {
     /// valid (`Settings::from_conf`); callers check it at start-up.
     pub fn start(config: DriverConfig) -> Driver {
         let (events, rx) = mpsc::unbounded_channel();
+        let (peers, peer_rx) = mpsc::channel(PEER_QUEUE);
         let settings = Settings::from_conf(&config.conf).unwrap_or_default();
         let shared = Arc::new(Shared {
             app_id: config.app_id,
@@ -164,9 +174,9 @@ impl Driver {
             components: Mutex::new(HashMap::new()),
             slots: AtomicU32::new(0),
         });
-        let driver = Driver { events, shared };
+        let driver = Driver { events, peers, shared };
         let event_loop = EventLoop::new(driver.clone());
-        tokio::spawn(event_loop.run(rx));
+        tokio::spawn(event_loop.run(rx, peer_rx));
         driver
     }
 
@@ -249,35 +259,46 @@ impl Driver {
         rx.await.map_err(|_| Rejection::AppStopped)?
     }
 
+    // What executors say of themselves goes through the bounded peer queue, in the
+    // order each connection says it: a loss never overtakes the reports before it.
+
     /// Adds a registered executor, reached through `link`.
-    pub fn executor_up(
+    pub async fn executor_up(
         &self,
         id: ExecutorId,
         incarnation: Incarnation,
         info: ExecutorInfo,
         link: Arc<dyn ExecutorLink>,
     ) {
-        let _ = self.send(Event::ExecutorUp { id, incarnation, info, link });
+        let _ = self.peers.send(Event::ExecutorUp { id, incarnation, info, link }).await;
     }
 
     /// An executor is alive.
-    pub fn heartbeat(&self, id: ExecutorId, incarnation: Incarnation) {
-        let _ = self.send(Event::Heartbeat { id, incarnation });
+    pub async fn heartbeat(&self, id: ExecutorId, incarnation: Incarnation) {
+        let _ = self.peers.send(Event::Heartbeat { id, incarnation }).await;
     }
 
     /// An executor finishes its tasks and takes no new ones.
-    pub fn decommissioning(&self, id: ExecutorId, incarnation: Incarnation) {
-        let _ = self.send(Event::Decommissioning { id, incarnation });
+    pub async fn decommissioning(&self, id: ExecutorId, incarnation: Incarnation) {
+        let _ = self.peers.send(Event::Decommissioning { id, incarnation }).await;
     }
 
     /// Removes an executor; its running tasks are requeued. A loss of an old
     /// incarnation changes nothing.
-    pub fn executor_lost(&self, id: ExecutorId, incarnation: Incarnation, reason: String) {
-        let _ = self.send(Event::ExecutorLost { id, incarnation, reason });
+    pub async fn executor_lost(&self, id: ExecutorId, incarnation: Incarnation, reason: String) {
+        let _ = self.peers.send(Event::ExecutorLost { id, incarnation, reason }).await;
     }
 
-    /// An executor's report of an attempt; `update.executor` names the executor, and
-    /// `incarnation` the life of it that the report came from.
+    /// Reports read off a remote executor's connection.
+    pub async fn peer_status(&self, incarnation: Incarnation, updates: Vec<StatusUpdate>) {
+        for update in updates {
+            let _ = self.peers.send(Event::Status { incarnation, update }).await;
+        }
+    }
+
+    /// An in-process executor's report of an attempt (its queue is bounded by credit);
+    /// `update.executor` names the executor, and `incarnation` the life of it that the
+    /// report came from.
     pub fn status(&self, incarnation: Incarnation, update: StatusUpdate) {
         let _ = self.send(Event::Status { incarnation, update });
     }
@@ -424,7 +445,7 @@ impl EventLoop {
         }
     }
 
-    async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>) {
+    async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, mut peers: mpsc::Receiver<Event>) {
         loop {
             let wake = self.core.poll_timeout();
             let timer = async {
@@ -437,9 +458,16 @@ impl EventLoop {
                 event = events.recv() => {
                     let Some(event) = event else { break };
                     self.handle(event);
-                    // Drain what is already queued before launching, so that launches go
-                    // out in batches under load.
+                    // Take what is already queued before waiting again.
                     while let Ok(event) = events.try_recv() {
+                        self.handle(event);
+                    }
+                }
+                Some(event) = peers.recv() => {
+                    self.handle(event);
+                    // A bounded turn, so that the loop's own events are never starved.
+                    for _ in 0..PEER_QUEUE {
+                        let Ok(event) = peers.try_recv() else { break };
                         self.handle(event);
                     }
                 }

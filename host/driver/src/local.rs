@@ -95,7 +95,7 @@ impl LocalCluster {
                 slots: settings.slots(),
             };
             let link = Arc::new(ChannelLink::new(commands, LocalBlocks(core)));
-            driver.executor_up(id.clone(), incarnation, info, link);
+            driver.executor_up(id.clone(), incarnation, info, link).await;
             // In-process executors cannot be lost, but they heartbeat like any other so
             // that the driver treats them alike.
             let (beat, interval) = (driver.clone(), settings.heartbeat_interval);
@@ -103,7 +103,7 @@ impl LocalCluster {
                 let mut tick = tokio::time::interval(interval);
                 loop {
                     tick.tick().await;
-                    beat.heartbeat(id.clone(), incarnation);
+                    beat.heartbeat(id.clone(), incarnation).await;
                 }
             }));
         }

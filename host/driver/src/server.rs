@@ -72,14 +72,25 @@ pub struct FrontConfig {
     pub log_level: String,
 }
 
-/// Accepts connections until the endpoint closes.
+/// Connections are refused past this many at once (executors and clients together).
+pub const MAX_CONNECTIONS: usize = 4096;
+
+/// Accepts connections until the endpoint closes, at most [`MAX_CONNECTIONS`] at once:
+/// past that, a new one is refused at once rather than queued.
 pub async fn serve(driver: Driver, endpoint: quinn::Endpoint, config: FrontConfig) {
     let config = Arc::new(config);
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     while let Some(incoming) = endpoint.accept().await {
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::warn!(remote = %incoming.remote_address(), "connection refused: {MAX_CONNECTIONS} open");
+            incoming.refuse();
+            continue;
+        };
         let (driver, config) = (driver.clone(), config.clone());
         let span = tracing::info_span!("connection", remote = %incoming.remote_address());
         tokio::spawn(
             async move {
+                let _permit = permit;
                 match incoming.await {
                     Ok(connection) => {
                         if let Err(e) = handle_connection(driver, connection, config).await {
@@ -157,7 +168,7 @@ async fn handle_connection(
                 (_, Ok(())) => "connection closed".to_owned(),
                 (_, Err(e)) => e.to_string(),
             };
-            driver.executor_lost(id, incarnation, reason);
+            driver.executor_lost(id, incarnation, reason).await;
             result
         }
         None => serve_client(&driver, &connection).await,
@@ -220,7 +231,7 @@ async fn serve_executor(
         slots: registration.slots,
     };
     let link = Arc::new(ChannelLink::new(commands, QuicBlocks(connection.clone())));
-    driver.executor_up(id.clone(), incarnation, info, link);
+    driver.executor_up(id.clone(), incarnation, info, link).await;
 
     // Commands out: a job's descriptor goes once, before its first launch here.
     let writer = tokio::spawn(
@@ -271,12 +282,14 @@ async fn serve_executor(
     let result = loop {
         match read_frame::<ExecutorMessage>(&mut recv).await {
             Ok(Some(ExecutorMessage::Status(updates))) => {
-                for update in updates {
-                    // The executor is who the connection says, whatever the report claims.
-                    driver.status(incarnation, StatusUpdate { executor: id.clone(), ..update });
-                }
+                // The executor is who the connection says, whatever the report claims.
+                let updates =
+                    updates.into_iter().map(|u| StatusUpdate { executor: id.clone(), ..u }).collect();
+                driver.peer_status(incarnation, updates).await;
             }
-            Ok(Some(ExecutorMessage::Decommissioning)) => driver.decommissioning(id.clone(), incarnation),
+            Ok(Some(ExecutorMessage::Decommissioning)) => {
+                driver.decommissioning(id.clone(), incarnation).await
+            }
             Ok(Some(other)) => break Err(PeerError::Protocol(format!("unexpected {other:?}"))),
             Ok(None) => break Ok(()),
             Err(e) => break Err(e.into()),
@@ -298,7 +311,7 @@ async fn serve_executor_streams(
         async move {
             while let Ok(mut stream) = connection.accept_uni().await {
                 while let Ok(Some(Heartbeat { .. })) = read_frame::<Heartbeat>(&mut stream).await {
-                    driver.heartbeat(id.clone(), incarnation);
+                    driver.heartbeat(id.clone(), incarnation).await;
                 }
             }
         }

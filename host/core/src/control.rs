@@ -11,7 +11,7 @@ use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
 use crate::scheduler::{Input, Output, Policy, Scheduler};
 use flint_proto::wire::Rejection;
 use flint_proto::{Attempt, ExecutorId, ExecutorStatus, JobError, JobId, TaskFailure};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// The control core's settings.
@@ -138,6 +138,9 @@ pub struct ControlCore {
     registry: Registry,
     scheduler: Scheduler,
     jobs: BTreeMap<JobId, JobCounts>,
+    /// Attempts killed on each executor and not yet answered: a late answer to one of
+    /// these counts for its executor. Bounded by credit; dropped with the executor.
+    killed: BTreeMap<ExecutorId, BTreeSet<Attempt>>,
     stale: u64,
 }
 
@@ -147,6 +150,7 @@ impl ControlCore {
             registry: Registry::new(config.heartbeat_timeout, config.bootstrap_timeout),
             scheduler: Scheduler::new(config.policy),
             jobs: BTreeMap::new(),
+            killed: BTreeMap::new(),
             stale: 0,
         }
     }
@@ -253,11 +257,12 @@ impl ControlCore {
         self.registry.poll_timeout()
     }
 
-    /// A report of an attempt the core does not hold: from the executor's current life
-    /// and of a job that has ended (a kill's answer), it still counts for the executor;
-    /// anything else is stale.
+    /// A report of an attempt the core does not hold: the answer to a kill still counts
+    /// for the executor (once); anything else is stale.
     fn unheld(&mut self, id: &str, incarnation: Incarnation, attempt: Attempt, succeeded: bool) {
-        if self.registry.current(id, incarnation).is_some() && !self.jobs.contains_key(&attempt.job) {
+        let answered_kill = self.registry.current(id, incarnation).is_some()
+            && self.killed.get_mut(id).is_some_and(|killed| killed.remove(&attempt));
+        if answered_kill {
             self.registry.count(id, incarnation, succeeded);
         } else {
             self.stale += 1;
@@ -283,6 +288,7 @@ impl ControlCore {
             reason
         };
         let Some(entry) = self.registry.remove(&id, incarnation, reason.clone()) else { return };
+        self.killed.remove(&id);
         actions.push(Action::ExecutorRemoved { executor: id.clone(), incarnation, reason: reason.clone() });
         if entry.state != Lifecycle::Pending {
             self.step(now, Input::ExecutorLost { id, reason }, actions);
@@ -309,6 +315,7 @@ impl ControlCore {
                 }
                 Output::Kill { executor, attempt } => {
                     if let Some(incarnation) = self.incarnation(&executor) {
+                        self.killed.entry(executor.clone()).or_default().insert(attempt);
                         actions.push(Action::Kill { executor, incarnation, attempt });
                     }
                 }

@@ -76,6 +76,8 @@ struct World {
     /// Every incarnation ever registered, for ghosts.
     past: Vec<(String, Incarnation, Attempt)>,
     placed: BTreeMap<u32, (String, Incarnation, Attempt)>,
+    /// Attempts the core killed: their late answer is not a lie.
+    killed: BTreeSet<(String, Incarnation, Attempt)>,
     done: BTreeSet<u32>,
     ended: u32,
     succeeded: bool,
@@ -96,6 +98,7 @@ impl World {
             live: BTreeMap::new(),
             past: Vec::new(),
             placed: BTreeMap::new(),
+            killed: BTreeSet::new(),
             done: BTreeSet::new(),
             ended: 0,
             succeeded: false,
@@ -145,8 +148,9 @@ impl World {
                     let held = self.placed.remove(&attempt.index).expect("an accepted failure was placed");
                     assert_eq!((held.0, held.2), (executor, attempt));
                 }
-                Action::Kill { attempt, .. } => {
+                Action::Kill { executor, incarnation, attempt } => {
                     self.placed.remove(&attempt.index);
+                    self.killed.insert((executor, incarnation, attempt));
                 }
                 Action::ExecutorRemoved { executor, incarnation, .. } => {
                     if self.live.get(&executor) == Some(&incarnation) {
@@ -217,8 +221,9 @@ impl World {
                     .placed
                     .get(&index)
                     .is_some_and(|(e, i, a)| *e == id && *i == incarnation && *a == attempt);
-                // Once the job has ended, a report of it is a kill's late answer, not a lie.
-                if !honest && self.ended == 0 {
+                // The late answer to a kill is not a lie either.
+                let killed = self.killed.contains(&(id.clone(), incarnation, attempt));
+                if !honest && !killed {
                     let before = self.core.stale_reports();
                     self.report(id.clone(), incarnation, attempt, true, true);
                     self.report(id, incarnation, attempt, false, false);

@@ -668,11 +668,17 @@ impl EventLoop {
         };
         let fetch = link.fetch(block);
         let (events, permits) = (self.driver.events.clone(), self.fetches.clone());
+        // An executor that holds a block but never sends it must not hold the job: the
+        // fetch gets as long as a silent executor does.
+        let limit = self.driver.shared.settings.network_timeout;
         let span = tracing::debug_span!("fetch", attempt = %update.attempt, size = block.size);
         tokio::spawn(
             async move {
                 let _permit = permits.acquire_owned().await;
-                let result = match fetch.await {
+                let fetched = tokio::time::timeout(limit, fetch).await.unwrap_or_else(|_| {
+                    Err(format!("no block within {} ms (flint.network.timeout)", limit.as_millis()))
+                });
+                let result = match fetched {
                     Ok(bytes) if bytes.len() as u64 != block.size || Digest::of(&bytes) != block.digest => {
                         Err(TaskFailure::Host {
                             message: format!(

@@ -10,6 +10,8 @@
 //! - executor process start to registered — reference: starting and ending `flint
 //!   --version`; target ≤ 200 ms
 //! - an idle executor's resident memory — reference: the idle driver's; target ≤ 40 MiB
+//! - `kill -9` of a busy executor to the first of its attempts relaunched elsewhere, with
+//!   default settings — reference: `flint.network.idleTimeout`; target ≤ 5 s
 
 #[path = "../examples/pi/src/count.rs"]
 mod pi_kernel;
@@ -151,6 +153,7 @@ fn main() {
     );
 
     cluster_figures(&mut results);
+    failure_detection(&mut results);
 
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir).unwrap();
@@ -226,6 +229,70 @@ fn noop_job_tasks_per_second(args: &[&str]) -> f64 {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["result"], 20_000);
     20_000.0 / (report["elapsed_ms"].as_f64().unwrap() / 1e3)
+}
+
+/// `kill -9` of an executor running a long task, to the driver's "attempt relaunched"
+/// line for it, on a cluster of its own with default settings.
+fn failure_detection(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (url_file, log) = (dir.path().join("url"), dir.path().join("driver.log"));
+    let _driver = Child(
+        flint()
+            .args(["driver", "--url-file", url_file.to_str().unwrap()])
+            .env("FLINT_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    let url = loop {
+        if let Ok(url) = std::fs::read_to_string(&url_file) {
+            break url;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the driver did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let (mut victim, _) = start_executor(&url);
+    let (_survivor, _) = start_executor(&url);
+    // Two long tasks: one lands on each executor (the most free slots first).
+    let pi = root().join("examples/pi");
+    let job = Child(
+        flint()
+            .args(["submit", "--driver-url", &url, pi.to_str().unwrap(), "--partitions", "2"])
+            .args(["--conf", "points=400000000", "--json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let launched = |text: &str| text.matches("job submitted").count() == 1;
+    while !launched(&read()) {
+        assert!(started.elapsed() < Duration::from_secs(30), "the job did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Instant::now();
+    victim.0.kill().unwrap();
+    let relaunched = loop {
+        if read().contains("attempt relaunched") {
+            break killed.elapsed();
+        }
+        assert!(killed.elapsed() < Duration::from_secs(60), "no relaunch within a minute:\n{}", read());
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    drop(job);
+    let idle = flint_proto::Settings::default().network_idle_timeout;
+    println!(
+        "kill -9 of a busy executor to its attempt relaunched: {:.0} ms (target ≤ 5000 ms); flint.network.idleTimeout {} ms",
+        relaunched.as_secs_f64() * 1e3,
+        idle.as_millis()
+    );
+    results.insert(
+        "kill_to_relaunch_ms".into(),
+        json!({ "value": relaunched.as_secs_f64() * 1e3, "target": 5000.0, "reference_idle_timeout_ms": idle.as_millis() as f64 }),
+    );
 }
 
 fn cluster_figures(results: &mut serde_json::Map<String, serde_json::Value>) {

@@ -731,6 +731,11 @@ impl EventLoop {
                         .filter_map(|attempt| {
                             let job = self.jobs.get_mut(&attempt.job)?;
                             job.executors.insert(executor.clone());
+                            if attempt.number > 0 {
+                                job.span.in_scope(
+                                    || tracing::info!(%attempt, executor_id = %executor, "attempt relaunched"),
+                                );
+                            }
                             Some(TaskLaunch {
                                 attempt,
                                 job: job.descriptor.clone(),

@@ -25,6 +25,10 @@ impl Cluster {
         let url_file = dir.path().join("url");
         let mut cmd = command(&["driver", "--app-id", APP, "--url-file", url_file.to_str().unwrap()]);
         cmd.args(["--conf", "flint.network.timeout=3s", "--conf", "flint.executor.heartbeatInterval=250ms"]);
+        // Jobs may read inputs from the test's own folder only.
+        let roots = format!("flint.input.roots={}", dir.path().join("inputs").display());
+        std::fs::create_dir(dir.path().join("inputs")).unwrap();
+        cmd.args(["--conf", &roots]);
         cmd.args(extra).env("FLINT_SECRET", SECRET);
         let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
         let url =
@@ -110,7 +114,7 @@ fn submit_gives_exactly_the_answers_run_gives() {
     assert_eq!(submitted["result"], local["result"]);
     assert_eq!(submitted["tasks"], 16);
 
-    let input = cluster.dir.path().join("corpus.txt");
+    let input = cluster.dir.path().join("inputs/corpus.txt");
     corpus(&input, 2 << 20);
     let input = input.to_str().unwrap();
     let wc = ["examples/word-count", "--input", input, "--partitions", "6", "--json"];
@@ -542,4 +546,37 @@ fn a_killed_executor_is_noticed_in_seconds_and_a_killed_driver_too() {
         assert_eq!(code, Some(16), "{}", cluster.executors[n].log_text());
     }
     assert!(killed.elapsed() < Duration::from_secs(5), "{:?}", killed.elapsed());
+}
+
+#[test]
+fn jobs_read_inputs_only_under_the_drivers_roots() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    let inputs = cluster.dir.path().join("inputs");
+    let inside = inputs.join("ok.txt");
+    std::fs::write(&inside, "a b\nc\n").unwrap();
+    let outside = cluster.dir.path().join("secret.txt");
+    std::fs::write(&outside, "secret words\n").unwrap();
+    std::os::unix::fs::symlink(&outside, inputs.join("link.txt")).unwrap();
+    let wc = |input: &std::path::Path, extra: &[&str]| {
+        let args = ["examples/word-count", "--input", input.to_str().unwrap(), "--json"];
+        cluster.submit(&[&args[..], extra].concat())
+    };
+    let report = ok_json(&wc(&inside, &[]));
+    assert_eq!(report["result"]["total_words"], 3);
+    // Outside, through `..`, through a link, or by a job widening the roots itself.
+    let dotdot = inputs.join("../secret.txt");
+    let widen = format!("flint.input.roots={}", cluster.dir.path().display());
+    for (input, extra) in [
+        (&outside, &[][..]),
+        (&dotdot, &[][..]),
+        (&inputs.join("link.txt"), &[][..]),
+        (&outside, &["--conf", widen.as_str()][..]),
+    ] {
+        let out = wc(input, extra);
+        let stderr = lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{input:?}: {stderr}");
+        assert!(stderr.contains("flint.input.roots"), "{input:?}: {stderr}");
+    }
 }

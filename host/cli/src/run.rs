@@ -90,6 +90,16 @@ pub fn run(args: RunArgs) -> u8 {
     if let Some(memory) = args.memory {
         platform.insert("flint.executor.memory".into(), memory.to_string());
     }
+    // `flint run` reads the files its own command line names, and no others.
+    if !platform.contains_key("flint.input.roots") {
+        let named: Vec<String> = args
+            .inputs
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        platform.insert("flint.input.roots".into(), named.join(","));
+    }
     if let Err(e) = Settings::from_conf(&platform) {
         return fail(exit::INVALID_JOB, e);
     }

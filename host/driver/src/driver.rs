@@ -195,6 +195,16 @@ impl Driver {
         let mut conf = self.shared.conf.clone();
         conf.extend(request.config.clone());
         let settings = Settings::from_conf(&conf)?;
+        // Which files jobs may read is the driver's to say, never a job's.
+        if let Some(asked) =
+            request.config.get(INPUT_ROOTS).filter(|v| Some(*v) != self.shared.conf.get(INPUT_ROOTS))
+        {
+            return Err(SubmitError::Conf(flint_proto::ConfError::Invalid {
+                key: INPUT_ROOTS.into(),
+                value: asked.clone(),
+                reason: "is set on the driver, not by a job".into(),
+            }));
+        }
         if request.partitions == Some(0) {
             return Err(SubmitError::Partitions("must be at least 1".into()));
         }
@@ -213,7 +223,8 @@ impl Driver {
             return Err(SubmitError::WorldMismatch { declared, found: component.world });
         }
         let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
-        let plan = plan(&request.inputs, &request.values, request.partitions, slots).await?;
+        let roots = &self.shared.settings.input_roots;
+        let plan = plan(&request.inputs, roots, &request.values, request.partitions, slots).await?;
         if plan.len() > MAX_TASKS as usize {
             return Err(SubmitError::Partitions(format!(
                 "{} tasks; at most {MAX_TASKS} per job",
@@ -348,24 +359,45 @@ impl Driver {
     }
 }
 
+const INPUT_ROOTS: &str = "flint.input.roots";
+
 /// Splits a job into partitions: byte ranges of its files, its values, or generated
-/// indices. Defaults to one partition per slot, and no split over 64 MiB.
+/// indices. Defaults to one partition per slot, and no split over 64 MiB. Each file
+/// must lie under one of `roots` once its links are resolved; the plan names it by
+/// that resolved path, so a link changed afterwards cannot point a task elsewhere.
 async fn plan(
     inputs: &[String],
+    roots: &[String],
     values: &[serde_json::Value],
     partitions: Option<u32>,
     slots: u32,
 ) -> Result<JobPlan, SubmitError> {
     if !inputs.is_empty() {
+        let input_error = |path: &str, reason: String| SubmitError::Input { path: path.to_owned(), reason };
+        let mut allowed = Vec::new();
+        for root in roots {
+            // A root that does not exist allows nothing.
+            if let Ok(root) = tokio::fs::canonicalize(root).await {
+                allowed.push(root);
+            }
+        }
         let mut files = Vec::new();
         for path in inputs {
-            let meta = tokio::fs::metadata(path)
-                .await
-                .map_err(|e| SubmitError::Input { path: path.clone(), reason: e.to_string() })?;
-            if !meta.is_file() {
-                return Err(SubmitError::Input { path: path.clone(), reason: "not a regular file".into() });
+            let real = tokio::fs::canonicalize(path).await.map_err(|e| input_error(path, e.to_string()))?;
+            if !allowed.iter().any(|root| real.starts_with(root)) {
+                let set = if roots.is_empty() { "none are set".to_owned() } else { roots.join(", ") };
+                return Err(input_error(
+                    path,
+                    format!(
+                        "outside {INPUT_ROOTS} ({set}); the driver's operator allows directories with --conf {INPUT_ROOTS}=/dir,…"
+                    ),
+                ));
             }
-            files.push((path.clone(), meta.len()));
+            let meta = tokio::fs::metadata(&real).await.map_err(|e| input_error(path, e.to_string()))?;
+            if !meta.is_file() {
+                return Err(input_error(path, "not a regular file".into()));
+            }
+            files.push((real.to_string_lossy().into_owned(), meta.len()));
         }
         let total: u64 = files.iter().map(|(_, n)| n).sum();
         let target = partitions.unwrap_or_else(|| slots.max(total.div_ceil(MAX_SPLIT) as u32));

@@ -93,6 +93,10 @@ pub struct Settings {
     pub network_idle_timeout: Duration,
     /// `flint.task.maxLogSize` (default 1m): guest stdout and stderr kept per task.
     pub task_max_log_size: u64,
+    /// `flint.input.roots` (default none): the directories, comma-separated and
+    /// absolute, that jobs may name input files under. Set on the driver; a job cannot
+    /// widen it. `flint run` allows the files named on its own command line.
+    pub input_roots: Vec<String>,
     /// `flint.executor.heartbeatInterval` (default 10s).
     pub heartbeat_interval: Duration,
     /// `flint.network.timeout` (default 120s): an executor silent this long is lost.
@@ -117,6 +121,7 @@ impl Default for Settings {
             driver_max_result_size: 1 << 30,
             network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
+            input_roots: Vec::new(),
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
             exclude_on_failure: false,
@@ -137,6 +142,7 @@ impl Settings {
         "flint.task.maxResultSize",
         "flint.task.maxLogSize",
         "flint.driver.maxResultSize",
+        "flint.input.roots",
         "flint.network.idleTimeout",
         "flint.executor.heartbeatInterval",
         "flint.network.timeout",
@@ -176,6 +182,18 @@ impl Settings {
                 "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.task.maxResultSize" => {
                     s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
+                }
+                "flint.input.roots" => {
+                    let roots: Vec<String> = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|r| !r.is_empty())
+                        .map(str::to_owned)
+                        .collect();
+                    if let Some(relative) = roots.iter().find(|r| !r.starts_with('/')) {
+                        return Err(invalid(format!("{relative:?} is not an absolute path")));
+                    }
+                    s.input_roots = roots
                 }
                 "flint.driver.maxResultSize" => {
                     s.driver_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
@@ -310,6 +328,7 @@ mod tests {
             [("flint.task.deadline", "0s"), ("points", "1")],
             [("flint.network.idleTimeout", "0s"), ("points", "1")],
             [("flint.driver.maxResultSize", "0"), ("points", "1")],
+            [("flint.input.roots", "/data,relative/dir"), ("points", "1")],
         ] {
             let err = Settings::from_conf(&conf(&bad)).unwrap_err().to_string();
             assert!(err.contains(bad[0].0), "{bad:?}: {err}");

@@ -49,7 +49,14 @@ fn ctx(config: Conf, index: u32, count: u32) -> TaskContext {
 }
 
 fn config(slots: u32) -> RuntimeConfig {
-    RuntimeConfig { slots, instance_memory: 256 << 20, cache_dir: None, max_log_size: 1 << 20, pooling: true }
+    RuntimeConfig {
+        slots,
+        instance_memory: 256 << 20,
+        cache_dir: None,
+        max_log_size: 1 << 20,
+        pooling: true,
+        component_cache: 256 << 20,
+    }
 }
 
 fn runtime(slots: u32) -> Runtime {

@@ -119,6 +119,7 @@ pub fn driver(args: DriverArgs) -> u8 {
             cache_dir: cache_dir(),
             max_log_size: settings.task_max_log_size as usize,
             pooling: true,
+            component_cache: settings.component_cache_size,
         }) {
             Ok(r) => Arc::new(r),
             Err(e) => return fail(exit::INTERNAL, e),

@@ -65,6 +65,7 @@ impl LocalCluster {
             cache_dir: config.cache_dir.clone(),
             max_log_size: settings.task_max_log_size as usize,
             pooling: true,
+            component_cache: settings.component_cache_size,
         };
         // The driver's own runtime runs merges and finishes, a few at a time.
         let driver_runtime = Arc::new(Runtime::new(runtime_config(2))?);

@@ -34,6 +34,7 @@ fn driver(timeout: &str) -> Driver {
         cache_dir: None,
         max_log_size: 1 << 16,
         pooling: false,
+        component_cache: 64 << 20,
     })
     .unwrap();
     Driver::start(DriverConfig { app_id: "scripted".into(), conf, runtime: Arc::new(runtime) })

@@ -200,7 +200,7 @@ impl ExecutorCore {
             return Ok(found);
         }
         let _one_at_a_time = self.loading.lock().expect("loading lock");
-        if let Some(found) = self.runtime.cached(digest) {
+        if let Some(found) = self.runtime.load_known(digest) {
             return Ok(found);
         }
         let bytes = self

@@ -152,6 +152,7 @@ pub async fn run_executor(
             cache_dir: options.cache_dir.clone(),
             max_log_size: settings.task_max_log_size as usize,
             pooling: true,
+            component_cache: settings.component_cache_size,
         })
         .map_err(|e| ExecutorExit::Runtime(e.to_string()))?;
         let source = Arc::new(RemoteSource {

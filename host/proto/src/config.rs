@@ -93,6 +93,10 @@ pub struct Settings {
     pub network_idle_timeout: Duration,
     /// `flint.task.maxLogSize` (default 1m): guest stdout and stderr kept per task.
     pub task_max_log_size: u64,
+    /// `flint.executor.componentCacheSize` (default 256m): compiled components an
+    /// executor keeps in memory; past it the least recently used are dropped (and read
+    /// back from the disk cache when needed again).
+    pub component_cache_size: u64,
     /// `flint.input.roots` (default none): the directories, comma-separated and
     /// absolute, that jobs may name input files under. Set on the driver; a job cannot
     /// widen it. `flint run` allows the files named on its own command line.
@@ -122,6 +126,7 @@ impl Default for Settings {
             network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
             input_roots: Vec::new(),
+            component_cache_size: 256 << 20,
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
             exclude_on_failure: false,
@@ -143,6 +148,7 @@ impl Settings {
         "flint.task.maxLogSize",
         "flint.driver.maxResultSize",
         "flint.input.roots",
+        "flint.executor.componentCacheSize",
         "flint.network.idleTimeout",
         "flint.executor.heartbeatInterval",
         "flint.network.timeout",
@@ -194,6 +200,9 @@ impl Settings {
                         return Err(invalid(format!("{relative:?} is not an absolute path")));
                     }
                     s.input_roots = roots
+                }
+                "flint.executor.componentCacheSize" => {
+                    s.component_cache_size = parse_size(value).map_err(&invalid)?
                 }
                 "flint.driver.maxResultSize" => {
                     s.driver_max_result_size = positive(parse_size(value).map_err(&invalid)?)?

@@ -22,6 +22,8 @@ pub enum LoadError {
 pub struct JobComponent {
     pub digest: Digest,
     pub world: World,
+    /// Bytes of compiled code and data this component keeps in memory.
+    pub size: u64,
     pub(crate) pre: InstancePre<HostState>,
     pub(crate) job: job::GuestIndices,
     pub(crate) aggregator: Option<aggregator::GuestIndices>,
@@ -36,6 +38,18 @@ impl fmt::Debug for JobComponent {
 impl JobComponent {
     pub(crate) fn load(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<JobComponent, LoadError> {
         let component = compile_cached(rt, digest, bytes)?;
+        JobComponent::prepare(rt, digest, component)
+    }
+
+    /// The component from its compiled artifact on disk alone, when one is there.
+    pub(crate) fn from_disk(rt: &Runtime, digest: Digest) -> Option<JobComponent> {
+        let path = artifact_path(rt, rt.config.cache_dir.as_deref()?, digest);
+        // SAFETY: as in `compile_cached`.
+        let component = unsafe { Component::deserialize_file(&rt.engine, &path) }.ok()?;
+        JobComponent::prepare(rt, digest, component).ok()
+    }
+
+    fn prepare(rt: &Runtime, digest: Digest, component: Component) -> Result<JobComponent, LoadError> {
         let pre = rt
             .linker
             .instantiate_pre(&component)
@@ -48,7 +62,9 @@ impl JobComponent {
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
         let world = if aggregator.is_some() { World::Aggregate } else { World::Task };
         tracing::debug!(%digest, ?world, "component loaded");
-        Ok(JobComponent { digest, world, pre, job, aggregator })
+        let image = component.image_range();
+        let size = (image.end as usize).saturating_sub(image.start as usize) as u64;
+        Ok(JobComponent { digest, world, size, pre, job, aggregator })
     }
 }
 

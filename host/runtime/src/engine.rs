@@ -34,6 +34,9 @@ pub struct RuntimeConfig {
     /// Use the pooling allocator (falling back to on-demand allocation where it cannot
     /// reserve its address space); `false` always allocates on demand.
     pub pooling: bool,
+    /// Bytes of compiled code kept in memory; the least recently used components past
+    /// it are dropped (running calls keep theirs) and reloaded when needed.
+    pub component_cache: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +52,7 @@ pub struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<HostState>,
     pub(crate) config: RuntimeConfig,
-    pub(crate) components: Mutex<HashMap<Digest, Arc<JobComponent>>>,
+    components: Mutex<ComponentCache>,
     pooling: bool,
     ticker: Option<Ticker>,
 }
@@ -83,7 +86,8 @@ impl Runtime {
         )
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         let ticker = Some(Ticker::start(engine.clone()));
-        Ok(Runtime { engine, linker, config, components: Mutex::new(HashMap::new()), pooling, ticker })
+        let components = Mutex::new(ComponentCache::new(config.component_cache));
+        Ok(Runtime { engine, linker, config, components, pooling, ticker })
     }
 
     /// Calls that may run at once.
@@ -101,9 +105,20 @@ impl Runtime {
         self.config.instance_memory
     }
 
-    /// A component already loaded, by digest: an executor fetches each module once.
+    /// A component loaded and still in memory, by digest.
     pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
-        self.components.lock().expect("component map lock").get(digest).cloned()
+        self.components.lock().expect("component cache lock").get(digest)
+    }
+
+    /// A component by digest without its bytes: from memory, else from its compiled
+    /// artifact in the disk cache (one dropped from memory comes back this way).
+    pub fn load_known(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
+        if let Some(found) = self.cached(digest) {
+            return Some(found);
+        }
+        let component = Arc::new(JobComponent::from_disk(self, *digest)?);
+        self.components.lock().expect("component cache lock").insert(component.clone());
+        Some(component)
     }
 
     /// Loads a component: validates it, compiles it (or reads the compiled artifact from
@@ -114,8 +129,50 @@ impl Runtime {
             return Ok(found);
         }
         let component = Arc::new(JobComponent::load(self, digest, bytes)?);
-        self.components.lock().expect("component map lock").insert(digest, component.clone());
+        self.components.lock().expect("component cache lock").insert(component.clone());
         Ok(component)
+    }
+}
+
+/// Compiled components by digest, least recently used dropped past a byte budget. The
+/// one just inserted always stays, whatever its size.
+struct ComponentCache {
+    budget: u64,
+    used: u64,
+    clock: u64,
+    entries: HashMap<Digest, (Arc<JobComponent>, u64)>,
+}
+
+impl ComponentCache {
+    fn new(budget: u64) -> ComponentCache {
+        ComponentCache { budget, used: 0, clock: 0, entries: HashMap::new() }
+    }
+
+    fn get(&mut self, digest: &Digest) -> Option<Arc<JobComponent>> {
+        self.clock += 1;
+        let (component, last_used) = self.entries.get_mut(digest)?;
+        *last_used = self.clock;
+        Some(component.clone())
+    }
+
+    fn insert(&mut self, component: Arc<JobComponent>) {
+        self.clock += 1;
+        if let Some((old, _)) = self.entries.insert(component.digest, (component.clone(), self.clock)) {
+            self.used -= old.size;
+        }
+        self.used += component.size;
+        while self.used > self.budget {
+            let oldest = self
+                .entries
+                .iter()
+                .filter(|(digest, _)| **digest != component.digest)
+                .min_by_key(|(_, (_, last_used))| *last_used)
+                .map(|(digest, _)| *digest);
+            let Some(digest) = oldest else { break };
+            let (gone, _) = self.entries.remove(&digest).expect("found above");
+            self.used -= gone.size;
+            tracing::debug!(%digest, size = gone.size, "compiled component dropped from memory");
+        }
     }
 }
 

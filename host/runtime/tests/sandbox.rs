@@ -22,6 +22,7 @@ fn runtime(instance_memory: u64, cache_dir: Option<PathBuf>) -> Runtime {
         cache_dir,
         max_log_size: 64 << 10,
         pooling: true,
+        component_cache: 256 << 20,
     })
     .unwrap()
 }
@@ -182,4 +183,38 @@ fn compiled_components_are_kept_on_disk_and_reused() {
     std::fs::write(&artifacts[0], b"garbage").unwrap();
     let third = runtime(64 << 20, Some(dir.path().to_owned()));
     assert!(third.load(&bytes).is_ok());
+}
+
+#[test]
+fn compiled_components_past_the_budget_are_dropped_least_recently_used_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (noop, pi, chaos) = (component("noop"), component("pi"), component("chaos"));
+    let probe = runtime(64 << 20, None);
+    let sizes: Vec<u64> = [&noop, &pi, &chaos].iter().map(|b| probe.load(b).unwrap().size).collect();
+    assert!(sizes.iter().all(|s| *s > 0), "{sizes:?}");
+    // Room for the two largest, not for all three.
+    let mut sorted = sizes.clone();
+    sorted.sort();
+    let budget = sorted[1] + sorted[2];
+    let rt = Runtime::new(RuntimeConfig {
+        slots: 2,
+        instance_memory: 64 << 20,
+        cache_dir: Some(dir.path().to_owned()),
+        max_log_size: 64 << 10,
+        pooling: true,
+        component_cache: budget,
+    })
+    .unwrap();
+    let digest = |b: &[u8]| flint_proto::Digest::of(b);
+    rt.load(&noop).unwrap();
+    rt.load(&pi).unwrap();
+    assert!(rt.cached(&digest(&noop)).is_some(), "noop is now the most recently used");
+    rt.load(&chaos).unwrap();
+    let kept: Vec<bool> = [&noop, &pi, &chaos].iter().map(|b| rt.cached(&digest(b)).is_some()).collect();
+    assert!(kept[2], "the newest stays");
+    assert!(!kept[1], "pi, the least recently used, was dropped: {kept:?} of {sizes:?} in {budget}");
+    // A dropped one comes back from the disk cache, without its bytes, and runs.
+    let again = rt.load_known(&digest(&pi)).expect("pi's artifact is on disk");
+    let out = rt.call(&again, &ctx(&[("points", "1000")]), Call::Run(TaskInput::Index(0)));
+    assert!(out.result.is_ok(), "{:?}", out.result);
 }

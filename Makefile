@@ -4,7 +4,7 @@ CARGO ?= cargo
 FLINT := target/release/flint
 DEMO := target/demo
 
-.PHONY: build host examples demo test lint bench clean
+.PHONY: build host examples demo test lint bench fuzz clean
 
 ## build: the flint binary (target/release/flint) and every example component
 build: host examples
@@ -40,6 +40,16 @@ lint:
 ## bench: start-up, instantiation and compute figures against same-run references
 bench: build
 	$(CARGO) bench -p flint-tests --bench bench
+
+## fuzz: every decoder of outside bytes (wire frames, bundles, manifests) under libFuzzer,
+## FUZZ_SECONDS each (cargo-fuzz is installed on first use; stable toolchain, no sanitizer)
+FUZZ_SECONDS ?= 30
+fuzz:
+	command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd host/fuzz && for target in wire bundle manifest; do \
+		CARGO_TARGET_DIR=$(CURDIR)/target/fuzz $(CARGO) fuzz run --fuzz-dir . -s none $$target -- \
+			-max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean

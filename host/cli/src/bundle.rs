@@ -2,68 +2,39 @@
 //! bundle file made by `flint bundle`.
 
 use anyhow::{Context, Result, bail};
+pub use flint_proto::Bundle;
 use flint_proto::Manifest;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const MAGIC: &[u8; 8] = b"FLINTBDL";
-const VERSION: u32 = 1;
-
-/// A job's manifest and component.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Bundle {
-    pub manifest: Manifest,
-    pub component: Vec<u8>,
+/// Reads `<JOB>`: a folder with `flint.toml` (and a crate to build), a `.wasm`
+/// component, or a bundle file.
+pub fn open(path: &Path) -> Result<Bundle> {
+    if path.is_dir() {
+        return from_folder(path);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if Bundle::looks_like(&bytes) {
+        return Bundle::decode(&bytes)
+            .with_context(|| format!("{}: not a valid Flint bundle", path.display()));
+    }
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "job".into());
+    Ok(Bundle { manifest: Manifest { name, ..Manifest::default() }, component: bytes })
 }
 
-impl Bundle {
-    /// Reads `<JOB>`: a folder with `flint.toml` (and a crate to build), a `.wasm`
-    /// component, or a bundle file.
-    pub fn open(path: &Path) -> Result<Bundle> {
-        if path.is_dir() {
-            return Self::from_folder(path);
-        }
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        if bytes.starts_with(MAGIC) {
-            return Self::decode(&bytes)
-                .with_context(|| format!("{}: not a valid Flint bundle", path.display()));
-        }
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "job".into());
-        Ok(Bundle { manifest: Manifest { name, ..Manifest::default() }, component: bytes })
-    }
-
-    fn from_folder(dir: &Path) -> Result<Bundle> {
-        let manifest_path = dir.join("flint.toml");
-        let text = std::fs::read_to_string(&manifest_path)
-            .with_context(|| format!("{} has no flint.toml: it is not a job folder", dir.display()))?;
-        let manifest: Manifest = toml::from_str(&text)
-            .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?;
-        let component_path = match &manifest.component {
-            Some(path) => dir.join(path),
-            None => build_component(dir)?,
-        };
-        let component = std::fs::read(&component_path)
-            .with_context(|| format!("cannot read the built component {}", component_path.display()))?;
-        Ok(Bundle { manifest, component })
-    }
-
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend(postcard::to_stdvec(self).expect("a bundle encodes"));
-        out
-    }
-
-    fn decode(bytes: &[u8]) -> Result<Bundle> {
-        let version = bytes.get(8..12).map(|v| u32::from_le_bytes(v.try_into().expect("4 bytes")));
-        match version {
-            Some(VERSION) => {}
-            Some(v) => bail!("bundle format version {v}; this flint reads version {VERSION}"),
-            None => bail!("truncated header"),
-        }
-        postcard::from_bytes(&bytes[12..]).context("corrupt bundle body")
-    }
+fn from_folder(dir: &Path) -> Result<Bundle> {
+    let manifest_path = dir.join("flint.toml");
+    let text = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("{} has no flint.toml: it is not a job folder", dir.display()))?;
+    let manifest = Manifest::from_toml(&text)
+        .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?;
+    let component_path = match &manifest.component {
+        Some(path) => dir.join(path),
+        None => build_component(dir)?,
+    };
+    let component = std::fs::read(&component_path)
+        .with_context(|| format!("cannot read the built component {}", component_path.display()))?;
+    Ok(Bundle { manifest, component })
 }
 
 /// Builds the crate in `dir` for `wasm32-wasip2` and returns the component cargo made.

@@ -1,6 +1,6 @@
 //! `flint submit` and `flint status`: the client side, over the client API.
 
-use crate::bundle::Bundle;
+use crate::bundle;
 use crate::common::{fail, load_secret, parse_confs, progress_bar, show_progress};
 use crate::exit;
 use crate::report;
@@ -64,7 +64,7 @@ pub fn submit(args: SubmitArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(exit::INVALID_JOB, e),
     };
-    let bundle = match Bundle::open(&args.job) {
+    let bundle = match bundle::open(&args.job) {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };

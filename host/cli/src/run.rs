@@ -1,6 +1,6 @@
 //! `flint run`: a job on an embedded driver and in-process executors.
 
-use crate::bundle::Bundle;
+use crate::bundle;
 use crate::common::{fail, parse_confs, progress_bar, show_progress};
 use crate::exit;
 use crate::report;
@@ -56,7 +56,7 @@ pub fn parse_size_arg(text: &str) -> Result<u64, String> {
 }
 
 pub fn bundle(args: BundleArgs) -> u8 {
-    let written = Bundle::open(&args.job).and_then(|b| {
+    let written = bundle::open(&args.job).and_then(|b| {
         std::fs::write(&args.output, b.encode())
             .with_context(|| format!("cannot write {}", args.output.display()))
     });
@@ -103,7 +103,7 @@ pub fn run(args: RunArgs) -> u8 {
     if let Err(e) = Settings::from_conf(&platform) {
         return fail(exit::INVALID_JOB, e);
     }
-    let bundle = match Bundle::open(&args.job) {
+    let bundle = match bundle::open(&args.job) {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };

@@ -66,8 +66,13 @@ pub async fn read_frame_within<T: DeserializeOwned>(
         std::io::ErrorKind::UnexpectedEof => FrameError::Truncated,
         _ => FrameError::Io(e),
     })?;
-    match postcard::take_from_bytes(&body)? {
-        (message, []) => Ok(Some(message)),
+    decode(&body).map(Some)
+}
+
+/// A frame's body as a message: the whole of it, nothing before or after.
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
+    match postcard::take_from_bytes(body)? {
+        (message, []) => Ok(message),
         (_, rest) => Err(FrameError::TrailingBytes(rest.len())),
     }
 }

@@ -10,7 +10,9 @@ mod tls;
 mod url;
 
 pub use auth::{Secret, proof, verify_proof};
-pub use frame::{FrameError, read_frame, read_frame_within, read_payload, write_frame, write_payload};
+pub use frame::{
+    FrameError, decode, read_frame, read_frame_within, read_payload, write_frame, write_payload,
+};
 pub use session::{ConnectError, connect, hello};
 pub use tls::{Identity, client_endpoint, server_endpoint};
 pub use url::{DriverUrl, UrlError};

@@ -81,6 +81,13 @@ pub struct Limits {
     pub deadline: Option<String>,
 }
 
+impl Manifest {
+    /// Reads a `flint.toml`.
+    pub fn from_toml(text: &str) -> Result<Manifest, toml::de::Error> {
+        toml::from_str(text)
+    }
+}
+
 impl Limits {
     pub fn memory_bytes(&self) -> Result<Option<u64>, String> {
         self.memory.as_deref().map(parse_size).transpose().map_err(|e| format!("limits.memory: {e}"))

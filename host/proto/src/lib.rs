@@ -2,6 +2,7 @@
 //! configuration, job manifests and plans, tasks, reports, typed failures, and the
 //! messages peers exchange. Nothing here does IO.
 
+pub mod bundle;
 pub mod config;
 pub mod failure;
 pub mod job;
@@ -9,6 +10,7 @@ pub mod report;
 pub mod task;
 pub mod wire;
 
+pub use bundle::{Bundle, BundleError};
 pub use config::{Conf, ConfError, Settings};
 pub use failure::TaskFailure;
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, World};

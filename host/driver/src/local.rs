@@ -4,7 +4,10 @@
 use crate::driver::{Driver, DriverConfig};
 use crate::link::{Blocks, ChannelLink, Fetch};
 use flint_core::ExecutorInfo;
-use flint_executor::{ExecutorCore, serve_local};
+use flint_core::Incarnation;
+use flint_executor::ExecutorCore;
+use flint_executor::lifecycle::{self, Outbound};
+use flint_proto::ExecutorCommand;
 use flint_proto::{BlockRef, Conf, ConfError, Settings};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::path::PathBuf;
@@ -50,6 +53,28 @@ impl Blocks for LocalBlocks {
     fn close(&self, _reason: &str) {}
 }
 
+/// The in-process side of the shared lifecycle: reports and the start of a drain go
+/// straight to the driver. An in-process executor is never decommissioned by a signal.
+async fn serve_in_process(
+    driver: Driver,
+    core: Arc<ExecutorCore>,
+    incarnation: Incarnation,
+    commands: mpsc::UnboundedReceiver<ExecutorCommand>,
+) {
+    let (outbound, mut outbound_rx) = mpsc::channel(16);
+    let (_never, decommission) = tokio::sync::watch::channel(false);
+    let id = core.id().to_owned();
+    let forward = async move {
+        while let Some(message) = outbound_rx.recv().await {
+            match message {
+                Outbound::Reports(batch) => batch.into_iter().for_each(|u| driver.status(incarnation, u)),
+                Outbound::Draining => driver.decommissioning(id.clone(), incarnation).await,
+            }
+        }
+    };
+    tokio::join!(lifecycle::serve(core, commands, outbound, decommission), forward);
+}
+
 pub struct LocalCluster {
     pub driver: Driver,
     executors: Vec<JoinHandle<()>>,
@@ -84,10 +109,9 @@ impl LocalCluster {
             // In-process outputs are handed over as they are: no block is worth making.
             let core = Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone()), usize::MAX));
             let (commands, rx) = mpsc::unbounded_channel();
-            let reports = driver.clone();
             let span = tracing::info_span!("executor", executor_id = %id);
             executors.push(tokio::spawn(
-                serve_local(core.clone(), rx, move |u| reports.status(incarnation, u)).instrument(span),
+                serve_in_process(driver.clone(), core.clone(), incarnation, rx).instrument(span),
             ));
             let info = ExecutorInfo {
                 host: "in-process".into(),

@@ -5,15 +5,14 @@
 use crate::blocks::BlockStore;
 use crate::split::read_split;
 use flint_proto::{
-    Attempt, BlockId, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, PartitionSpec, StatusUpdate,
-    TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
+    Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, PartitionSpec, StatusUpdate, TaskFailure,
+    TaskLaunch, TaskOutput, TaskState, Token,
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
-use tokio::sync::mpsc;
 
 /// Where an executor gets a component's bytes the first time it meets its digest.
 pub trait ComponentSource: Send + Sync {
@@ -233,34 +232,5 @@ impl ExecutorCore {
             max_result_size: job.max_result_size,
             kill,
         }
-    }
-}
-
-/// Serves commands from an in-process driver: each launch runs on the blocking pool and
-/// its report goes to `report`. Returns when the driver hangs up or after a decommission
-/// once the running tasks have reported.
-pub async fn serve_local(
-    core: Arc<ExecutorCore>,
-    mut commands: mpsc::UnboundedReceiver<ExecutorCommand>,
-    report: impl Fn(StatusUpdate) + Send + Sync + 'static,
-) {
-    let report = Arc::new(report);
-    let mut tasks = Vec::new();
-    while let Some(command) = commands.recv().await {
-        match command {
-            ExecutorCommand::Launch(batch) => {
-                for launch in batch {
-                    let report = report.clone();
-                    tasks.push(core.launch(launch, move |u| report(u)));
-                }
-                tasks.retain(|t| !t.is_finished());
-            }
-            ExecutorCommand::Kill(attempt) => core.kill(&attempt),
-            ExecutorCommand::JobEnded(job) => core.job_ended(job),
-            ExecutorCommand::Decommission => break,
-        }
-    }
-    for task in tasks {
-        let _ = task.await;
     }
 }

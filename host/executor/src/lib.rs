@@ -4,8 +4,9 @@
 
 pub mod blocks;
 mod core;
+pub mod lifecycle;
 pub mod remote;
 pub mod split;
 
 pub use blocks::BlockStore;
-pub use core::{ComponentSource, ExecutorCore, serve_local};
+pub use core::{ComponentSource, ExecutorCore};

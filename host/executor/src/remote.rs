@@ -3,6 +3,7 @@
 //! a stream of its own, and leave cleanly when told to (SIGTERM: decommission).
 
 use crate::core::{ComponentSource, ExecutorCore};
+use crate::lifecycle::{self, Ended, Outbound};
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Secret, connect, hello, read_frame, read_payload, write_frame,
     write_payload,
@@ -11,9 +12,7 @@ use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, Registration, Rejection,
     Request, Role,
 };
-use flint_proto::{
-    Conf, Digest, JobDescriptor, JobId, Settings, StatusUpdate, TaskFailure, TaskLaunch, TaskState,
-};
+use flint_proto::{Conf, Digest, ExecutorCommand, JobDescriptor, JobId, Settings, TaskLaunch};
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -30,9 +29,6 @@ const STARTUP_KEYS: &[&str] = &["flint.executor.cores", "flint.executor.memory",
 /// Outputs up to this size ride in the status report; larger ones stay here as blocks
 /// the driver fetches on a stream of their own.
 pub const INLINE_OUTPUT: usize = 64 << 10;
-
-/// Reports are sent together up to about this many bytes per frame.
-const REPORT_BATCH_BYTES: usize = 1 << 20;
 
 /// How an executor was asked to run.
 #[derive(Debug, Clone)]
@@ -105,7 +101,7 @@ impl From<quinn::ConnectionError> for ExecutorExit {
 /// `decommission` turns true on SIGTERM.
 pub async fn run_executor(
     options: ExecutorOptions,
-    mut decommission: watch::Receiver<bool>,
+    decommission: watch::Receiver<bool>,
 ) -> Result<String, ExecutorExit> {
     let started = Instant::now();
     let url = &options.driver_url;
@@ -181,7 +177,7 @@ pub async fn run_executor(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "registered"
         );
-        serve(core, &connection, send, recv, settings.heartbeat_interval, &mut decommission).await?;
+        serve(core, &connection, send, recv, settings.heartbeat_interval, decommission).await?;
         connection.close(0u32.into(), b"decommissioned");
         Ok(id)
     }
@@ -221,16 +217,18 @@ impl ComponentSource for RemoteSource {
     }
 }
 
+/// The remote side of the shared lifecycle (`lifecycle::serve`): frames from the driver
+/// become commands, reports and the start of a drain become frames; heartbeats and
+/// block fetches on streams of their own.
 async fn serve(
     core: Arc<ExecutorCore>,
     connection: &quinn::Connection,
     mut send: quinn::SendStream,
-    recv: quinn::RecvStream,
+    mut recv: quinn::RecvStream,
     heartbeat_interval: Duration,
-    decommission: &mut watch::Receiver<bool>,
+    decommission: watch::Receiver<bool>,
 ) -> Result<(), ExecutorExit> {
     let tasks_done = Arc::new(AtomicU64::new(0));
-    let (reports, mut report_rx) = mpsc::unbounded_channel::<StatusUpdate>();
 
     // Heartbeats on their own stream, so a busy control stream cannot starve them.
     let heartbeats = {
@@ -258,127 +256,104 @@ async fn serve(
     // The driver fetches result blocks on streams it opens.
     let blocks = tokio::spawn(serve_blocks(core.clone(), connection.clone()).in_current_span());
 
-    // Frames are read by a task of their own: a read cut short by `select!` would lose
-    // half a frame.
-    let (messages, mut message_rx) = mpsc::channel::<Result<DriverMessage, String>>(64);
-    let mut recv = recv;
-    let reader = tokio::spawn(async move {
-        loop {
-            let next = match read_frame::<DriverMessage>(&mut recv).await {
-                Ok(Some(message)) => Ok(message),
-                Ok(None) => Err("the driver closed the connection".to_owned()),
-                Err(e) => Err(e.to_string()),
-            };
-            let end = next.is_err();
-            if messages.send(next).await.is_err() || end {
-                return;
-            }
-        }
-    });
-
-    let mut jobs: HashMap<JobId, Arc<JobDescriptor>> = HashMap::new();
-    let mut running = 0usize;
-    let mut draining = false;
-    let result = loop {
-        tokio::select! {
-            message = message_rx.recv() => match message.unwrap_or_else(|| Err("reader stopped".into())) {
-                Ok(DriverMessage::Job(job)) => {
-                    jobs.insert(job.job, Arc::new(job));
-                }
-                Ok(DriverMessage::Launch(batch)) => {
-                    for launch in batch {
-                        let Some(job) = jobs.get(&launch.attempt.job).cloned() else {
-                            tracing::warn!(attempt = %launch.attempt, "launch for an unknown job");
-                            continue;
-                        };
-                        running += 1;
-                        if draining {
-                            // Sent before the driver heard of the decommission: hand it back.
-                            let failure = TaskFailure::ExecutorLost {
-                                executor: core.id().to_owned(),
-                                reason: "executor decommissioning".into(),
-                            };
-                            let _ = reports.send(StatusUpdate {
-                                executor: core.id().to_owned(),
-                                attempt: launch.attempt,
-                                state: TaskState::Failed(failure),
-                                log: String::new(),
-                                elapsed: Duration::ZERO,
-                            });
+    // Frames in, read by a task of their own (a read cut short by `select!` would lose
+    // half a frame); it ends with why the driver is gone.
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let reader = {
+        let core = core.clone();
+        tokio::spawn(
+            async move {
+                let mut jobs: HashMap<JobId, Arc<JobDescriptor>> = HashMap::new();
+                loop {
+                    let command = match read_frame::<DriverMessage>(&mut recv).await {
+                        Ok(Some(DriverMessage::Job(job))) => {
+                            jobs.insert(job.job, Arc::new(job));
                             continue;
                         }
-                        let launch = TaskLaunch { attempt: launch.attempt, job, partition: launch.partition };
-                        let reports = reports.clone();
-                        core.launch(launch, move |update| {
-                            let _ = reports.send(update);
-                        });
-                    }
-                }
-                Ok(DriverMessage::Kill(attempt)) => core.kill(&attempt),
-                Ok(DriverMessage::JobEnded(job)) => {
-                    jobs.remove(&job);
-                    core.job_ended(job);
-                }
-                Ok(DriverMessage::Tokens(tokens)) => core.set_tokens(tokens),
-                Ok(DriverMessage::Decommission) => {
-                    if !draining {
-                        draining = true;
-                        write_frame(&mut send, &ExecutorMessage::Decommissioning).await?;
-                    }
-                    if running == 0 {
-                        break Ok(());
-                    }
-                }
-                Ok(other) => tracing::warn!(?other, "unexpected message from the driver"),
-                Err(e) => break Err(ExecutorExit::DriverLost(e)),
-            },
-            Some(first) = report_rx.recv() => {
-                // Send the reports ready now together, a frame of about a megabyte at most
-                // (each report is bounded: inline outputs, log tails, failure messages).
-                let mut bytes = report_size(&first);
-                let mut batch = vec![first];
-                while bytes < REPORT_BATCH_BYTES {
-                    let Ok(more) = report_rx.try_recv() else { break };
-                    bytes += report_size(&more);
-                    batch.push(more);
-                }
-                running -= batch.len();
-                tasks_done.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                write_frame(&mut send, &ExecutorMessage::Status(batch)).await?;
-                if draining && running == 0 {
-                    break Ok(());
-                }
-            }
-            changed = decommission.changed(), if !draining => {
-                if changed.is_err() || *decommission.borrow() {
-                    tracing::info!(running, "decommissioning: finishing running tasks");
-                    draining = true;
-                    write_frame(&mut send, &ExecutorMessage::Decommissioning).await?;
-                    if running == 0 {
-                        break Ok(());
+                        Ok(Some(DriverMessage::Launch(batch))) => {
+                            let launches = batch
+                                .into_iter()
+                                .filter_map(|launch| {
+                                    let Some(job) = jobs.get(&launch.attempt.job).cloned() else {
+                                        tracing::warn!(attempt = %launch.attempt, "launch for an unknown job");
+                                        return None;
+                                    };
+                                    Some(TaskLaunch { attempt: launch.attempt, job, partition: launch.partition })
+                                })
+                                .collect();
+                            ExecutorCommand::Launch(launches)
+                        }
+                        Ok(Some(DriverMessage::Kill(attempt))) => ExecutorCommand::Kill(attempt),
+                        Ok(Some(DriverMessage::JobEnded(job))) => {
+                            jobs.remove(&job);
+                            ExecutorCommand::JobEnded(job)
+                        }
+                        Ok(Some(DriverMessage::Decommission)) => ExecutorCommand::Decommission,
+                        Ok(Some(DriverMessage::Tokens(tokens))) => {
+                            core.set_tokens(tokens);
+                            continue;
+                        }
+                        Ok(Some(other)) => {
+                            tracing::warn!(?other, "unexpected message from the driver");
+                            continue;
+                        }
+                        Ok(None) => return "the driver closed the connection".to_owned(),
+                        Err(e) => return e.to_string(),
+                    };
+                    if commands.send(command).is_err() {
+                        return "stopped".to_owned();
                     }
                 }
             }
-        }
+            .in_current_span(),
+        )
     };
-    reader.abort();
+
+    // Reports and the start of a drain out, in the order the lifecycle says them.
+    let (outbound, mut outbound_rx) = mpsc::channel::<Outbound>(16);
+    let writer = {
+        let done = tasks_done.clone();
+        tokio::spawn(
+            async move {
+                while let Some(message) = outbound_rx.recv().await {
+                    let message = match message {
+                        Outbound::Reports(batch) => {
+                            done.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                            ExecutorMessage::Status(batch)
+                        }
+                        Outbound::Draining => ExecutorMessage::Decommissioning,
+                    };
+                    write_frame(&mut send, &message).await?;
+                }
+                Ok::<_, FrameError>(send)
+            }
+            .in_current_span(),
+        )
+    };
+
+    let ended = lifecycle::serve(core, command_rx, outbound, decommission).await;
     heartbeats.abort();
     blocks.abort();
-    if result.is_ok() {
-        let _ = send.finish();
-        // Give the last reports time to reach the driver before the connection closes.
-        let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
+    // The lifecycle has dropped its sender: the writer ends once the last frame is out.
+    let written = writer.await;
+    match ended {
+        Ended::Drained => {
+            reader.abort();
+            let mut send = match written {
+                Ok(Ok(send)) => send,
+                Ok(Err(e)) => return Err(e.into()),
+                Err(e) => return Err(ExecutorExit::DriverLost(e.to_string())),
+            };
+            let _ = send.finish();
+            // Give the last reports time to reach the driver before the connection closes.
+            let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
+            Ok(())
+        }
+        Ended::Closed => {
+            let reason = reader.await.unwrap_or_else(|e| e.to_string());
+            Err(ExecutorExit::DriverLost(reason))
+        }
     }
-    result
-}
-
-fn report_size(update: &StatusUpdate) -> usize {
-    let output = match &update.state {
-        TaskState::Succeeded(flint_proto::TaskOutput::Inline(bytes)) => bytes.len(),
-        TaskState::Succeeded(_) => 64,
-        TaskState::Failed(failure) => failure.to_string().len(),
-    };
-    output + update.log.len() + 128
 }
 
 /// Serves the blocks this executor holds to the driver, a stream per request.

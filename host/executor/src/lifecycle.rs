@@ -1,0 +1,121 @@
+//! One executor's serving life, shared by the in-process executors of `flint run` and
+//! the remote ones: take commands, run launches on the core, batch reports, and drain
+//! when told to (finish what runs, hand back what arrives, then end). Only the
+//! transport around it differs.
+
+use crate::core::ExecutorCore;
+use flint_proto::{ExecutorCommand, StatusUpdate, TaskFailure, TaskState};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// Reports are sent together up to about this many bytes (each report is bounded:
+/// inline outputs, log tails, failure messages).
+const REPORT_BATCH_BYTES: usize = 1 << 20;
+
+/// What an executor tells its driver.
+#[derive(Debug)]
+pub enum Outbound {
+    Reports(Vec<StatusUpdate>),
+    /// It drains: it takes nothing new.
+    Draining,
+}
+
+/// How serving ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Drained: every launched attempt has reported.
+    Drained,
+    /// The command channel closed: the driver is gone (or dropped this executor).
+    Closed,
+}
+
+/// Serves `commands` until drained or the channel closes. Reports and the start of a
+/// drain go to `outbound`, in order. `decommission` turning true (or its sender going)
+/// starts a drain, as a `Decommission` command does.
+pub async fn serve(
+    core: Arc<ExecutorCore>,
+    mut commands: mpsc::UnboundedReceiver<ExecutorCommand>,
+    outbound: mpsc::Sender<Outbound>,
+    mut decommission: watch::Receiver<bool>,
+) -> Ended {
+    let (reports, mut report_rx) = mpsc::unbounded_channel::<StatusUpdate>();
+    // Launched here and not yet reported: bounded by the driver's credit.
+    let mut running = 0usize;
+    let mut draining = false;
+    loop {
+        let drain_now = tokio::select! {
+            command = commands.recv() => match command {
+                None => return Ended::Closed,
+                Some(ExecutorCommand::Launch(batch)) => {
+                    for launch in batch {
+                        running += 1;
+                        if draining {
+                            // Sent before the driver heard of the drain: hand it back.
+                            let failure = TaskFailure::ExecutorLost {
+                                executor: core.id().to_owned(),
+                                reason: "executor decommissioning".into(),
+                            };
+                            let _ = reports.send(StatusUpdate {
+                                executor: core.id().to_owned(),
+                                attempt: launch.attempt,
+                                state: TaskState::Failed(failure),
+                                log: String::new(),
+                                elapsed: Duration::ZERO,
+                            });
+                            continue;
+                        }
+                        let reports = reports.clone();
+                        core.launch(launch, move |update| {
+                            let _ = reports.send(update);
+                        });
+                    }
+                    false
+                }
+                Some(ExecutorCommand::Kill(attempt)) => {
+                    core.kill(&attempt);
+                    false
+                }
+                Some(ExecutorCommand::JobEnded(job)) => {
+                    core.job_ended(job);
+                    false
+                }
+                Some(ExecutorCommand::Decommission) => true,
+            },
+            Some(first) = report_rx.recv() => {
+                let mut bytes = report_size(&first);
+                let mut batch = vec![first];
+                while bytes < REPORT_BATCH_BYTES {
+                    let Ok(more) = report_rx.try_recv() else { break };
+                    bytes += report_size(&more);
+                    batch.push(more);
+                }
+                running -= batch.len();
+                if outbound.send(Outbound::Reports(batch)).await.is_err() {
+                    return Ended::Closed;
+                }
+                false
+            }
+            changed = decommission.changed(), if !draining => changed.is_err() || *decommission.borrow(),
+        };
+        if drain_now && !draining {
+            tracing::info!(running, "decommissioning: finishing running tasks");
+            draining = true;
+            if outbound.send(Outbound::Draining).await.is_err() {
+                return Ended::Closed;
+            }
+        }
+        if draining && running == 0 {
+            return Ended::Drained;
+        }
+    }
+}
+
+fn report_size(update: &StatusUpdate) -> usize {
+    let output = match &update.state {
+        TaskState::Succeeded(flint_proto::TaskOutput::Inline(bytes)) => bytes.len(),
+        TaskState::Succeeded(_) => 64,
+        TaskState::Failed(failure) => failure.to_string().len(),
+    };
+    output + update.log.len() + 128
+}

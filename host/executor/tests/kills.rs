@@ -1,0 +1,129 @@
+//! Kills reach attempts still waiting for a slot: on a one-slot executor, a spinning
+//! attempt holds the slot while others queue behind it. The real `chaos` component logs
+//! "task N running" when it starts, so an attempt's log says whether it ever ran.
+
+use flint_executor::{ComponentSource, ExecutorCore};
+use flint_proto::{
+    Attempt, Digest, JobDescriptor, PartitionSpec, StatusUpdate, TaskFailure, TaskLaunch, TaskState,
+};
+use flint_runtime::{Runtime, RuntimeConfig};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+struct Chaos(Vec<u8>);
+
+impl ComponentSource for Chaos {
+    fn fetch(&self, _: &Digest) -> Result<Vec<u8>, String> {
+        Ok(self.0.clone())
+    }
+}
+
+fn one_slot_executor() -> (Arc<ExecutorCore>, Digest) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/wasm32-wasip2/release/chaos.wasm");
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e} (run `make build` first)"));
+    let digest = Digest::of(&bytes);
+    let runtime = Runtime::new(RuntimeConfig {
+        slots: 1,
+        instance_memory: 64 << 20,
+        cache_dir: None,
+        max_log_size: 1 << 16,
+        pooling: false,
+        component_cache: 64 << 20,
+    })
+    .unwrap();
+    (Arc::new(ExecutorCore::new("e".into(), Arc::new(runtime), Arc::new(Chaos(bytes)), usize::MAX)), digest)
+}
+
+/// A job whose task 0 spins and whose other tasks succeed at once.
+fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
+    let config = [("mode", "loop"), ("only_task", "0"), ("other_mode", "ok")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    Arc::new(JobDescriptor {
+        job: 1,
+        app_id: "a".into(),
+        name: "chaos".into(),
+        component: digest,
+        task_count: tasks,
+        config,
+        token_services: Vec::new(),
+        memory_limit: None,
+        deadline: Duration::from_secs(60),
+        max_result_size: 1 << 20,
+    })
+}
+
+fn launch(
+    core: &Arc<ExecutorCore>,
+    job: &Arc<JobDescriptor>,
+    index: u32,
+    reports: &mpsc::UnboundedSender<StatusUpdate>,
+) -> Attempt {
+    let attempt = Attempt { job: job.job, index, number: 0 };
+    let reports = reports.clone();
+    core.launch(TaskLaunch { attempt, job: job.clone(), partition: PartitionSpec::Index(index) }, move |u| {
+        let _ = reports.send(u);
+    });
+    attempt
+}
+
+async fn started(core: &ExecutorCore) {
+    // The spinning attempt holds the slot once the core counts it running and the others
+    // wait; give it a moment to be inside the guest.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(core.running(), 3);
+}
+
+async fn collect(rx: &mut mpsc::UnboundedReceiver<StatusUpdate>, n: usize) -> Vec<StatusUpdate> {
+    let mut all = Vec::new();
+    while all.len() < n {
+        all.push(tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.unwrap().unwrap());
+    }
+    all.sort_by_key(|u| u.attempt.index);
+    all
+}
+
+fn assert_killed(update: &StatusUpdate, ran: bool) {
+    let TaskState::Failed(TaskFailure::Killed { reason }) = &update.state else {
+        panic!("task {} was not killed: {:?}", update.attempt.index, update.state);
+    };
+    let logged = update.log.contains(&format!("task {} running", update.attempt.index));
+    assert_eq!(logged, ran, "task {} ({reason}): log {:?}", update.attempt.index, update.log);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_queued_attempts_keeps_them_from_ever_starting() {
+    let (core, digest) = one_slot_executor();
+    let job = job(digest, 3);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let spinning = launch(&core, &job, 0, &tx);
+    let queued = [launch(&core, &job, 1, &tx), launch(&core, &job, 2, &tx)];
+    started(&core).await;
+    for attempt in &queued {
+        core.kill(attempt);
+    }
+    core.kill(&spinning);
+    let reports = collect(&mut rx, 3).await;
+    assert_killed(&reports[0], true);
+    assert_killed(&reports[1], false);
+    assert_killed(&reports[2], false);
+    assert_eq!(core.running(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_ending_stops_its_attempts_running_or_queued() {
+    let (core, digest) = one_slot_executor();
+    let job = job(digest, 3);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    for index in 0..3 {
+        launch(&core, &job, index, &tx);
+    }
+    started(&core).await;
+    core.job_ended(job.job);
+    let reports = collect(&mut rx, 3).await;
+    assert_killed(&reports[0], true);
+    assert_killed(&reports[1], false);
+    assert_killed(&reports[2], false);
+}

@@ -580,3 +580,35 @@ fn jobs_read_inputs_only_under_the_drivers_roots() {
         assert!(stderr.contains("flint.input.roots"), "{input:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_driver_told_to_stop_fails_running_jobs_with_a_reason_and_exits_zero() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let job = start_slow_job(&cluster);
+    eventually(Duration::from_secs(20), || {
+        (cluster.live_executors()[0]["running"].as_u64().unwrap_or(0) > 0).then_some(())
+    })
+    .expect("the job runs");
+    cluster.driver.signal("TERM");
+    let out = job.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    let error = report["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the driver is stopping"), "{report}");
+    assert_eq!(cluster.driver.wait(Duration::from_secs(10)), Some(0), "{}", cluster.driver.log_text());
+}
+
+#[test]
+fn the_driver_lists_only_the_retained_finished_jobs() {
+    let mut cluster = Cluster::start(&["--conf", "flint.driver.retainedJobs=2"]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    for _ in 0..3 {
+        ok_json(&cluster.submit(&["examples/noop", "--partitions", "2", "--json"]));
+    }
+    let jobs: Vec<u64> =
+        cluster.status()["jobs"].as_array().unwrap().iter().map(|j| j["job"].as_u64().unwrap()).collect();
+    assert_eq!(jobs, vec![2, 3], "the oldest is forgotten");
+}

@@ -30,10 +30,6 @@ const PIPELINE: u32 = 8;
 /// A file split is at most this large unless the user asks for fewer partitions.
 const MAX_SPLIT: u64 = 64 << 20;
 
-/// Finished jobs listed by `status`; older ones are forgotten (Spark's
-/// `spark.ui.retainedJobs` keeps 1000 too).
-const RETAINED_JOBS: usize = 1000;
-
 /// Result blocks fetched from executors at once; more wait their turn (and keep their
 /// executor's slot meanwhile, which slows the producers down).
 const CONCURRENT_FETCHES: usize = 4;
@@ -898,7 +894,9 @@ impl EventLoop {
         });
         let mut progress = *job.progress.borrow();
         progress.running = 0;
-        if self.finished.len() == RETAINED_JOBS {
+        // Finished jobs listed by `status`, up to `flint.driver.retainedJobs`.
+        let retained = self.driver.shared.settings.retained_jobs as usize;
+        while self.finished.len() >= retained.max(1) {
             self.finished.pop_front();
         }
         self.finished.push_back(JobStatus {

@@ -93,6 +93,9 @@ pub struct Settings {
     pub network_idle_timeout: Duration,
     /// `flint.task.maxLogSize` (default 1m): guest stdout and stderr kept per task.
     pub task_max_log_size: u64,
+    /// `flint.driver.retainedJobs` (default 1000, as `spark.ui.retainedJobs`): finished
+    /// jobs the driver lists; older ones are forgotten.
+    pub retained_jobs: u32,
     /// `flint.executor.componentCacheSize` (default 256m): compiled components an
     /// executor keeps in memory; past it the least recently used are dropped (and read
     /// back from the disk cache when needed again).
@@ -127,6 +130,7 @@ impl Default for Settings {
             task_max_log_size: 1 << 20,
             input_roots: Vec::new(),
             component_cache_size: 256 << 20,
+            retained_jobs: 1000,
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
             exclude_on_failure: false,
@@ -149,6 +153,7 @@ impl Settings {
         "flint.driver.maxResultSize",
         "flint.input.roots",
         "flint.executor.componentCacheSize",
+        "flint.driver.retainedJobs",
         "flint.network.idleTimeout",
         "flint.executor.heartbeatInterval",
         "flint.network.timeout",
@@ -201,6 +206,7 @@ impl Settings {
                     }
                     s.input_roots = roots
                 }
+                "flint.driver.retainedJobs" => s.retained_jobs = parse_u32(value).map_err(&invalid)?,
                 "flint.executor.componentCacheSize" => {
                     s.component_cache_size = parse_size(value).map_err(&invalid)?
                 }

@@ -205,18 +205,26 @@ fn a_failed_job_kills_its_running_tasks() {
     let mut cluster = Cluster::start(&[]);
     cluster.executor(&["--cores", "2", "--executor-id", "worker"]);
     cluster.wait_live(1);
-    // Task 0 fails for good at once; task 1 would spin until its ten-minute deadline.
+    // Task 0 fails for good at once; task 1 would spin, then sleep in WASI, until its
+    // ten-minute deadline.
     let args = ["examples/chaos", "--partitions", "2", "--conf", "mode=fatal", "--conf", "only_task=0"];
-    let out = cluster.submit(&[&args[..], &["--conf", "other_mode=loop", "--json"]].concat());
-    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
-    let report = json(&out);
-    assert_eq!(report["failure"]["reason"]["kind"], "guest-error", "{report}");
-    let stopped = eventually(Duration::from_secs(10), || {
-        let worker = cluster.executor_status("worker");
-        (worker["running"] == 0 && worker["tasks_failed"] == 2).then_some(worker)
-    });
-    assert!(stopped.is_some(), "the spinning task was killed: {}", cluster.executor_status("worker"));
+    for (round, other) in ["other_mode=loop", "other_mode=sleep"].into_iter().enumerate() {
+        let out = cluster.submit(&[&args[..], &["--conf", other, "--json"]].concat());
+        let failed_at = std::time::Instant::now();
+        assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+        let report = json(&out);
+        assert_eq!(report["failure"]["reason"]["kind"], "guest-error", "{report}");
+        let failed = 2 * (round as u64 + 1);
+        let stopped = eventually(Duration::from_secs(10), || {
+            (cluster.executor_status("worker")["tasks_failed"] == failed).then(|| failed_at.elapsed())
+        });
+        let stopped =
+            stopped.unwrap_or_else(|| panic!("{other}: not killed: {}", cluster.executor_status("worker")));
+        assert!(stopped < Duration::from_secs(1), "{other}: killed {stopped:?} after the job failed");
+    }
     assert!(cluster.executors[0].log_text().contains("killed"), "{}", cluster.executors[0].log_text());
+    // The executor runs the next job.
+    assert_eq!(ok_json(&cluster.submit(&["examples/noop", "--partitions", "2", "--json"]))["result"], 2);
 }
 
 #[test]

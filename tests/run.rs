@@ -83,10 +83,78 @@ fn panicking_guest_fails_with_its_panic_message() {
 #[test]
 fn endless_loop_is_stopped_at_its_deadline() {
     let (reason, error, elapsed) = chaos_failure("loop", &["--conf", "flint.task.deadline=1s"]);
-    assert_eq!(reason, serde_json::json!({"kind": "deadline", "deadline_ms": 1000}));
+    assert_eq!(
+        reason,
+        serde_json::json!({"kind": "deadline", "deadline_ms": 1000, "key": "flint.task.deadline"})
+    );
     assert!(error.as_str().unwrap().contains("deadline"), "{error}");
     // The whole run, start-up included, ends soon after the one-second deadline.
     assert!(elapsed < Duration::from_secs(6), "took {elapsed:?}");
+}
+
+#[test]
+fn a_guest_waiting_in_wasi_is_stopped_at_its_deadline() {
+    // An hour's sleep, and an hour's wait on a clock pollable, against a 2 s deadline.
+    for mode in ["sleep", "poll"] {
+        let (reason, _, elapsed) = chaos_failure(mode, &["--conf", "flint.task.deadline=2s"]);
+        assert_eq!(reason["kind"], "deadline", "{mode}: {reason}");
+        assert_eq!(reason["key"], "flint.task.deadline");
+        assert!(elapsed < Duration::from_secs(3), "{mode}: deadline + 1 s at most, took {elapsed:?}");
+    }
+}
+
+#[test]
+fn attempts_waiting_in_wasi_are_killed_when_their_job_fails() {
+    // Task 0 fails for good at once; the others sleep for an hour until they are killed.
+    let started = Instant::now();
+    let out = flint(&[
+        "run",
+        "examples/chaos",
+        "--partitions",
+        "4",
+        "--cores",
+        "4",
+        "--conf",
+        "mode=fatal",
+        "--conf",
+        "only_task=0",
+        "--conf",
+        "other_mode=sleep",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    assert_eq!(json(&out)["failure"]["reason"]["kind"], "guest-error");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the sleepers ended with it: {:?}",
+        started.elapsed()
+    );
+    assert!(!lossy(&out.stderr).contains("panicked"), "{}", lossy(&out.stderr));
+}
+
+#[test]
+fn a_merge_that_sleeps_or_spins_is_stopped_at_the_merge_deadline() {
+    for merge in ["sleep", "loop"] {
+        let started = Instant::now();
+        let merge_mode = format!("merge_mode={merge}");
+        let out = flint(&[
+            "run",
+            "examples/chaos",
+            "--partitions",
+            "3",
+            "--conf",
+            &merge_mode,
+            "--conf",
+            "flint.merge.deadline=2s",
+            "--json",
+        ]);
+        let elapsed = started.elapsed();
+        assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+        let report = json(&out);
+        assert_eq!(report["failure"]["reason"]["kind"], "deadline", "{merge}: {report}");
+        assert!(report["error"].as_str().unwrap().contains("flint.merge.deadline"), "{report}");
+        assert!(elapsed < Duration::from_secs(4), "{merge}: merge deadline + 1 s or so, took {elapsed:?}");
+    }
 }
 
 #[test]

@@ -12,18 +12,25 @@
 //! - `chatter`: write `bytes` bytes to stdout, then succeed
 //! - `probe`: report what ambient authority the sandbox grants (it should grant none)
 //! - `token`: output the secret of the token for service `service` (or "none")
+//! - `sleep`: sleep `secs` seconds (default an hour) in one blocking WASI call
+//! - `poll`: wait `secs` seconds on a clock pollable with `wasi:io/poll.poll`
+//!
+//! `merge_mode` (job config) makes every merge on the driver misbehave the same way:
+//! `sleep` or `loop`; otherwise merges concatenate, so the result is the list of task
+//! outputs in partition order.
 //!
 //! `only_task=N` applies the mode to task N alone; the others follow `other_mode`
 //! (default `ok`).
 
-use flint_guest::{Error, Partition, Task, config, config_or, info, task_info};
+use flint_guest::{Aggregate, Error, Partition, Task, config, config_or, info, task_info};
 use std::hint::black_box;
 use std::io::Write;
 
 pub struct Chaos;
 
 impl Task for Chaos {
-    type Output = serde_json_value::Output;
+    /// One item per task; merges concatenate.
+    type Output = Vec<serde_json_value::Output>;
 
     fn run(_: Partition) -> Result<Self::Output, Error> {
         let me = task_info();
@@ -53,7 +60,7 @@ impl Task for Chaos {
                 }
             }
             "panic" => panic!("chaos asked to panic in task {}", me.task_index),
-            "big-output" => return Ok(serde_json_value::Output::Bytes("x".repeat(bytes))),
+            "big-output" => return Ok(vec![serde_json_value::Output::Bytes("x".repeat(bytes))]),
             "fail" => return Err(Error::new("chaos asked to fail")),
             "fatal" => return Err(Error::fatal("chaos asked to fail for good")),
             "flaky" if me.attempt == 0 => return Err(Error::new("flaky on first attempt")),
@@ -74,16 +81,45 @@ impl Task for Chaos {
                     std::fs::read_dir("/").is_ok(),
                     std::net::TcpStream::connect("127.0.0.1:9").is_ok(),
                 );
-                return Ok(serde_json_value::Output::Bytes(probe));
+                return Ok(vec![serde_json_value::Output::Bytes(probe)]);
             }
             "token" => {
                 let service = config("service").unwrap_or_default();
                 let secret = flint_guest::token(&service).map_or_else(|| "none".to_owned(), |t| t.secret);
-                return Ok(serde_json_value::Output::Bytes(secret));
+                return Ok(vec![serde_json_value::Output::Bytes(secret)]);
+            }
+            "sleep" => std::thread::sleep(std::time::Duration::from_secs(config_or("secs", 3600)?)),
+            "poll" => {
+                let nanos = config_or::<u64>("secs", 3600)?.saturating_mul(1_000_000_000);
+                let clock = wasi::clocks::monotonic_clock::subscribe_duration(nanos);
+                wasi::io::poll::poll(&[&clock]);
             }
             other => return Err(Error::fatal(format!("unknown mode {other:?}"))),
         }
-        Ok(serde_json_value::Output::Index(me.task_index))
+        Ok(vec![serde_json_value::Output::Index(me.task_index)])
+    }
+}
+
+impl Aggregate for Chaos {
+    type Result = Vec<serde_json_value::Output>;
+
+    fn merge(mut a: Self::Output, b: Self::Output) -> Result<Self::Output, Error> {
+        match config("merge_mode").as_deref() {
+            Some("sleep") => std::thread::sleep(std::time::Duration::from_secs(3600)),
+            Some("loop") => {
+                let mut n: u64 = 0;
+                loop {
+                    n = black_box(n.wrapping_add(1));
+                }
+            }
+            _ => {}
+        }
+        a.extend(b);
+        Ok(a)
+    }
+
+    fn finish(acc: Self::Output) -> Result<Self::Result, Error> {
+        Ok(acc)
     }
 }
 
@@ -97,4 +133,4 @@ mod serde_json_value {
     }
 }
 
-flint_guest::export_task!(Chaos);
+flint_guest::export_aggregate!(Chaos);

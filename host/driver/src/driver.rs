@@ -424,8 +424,9 @@ struct JobRecord {
 
 /// How a job's outputs become its result.
 enum Fold {
-    /// `aggregate` world: a worker thread merges in the job's sandbox as outputs arrive.
-    Aggregate(std::sync::mpsc::Sender<FoldMessage>),
+    /// `aggregate` world: a worker thread merges in the job's sandbox as outputs arrive;
+    /// the switch stops a merge in progress when the job ends another way.
+    Aggregate(std::sync::mpsc::Sender<FoldMessage>, KillSwitch),
     /// `task` world: outputs are collected in partition order.
     Collect(Vec<Option<Vec<u8>>>),
 }
@@ -607,13 +608,18 @@ impl EventLoop {
         let span = tracing::info_span!("job", job_id = id, name = %job.name);
         span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
         let fold = match job.component.world {
-            World::Aggregate => Fold::Aggregate(spawn_fold(
-                self.driver.clone(),
-                job.component.clone(),
-                descriptor.clone(),
-                job.settings.driver_max_result_size,
-                span.clone(),
-            )),
+            World::Aggregate => {
+                let kill = KillSwitch::default();
+                let worker = spawn_fold(
+                    self.driver.clone(),
+                    job.component.clone(),
+                    descriptor.clone(),
+                    &job.settings,
+                    kill.clone(),
+                    span.clone(),
+                );
+                Fold::Aggregate(worker, kill)
+            }
             World::Task => Fold::Collect(vec![None; tasks as usize]),
         };
         let (progress, progress_rx) = watch::channel(JobProgress { total: tasks, ..JobProgress::default() });
@@ -776,7 +782,7 @@ impl EventLoop {
                 Action::TaskDone { attempt } => {
                     if let (Some(job), Some(bytes)) = (self.jobs.get_mut(&attempt.job), output.take()) {
                         match &mut job.fold {
-                            Fold::Aggregate(worker) => {
+                            Fold::Aggregate(worker, _) => {
                                 let _ = worker.send(FoldMessage::Output(attempt.index, bytes));
                             }
                             Fold::Collect(outputs) => outputs[attempt.index as usize] = Some(bytes),
@@ -852,7 +858,7 @@ impl EventLoop {
             return;
         };
         match &mut job.fold {
-            Fold::Aggregate(worker) => {
+            Fold::Aggregate(worker, _) => {
                 let _ = worker.send(FoldMessage::Finish);
             }
             Fold::Collect(outputs) => {
@@ -866,6 +872,10 @@ impl EventLoop {
         let Some(mut job) = self.jobs.remove(&id) else {
             return;
         };
+        // A merge still running for a job that ended another way stops now.
+        if let Fold::Aggregate(_, kill) = &job.fold {
+            kill.kill();
+        }
         if outcome.is_err() {
             // A failed merge leaves tasks running: stop them (a no-op when the core
             // already ended the job).
@@ -938,9 +948,11 @@ fn spawn_fold(
     driver: Driver,
     component: Arc<JobComponent>,
     job: Arc<JobDescriptor>,
-    max_result_size: u64,
+    settings: &Settings,
+    kill: KillSwitch,
     span: tracing::Span,
 ) -> std::sync::mpsc::Sender<FoldMessage> {
+    let (max_result_size, deadline) = (settings.driver_max_result_size, settings.merge_deadline);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name(format!("flint-fold-{}", job.job))
@@ -956,11 +968,12 @@ fn spawn_fold(
                 config: Arc::new(job.config.clone()),
                 tokens: Arc::new(Vec::new()),
                 memory_limit: job.memory_limit,
-                deadline: job.deadline,
+                deadline,
+                deadline_key: "flint.merge.deadline",
                 // Merged outputs add up: they answer to the job's limit
                 // (`flint.driver.maxResultSize`), not to one task's.
                 max_result_size,
-                kill: KillSwitch::default(),
+                kill,
             };
             let mut folder = runtime.folder(&component, ctx);
             let mut call = |call: Call| -> Result<Vec<u8>, TaskFailure> { folder.call(call).result };

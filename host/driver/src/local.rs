@@ -78,6 +78,7 @@ async fn serve_in_process(
 pub struct LocalCluster {
     pub driver: Driver,
     executors: Vec<JoinHandle<()>>,
+    cores: Vec<Arc<ExecutorCore>>,
 }
 
 impl LocalCluster {
@@ -99,7 +100,7 @@ impl LocalCluster {
             conf: config.conf.clone(),
             runtime: driver_runtime,
         });
-        let mut executors = Vec::new();
+        let (mut executors, mut cores) = (Vec::new(), Vec::new());
         for n in 1..=config.executors {
             let (id, incarnation) = driver
                 .reserve_executor_id(Some(format!("exec-{n}")), None)
@@ -109,6 +110,7 @@ impl LocalCluster {
             // In-process outputs are handed over as they are: no block is worth making.
             let core = Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone()), usize::MAX));
             let (commands, rx) = mpsc::unbounded_channel();
+            cores.push(core.clone());
             let span = tracing::info_span!("executor", executor_id = %id);
             executors.push(tokio::spawn(
                 serve_in_process(driver.clone(), core.clone(), incarnation, rx).instrument(span),
@@ -132,13 +134,17 @@ impl LocalCluster {
                 }
             }));
         }
-        Ok(LocalCluster { driver, executors })
+        Ok(LocalCluster { driver, executors, cores })
     }
 
-    /// Stops the executors once their running tasks end.
+    /// Stops the executors: whatever still runs or waits for a slot is killed, so that
+    /// nothing outlives the job that started it.
     pub async fn shutdown(self) {
-        let LocalCluster { driver, executors } = self;
+        let LocalCluster { driver, executors, cores } = self;
         drop(driver);
+        for core in &cores {
+            core.kill_all();
+        }
         for executor in executors {
             executor.abort();
             let _ = executor.await;

@@ -124,6 +124,13 @@ impl ExecutorCore {
         }
     }
 
+    /// Kills every attempt here, queued or running (the executor is going away).
+    pub fn kill_all(&self) {
+        for switch in self.running.lock().expect("running lock").values() {
+            switch.kill();
+        }
+    }
+
     /// A job ended: its attempts still here are killed and its blocks dropped.
     pub fn job_ended(&self, job: JobId) {
         for (attempt, switch) in self.running.lock().expect("running lock").iter() {
@@ -229,6 +236,7 @@ impl ExecutorCore {
             tokens: Arc::new(tokens),
             memory_limit: job.memory_limit,
             deadline: job.deadline,
+            deadline_key: "flint.task.deadline",
             max_result_size: job.max_result_size,
             kill,
         }

@@ -93,6 +93,9 @@ pub struct Settings {
     pub network_idle_timeout: Duration,
     /// `flint.task.maxLogSize` (default 1m): guest stdout and stderr kept per task.
     pub task_max_log_size: u64,
+    /// `flint.merge.deadline` (default 10m): a merge or finish on the driver running or
+    /// waiting longer is interrupted and fails its job.
+    pub merge_deadline: Duration,
     /// `flint.driver.retainedJobs` (default 1000, as `spark.ui.retainedJobs`): finished
     /// jobs the driver lists; older ones are forgotten.
     pub retained_jobs: u32,
@@ -131,6 +134,7 @@ impl Default for Settings {
             input_roots: Vec::new(),
             component_cache_size: 256 << 20,
             retained_jobs: 1000,
+            merge_deadline: Duration::from_secs(600),
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
             exclude_on_failure: false,
@@ -154,6 +158,7 @@ impl Settings {
         "flint.input.roots",
         "flint.executor.componentCacheSize",
         "flint.driver.retainedJobs",
+        "flint.merge.deadline",
         "flint.network.idleTimeout",
         "flint.executor.heartbeatInterval",
         "flint.network.timeout",
@@ -206,6 +211,7 @@ impl Settings {
                     }
                     s.input_roots = roots
                 }
+                "flint.merge.deadline" => s.merge_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.driver.retainedJobs" => s.retained_jobs = parse_u32(value).map_err(&invalid)?,
                 "flint.executor.componentCacheSize" => {
                     s.component_cache_size = parse_size(value).map_err(&invalid)?
@@ -250,6 +256,7 @@ impl Settings {
         at_least("flint.executor.heartbeatInterval", s.heartbeat_interval, Duration::from_millis(10))?;
         // The epoch ticker runs every 10 ms: a shorter deadline could not be kept.
         at_least("flint.task.deadline", s.task_deadline, Duration::from_millis(10))?;
+        at_least("flint.merge.deadline", s.merge_deadline, Duration::from_millis(10))?;
         if s.network_timeout <= s.heartbeat_interval {
             return Err(ConfError::Invalid {
                 key: "flint.network.timeout".into(),
@@ -341,6 +348,7 @@ mod tests {
             [("flint.network.timeout", "0s"), ("points", "1")],
             [("flint.network.timeout", "5s"), ("flint.executor.heartbeatInterval", "10s")],
             [("flint.task.deadline", "0s"), ("points", "1")],
+            [("flint.merge.deadline", "5ms"), ("points", "1")],
             [("flint.network.idleTimeout", "0s"), ("points", "1")],
             [("flint.driver.maxResultSize", "0"), ("points", "1")],
             [("flint.input.roots", "/data,relative/dir"), ("points", "1")],

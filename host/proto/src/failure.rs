@@ -13,9 +13,10 @@ pub enum TaskFailure {
     /// The guest tried to grow its memory past the instance's cap.
     #[error("memory limit: the task needed more than its cap of {limit} bytes")]
     MemoryLimit { limit: u64 },
-    /// The guest ran past `flint.task.deadline` and was interrupted.
-    #[error("deadline: interrupted after {deadline_ms} ms (flint.task.deadline)")]
-    Deadline { deadline_ms: u64 },
+    /// The guest ran past its deadline (computing or waiting) and was interrupted; `key`
+    /// names the setting (`flint.task.deadline`, `flint.merge.deadline`).
+    #[error("deadline: interrupted after {deadline_ms} ms ({key})")]
+    Deadline { deadline_ms: u64, key: String },
     /// The guest returned more than `flint.task.maxResultSize`.
     #[error("result too large: {size} bytes, over flint.task.maxResultSize of {limit} bytes")]
     ResultTooLarge { size: u64, limit: u64 },
@@ -138,7 +139,7 @@ mod tests {
         let all = [
             TaskFailure::Trap { message: "unreachable".into(), backtrace: Some("0: f".into()) },
             TaskFailure::MemoryLimit { limit: 1 },
-            TaskFailure::Deadline { deadline_ms: 2 },
+            TaskFailure::Deadline { deadline_ms: 2, key: "flint.task.deadline".into() },
             TaskFailure::ResultTooLarge { size: 3, limit: 2 },
             TaskFailure::Guest { message: "no".into(), retryable: false },
             TaskFailure::Host { message: "disk".into() },

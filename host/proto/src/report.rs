@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn reports_and_failed_statuses_cross_the_wire() {
-        let failure = TaskFailure::Deadline { deadline_ms: 5 };
+        let failure = TaskFailure::Deadline { deadline_ms: 5, key: "flint.task.deadline".into() };
         let attempt = Attempt { job: 1, index: 2, number: 0 };
         let report = JobReport {
             job: 1,

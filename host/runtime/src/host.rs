@@ -16,8 +16,11 @@ pub(crate) struct HostState {
     pub(crate) config: Arc<Conf>,
     pub(crate) tokens: Arc<Vec<Token>>,
     pub(crate) log: TaskLogSink,
-    /// When the running call must end; the epoch callback checks it.
+    /// When the running call must end; the epoch callback and the waiting WASI calls
+    /// check it.
     pub(crate) deadline: std::time::Instant,
+    /// Thrown to stop the call; the same checks look at it.
+    pub(crate) kill: crate::sandbox::KillSwitch,
 }
 
 impl WasiView for HostState {

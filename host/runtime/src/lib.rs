@@ -4,6 +4,7 @@
 //! `InstancePre` per component; a fresh store per call that always carries the memory cap,
 //! the deadline and a WASI context without ambient authority. No networking here.
 
+mod blocking;
 mod capture;
 mod component;
 mod engine;

@@ -47,6 +47,8 @@ pub struct TaskContext {
     /// A job's own memory cap; the runtime's instance cap applies when it is larger.
     pub memory_limit: Option<u64>,
     pub deadline: Duration,
+    /// The setting the deadline comes from, named in a `deadline` failure.
+    pub deadline_key: &'static str,
     pub max_result_size: u64,
     pub kill: KillSwitch,
 }
@@ -77,7 +79,7 @@ pub struct Outcome {
 
 /// Marks the error a kill raises inside the guest.
 #[derive(Debug)]
-struct Killed;
+pub(crate) struct Killed;
 
 impl std::fmt::Display for Killed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -135,6 +137,7 @@ impl Runtime {
             tokens: ctx.tokens.clone(),
             log: log.clone(),
             deadline: Instant::now() + ctx.deadline,
+            kill: ctx.kill.clone(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -260,7 +263,10 @@ fn classify(
         return TaskFailure::MemoryLimit { limit: store.data().limits.limit };
     }
     match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => TaskFailure::Deadline { deadline_ms: ctx.deadline.as_millis() as u64 },
+        Some(Trap::Interrupt) => TaskFailure::Deadline {
+            deadline_ms: ctx.deadline.as_millis() as u64,
+            key: ctx.deadline_key.into(),
+        },
         Some(trap) => {
             let mut message = trap.to_string().trim_start_matches("wasm trap: ").to_owned();
             if let Some(panic) = panic_message(&log.contents()) {

@@ -39,6 +39,7 @@ fn ctx(conf: &[(&str, &str)]) -> TaskContext {
         tokens: Arc::new(Vec::new()),
         memory_limit: None,
         deadline: Duration::from_secs(30),
+        deadline_key: "flint.task.deadline",
         max_result_size: 1 << 20,
         kill: KillSwitch::default(),
     }
@@ -82,7 +83,10 @@ fn every_failure_is_typed_and_the_runtime_keeps_serving() {
     let mut deadline = ctx(&[("mode", "loop")]);
     deadline.deadline = Duration::from_millis(300);
     let started = Instant::now();
-    assert_eq!(run(&rt, &chaos, &deadline), Err(TaskFailure::Deadline { deadline_ms: 300 }));
+    assert_eq!(
+        run(&rt, &chaos, &deadline),
+        Err(TaskFailure::Deadline { deadline_ms: 300, key: "flint.task.deadline".into() })
+    );
     assert!(started.elapsed() < Duration::from_secs(5), "stopped soon after its deadline");
     healthy(&rt);
 

@@ -268,3 +268,37 @@ fn a_job_result_may_exceed_the_per_task_limit() {
             .all(|s| s.as_str().is_some_and(|s| s.len() == 16_000_000 && s.bytes().all(|b| b == b'x')))
     );
 }
+
+/// What a flooding task may put on the process's own output: 200 echoed log lines of
+/// at most a KiB, a warning, the failure (messages cut to 16 KiB), as documented in
+/// ARCHITECTURE.md.
+pub const FLOOD_BOUND: usize = 512 << 10;
+
+#[test]
+fn a_task_that_floods_its_log_and_errors_at_length_is_cut_and_says_so() {
+    // 200 MB of log lines through the host import, then a 50 MB error message.
+    let out = flint(&[
+        "run",
+        "examples/chaos",
+        "--partitions",
+        "1",
+        "--conf",
+        "mode=flood",
+        "--conf",
+        "bytes=209715200",
+        "--conf",
+        "error_bytes=52428800",
+        "--conf",
+        "flint.task.maxFailures=1",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr[..out.stderr.len().min(4096)]));
+    assert!(out.stdout.len() < FLOOD_BOUND, "stdout {} bytes", out.stdout.len());
+    assert!(out.stderr.len() < FLOOD_BOUND, "stderr {} bytes", out.stderr.len());
+    let report = json(&out);
+    let message = report["failure"]["reason"]["message"].as_str().unwrap();
+    assert!(message.ends_with(" bytes dropped]"), "{}", &message[message.len() - 60..]);
+    let tail = report["task_failures"][0]["log_tail"].as_str().unwrap();
+    assert!(tail.contains("more bytes of task output dropped"), "{tail}");
+    assert!(lossy(&out.stderr).contains("the rest go to its task log only"));
+}

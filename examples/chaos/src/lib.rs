@@ -14,6 +14,8 @@
 //! - `token`: output the secret of the token for service `service` (or "none")
 //! - `sleep`: sleep `secs` seconds (default an hour) in one blocking WASI call
 //! - `poll`: wait `secs` seconds on a clock pollable with `wasi:io/poll.poll`
+//! - `flood`: log `bytes` bytes through the host's log import at error level, in lines
+//!   of a KiB, then fail with a message of `error_bytes` bytes
 //!
 //! `merge_mode` (job config) makes every merge on the driver misbehave the same way:
 //! `sleep` or `loop`; otherwise merges concatenate, so the result is the list of task
@@ -87,6 +89,14 @@ impl Task for Chaos {
                 let service = config("service").unwrap_or_default();
                 let secret = flint_guest::token(&service).map_or_else(|| "none".to_owned(), |t| t.secret);
                 return Ok(vec![serde_json_value::Output::Bytes(secret)]);
+            }
+            "flood" => {
+                let line = "e".repeat(1023);
+                for _ in 0..bytes / 1024 {
+                    flint_guest::log(flint_guest::Level::Error, &line);
+                }
+                let error_bytes: usize = config_or("error_bytes", 1 << 20)?;
+                return Err(Error::new("!".repeat(error_bytes)));
             }
             "sleep" => std::thread::sleep(std::time::Duration::from_secs(config_or("secs", 3600)?)),
             "poll" => {

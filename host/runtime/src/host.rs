@@ -21,6 +21,36 @@ pub(crate) struct HostState {
     pub(crate) deadline: std::time::Instant,
     /// Thrown to stop the call; the same checks look at it.
     pub(crate) kill: crate::sandbox::KillSwitch,
+    /// Guest log lines this store may still copy into the process's own log.
+    pub(crate) echo: EchoBudget,
+}
+
+/// How much of a guest's logging reaches the process's log: every line goes to the
+/// task's bounded log, but only the first [`ECHO_LINES`] lines, each cut to
+/// [`ECHO_LINE`] bytes, are echoed to the executor's (or driver's) own log; the rest are
+/// counted and said once.
+pub(crate) struct EchoBudget {
+    lines: u32,
+    dropped: u64,
+}
+
+const ECHO_LINES: u32 = 200;
+const ECHO_LINE: usize = 1024;
+
+impl EchoBudget {
+    pub(crate) fn new() -> EchoBudget {
+        EchoBudget { lines: ECHO_LINES, dropped: 0 }
+    }
+
+    /// The line to echo, cut to size, or `None` once the budget is spent.
+    fn take(&mut self, message: &str) -> Option<String> {
+        if self.lines == 0 {
+            self.dropped += 1;
+            return None;
+        }
+        self.lines -= 1;
+        Some(flint_proto::failure::head(message, ECHO_LINE))
+    }
 }
 
 impl WasiView for HostState {
@@ -48,12 +78,23 @@ impl host::Host for HostState {
 
     fn log(&mut self, level: Level, message: String) {
         let TaskInfo { job_id, task_index, attempt, .. } = &self.info;
-        match level {
-            Level::Trace => tracing::trace!(job_id, task = task_index, attempt, "{message}"),
-            Level::Debug => tracing::debug!(job_id, task = task_index, attempt, "{message}"),
-            Level::Info => tracing::info!(job_id, task = task_index, attempt, "{message}"),
-            Level::Warn => tracing::warn!(job_id, task = task_index, attempt, "{message}"),
-            Level::Error => tracing::error!(job_id, task = task_index, attempt, "{message}"),
+        let first_dropped = self.echo.lines == 0 && self.echo.dropped == 0;
+        let line = match self.echo.take(&message) {
+            Some(line) => line,
+            // Said once, at the level of the first line it holds back.
+            None if first_dropped => format!(
+                "the task logs more than {ECHO_LINES} lines: the rest go to its task log only (flint.task.maxLogSize)"
+            ),
+            None => String::new(),
+        };
+        if !line.is_empty() {
+            match level {
+                Level::Trace => tracing::trace!(job_id, task = task_index, attempt, "{line}"),
+                Level::Debug => tracing::debug!(job_id, task = task_index, attempt, "{line}"),
+                Level::Info => tracing::info!(job_id, task = task_index, attempt, "{line}"),
+                Level::Warn => tracing::warn!(job_id, task = task_index, attempt, "{line}"),
+                Level::Error => tracing::error!(job_id, task = task_index, attempt, "{line}"),
+            }
         }
         let tag = match level {
             Level::Trace => "TRACE",
@@ -62,7 +103,10 @@ impl host::Host for HostState {
             Level::Warn => "WARN",
             Level::Error => "ERROR",
         };
-        self.log.append(format!("[{tag}] {message}\n").as_bytes());
+        // In pieces: the message may be large, and the sink keeps only what fits.
+        self.log.append(format!("[{tag}] ").as_bytes());
+        self.log.append(message.as_bytes());
+        self.log.append(b"\n");
     }
 }
 

@@ -138,6 +138,7 @@ impl Runtime {
             log: log.clone(),
             deadline: Instant::now() + ctx.deadline,
             kill: ctx.kill.clone(),
+            echo: crate::host::EchoBudget::new(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);

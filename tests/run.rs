@@ -165,6 +165,13 @@ fn allocation_stops_at_the_instance_cap() {
 }
 
 #[test]
+fn a_refused_allocation_the_guest_survived_does_not_hide_its_later_panic() {
+    let (reason, _, _) = chaos_failure("refused-then-panic", &[]);
+    assert_eq!(reason["kind"], "trap", "{reason}");
+    assert!(reason["message"].as_str().unwrap().contains("unrelated failure"), "{reason}");
+}
+
+#[test]
 fn oversized_result_is_refused() {
     let (reason, _, _) = chaos_failure("big-output", &["--conf", "flint.task.maxResultSize=1m"]);
     assert_eq!(reason["kind"], "result-too-large");
@@ -211,6 +218,28 @@ fn bad_jobs_get_a_one_line_error() {
     let bundle = dir.path().join("bad.flint");
     std::fs::write(&bundle, b"FLINTBDL\x01\x00\x00\x00\xff\xff").unwrap();
     assert_refused(&["run", &bundle.to_string_lossy()], "not a valid Flint bundle");
+    // Configuration that cannot work is refused with its key, before anything runs.
+    for (conf, key) in [
+        ("flint.network.timeout=0s", "flint.network.timeout"),
+        ("flint.executor.heartbeatInterval=0s", "flint.executor.heartbeatInterval"),
+        ("flint.task.deadline=0s", "flint.task.deadline"),
+        ("flint.merge.deadline=0s", "flint.merge.deadline"),
+    ] {
+        assert_refused(&["run", "examples/pi", "--conf", conf], key);
+    }
+    assert_refused(&["run", "examples/pi", "--partitions", "0"], "partitions");
+    for (limit, key) in [("memory = \"0\"", "limits.memory"), ("deadline = \"0s\"", "limits.deadline")] {
+        let job = dir.path().join(key);
+        std::fs::create_dir(&job).unwrap();
+        let manifest = format!("name = \"pi\"\ncomponent = {:?}\n[limits]\n{limit}\n", wasm("pi"));
+        std::fs::write(job.join("flint.toml"), manifest).unwrap();
+        assert_refused(&["run", &job.to_string_lossy()], key);
+    }
+    // A component whose memory cannot fit the task cap is refused as such.
+    assert_refused(
+        &["run", &wasm("too_big"), "--memory", "512m"],
+        "needs at least 1074855936 bytes of memory; this executor's task cap is",
+    );
 }
 
 #[test]

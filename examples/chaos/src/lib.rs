@@ -14,6 +14,8 @@
 //! - `token`: output the secret of the token for service `service` (or "none")
 //! - `sleep`: sleep `secs` seconds (default an hour) in one blocking WASI call
 //! - `poll`: wait `secs` seconds on a clock pollable with `wasi:io/poll.poll`
+//! - `refused-then-panic`: ask for more memory than any cap allows, cope with the
+//!   refusal, then panic for another reason
 //! - `flood`: log `bytes` bytes through the host's log import at error level, in lines
 //!   of a KiB, then fail with a message of `error_bytes` bytes
 //!
@@ -89,6 +91,11 @@ impl Task for Chaos {
                 let service = config("service").unwrap_or_default();
                 let secret = flint_guest::token(&service).map_or_else(|| "none".to_owned(), |t| t.secret);
                 return Ok(vec![serde_json_value::Output::Bytes(secret)]);
+            }
+            "refused-then-panic" => {
+                let mut huge: Vec<u8> = Vec::new();
+                let refused = huge.try_reserve_exact(3 << 30).is_err();
+                panic!("unrelated failure after a refused allocation (refused: {refused})");
             }
             "flood" => {
                 let line = "e".repeat(1023);

@@ -90,11 +90,20 @@ impl Manifest {
 
 impl Limits {
     pub fn memory_bytes(&self) -> Result<Option<u64>, String> {
-        self.memory.as_deref().map(parse_size).transpose().map_err(|e| format!("limits.memory: {e}"))
+        match self.memory.as_deref().map(parse_size).transpose() {
+            Ok(Some(0)) => Err("limits.memory: must be positive".into()),
+            other => other.map_err(|e| format!("limits.memory: {e}")),
+        }
     }
 
+    /// The deadline a job asks for; at least the 10 ms epoch tick that enforces it.
     pub fn deadline(&self) -> Result<Option<Duration>, String> {
-        self.deadline.as_deref().map(parse_duration).transpose().map_err(|e| format!("limits.deadline: {e}"))
+        match self.deadline.as_deref().map(parse_duration).transpose() {
+            Ok(Some(d)) if d < Duration::from_millis(10) => {
+                Err("limits.deadline: must be at least 10ms".into())
+            }
+            other => other.map_err(|e| format!("limits.deadline: {e}")),
+        }
     }
 }
 
@@ -206,6 +215,9 @@ mod tests {
         let limits = Limits { memory: Some("64m".into()), deadline: Some("bad".into()) };
         assert_eq!(limits.memory_bytes(), Ok(Some(64 << 20)));
         assert!(limits.deadline().unwrap_err().contains("limits.deadline"));
+        let zero = Limits { memory: Some("0".into()), deadline: Some("0s".into()) };
+        assert!(zero.memory_bytes().unwrap_err().contains("limits.memory"));
+        assert!(zero.deadline().unwrap_err().contains("limits.deadline"));
     }
 
     #[test]

@@ -16,6 +16,10 @@ pub enum LoadError {
     NotAComponent(String),
     #[error("not a Flint job: {0}")]
     WrongWorld(String),
+    #[error(
+        "the component needs at least {needs} bytes of memory; this executor's task cap is {cap} bytes (flint.executor.memory × flint.memory.fraction ÷ slots)"
+    )]
+    TooMuchMemory { needs: u64, cap: u64 },
 }
 
 /// A loaded job component, ready to instantiate.
@@ -91,6 +95,9 @@ fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Componen
     }
     let component = Component::new(&rt.engine, bytes).map_err(|e| {
         let text = format!("{e:#}");
+        if let Some(needs) = minimum_memory(&text) {
+            return LoadError::TooMuchMemory { needs, cap: rt.config.instance_memory };
+        }
         // The parser's message ends in a dump of the bytes it expected: keep the words.
         let first = text.lines().next().unwrap_or_default();
         LoadError::NotAComponent(first.split(" - expected").next().unwrap_or(first).to_owned())
@@ -117,6 +124,14 @@ fn store_artifact(component: &Component, path: &Path) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
+}
+
+/// The minimum memory a component asked for, from the pooling allocator's refusal
+/// ("… a minimum byte size of N which exceeds the limit …").
+fn minimum_memory(error: &str) -> Option<u64> {
+    let after = &error[error.find("minimum byte size of ")? + "minimum byte size of ".len()..];
+    error.contains("exceeds the limit").then_some(())?;
+    after.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 /// A core module starts with the wasm magic and version 1; a component has layer 1 in

@@ -260,17 +260,23 @@ fn classify(
     if e.is::<Killed>() {
         return TaskFailure::Killed { reason: "killed on request".into() };
     }
-    if store.data().limits.refused {
-        return TaskFailure::MemoryLimit { limit: store.data().limits.limit };
-    }
-    match e.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => TaskFailure::Deadline {
+    let trap = e.downcast_ref::<Trap>();
+    if trap == Some(&Trap::Interrupt) {
+        return TaskFailure::Deadline {
             deadline_ms: ctx.deadline.as_millis() as u64,
             key: ctx.deadline_key.into(),
-        },
+        };
+    }
+    let panic = panic_message(&log.contents());
+    // A refused growth ended the task only if nothing else did: a guest that coped with
+    // the refusal and panicked later for its own reason reports that panic.
+    if store.data().limits.refused && panic.is_none() {
+        return TaskFailure::MemoryLimit { limit: store.data().limits.limit };
+    }
+    match trap {
         Some(trap) => {
             let mut message = trap.to_string().trim_start_matches("wasm trap: ").to_owned();
-            if let Some(panic) = panic_message(&log.contents()) {
+            if let Some(panic) = panic {
                 message = format!("{message} (guest panicked: {panic})");
             }
             let backtrace = e.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());

@@ -620,3 +620,80 @@ fn the_driver_lists_only_the_retained_finished_jobs() {
         cluster.status()["jobs"].as_array().unwrap().iter().map(|j| j["job"].as_u64().unwrap()).collect();
     assert_eq!(jobs, vec![2, 3], "the oldest is forgotten");
 }
+
+/// Resident memory of a process now (VmRSS), in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+/// `noop` with a custom section of `size` bytes from `seed` appended: a distinct,
+/// large, valid component.
+fn padded_noop(seed: u64, size: usize) -> Vec<u8> {
+    let mut bytes = std::fs::read(wasm("noop")).unwrap();
+    let name = b"flint-test-padding";
+    let mut payload = vec![name.len() as u8];
+    payload.extend_from_slice(name);
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    payload.extend((0..size).map(|_| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as u8
+    }));
+    bytes.push(0); // a custom section
+    let mut len = payload.len();
+    loop {
+        let byte = (len & 0x7f) as u8;
+        len >>= 7;
+        if len == 0 {
+            bytes.push(byte);
+            break;
+        }
+        bytes.push(byte | 0x80);
+    }
+    bytes.extend(payload);
+    bytes
+}
+
+#[test]
+fn ten_jobs_with_distinct_large_components_leave_memory_where_the_first_did() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2", "--executor-id", "long-lived"]);
+    cluster.wait_live(1);
+    let dir = cluster.dir.path().to_owned();
+    let mut after_first = (0, 0);
+    for n in 0..10u64 {
+        let component = dir.join(format!("job-{n}.wasm"));
+        std::fs::write(&component, padded_noop(n, 40 << 20)).unwrap();
+        let report = ok_json(&cluster.submit(&[component.to_str().unwrap(), "--partitions", "4", "--json"]));
+        assert_eq!(report["result"], 4);
+        std::fs::remove_file(&component).unwrap();
+        if n == 0 {
+            after_first = (rss(cluster.driver.pid()), rss(cluster.executors[0].pid()));
+        }
+    }
+    let after_tenth = (rss(cluster.driver.pid()), rss(cluster.executors[0].pid()));
+    let mib = |b: u64| b >> 20;
+    eprintln!(
+        "RSS after the first and the tenth job: driver {} → {} MiB, executor {} → {} MiB",
+        mib(after_first.0),
+        mib(after_tenth.0),
+        mib(after_first.1),
+        mib(after_tenth.1)
+    );
+    // Documented in ARCHITECTURE.md: within 64 MiB of where the first job left it.
+    assert!(
+        after_tenth.0 < after_first.0 + (64 << 20),
+        "driver grew {} → {} MiB",
+        mib(after_first.0),
+        mib(after_tenth.0)
+    );
+    assert!(
+        after_tenth.1 < after_first.1 + (64 << 20),
+        "executor grew {} → {} MiB",
+        mib(after_first.1),
+        mib(after_tenth.1)
+    );
+}

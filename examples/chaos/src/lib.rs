@@ -20,7 +20,8 @@
 //!   of a KiB, then fail with a message of `error_bytes` bytes
 //!
 //! `merge_mode` (job config) makes every merge on the driver misbehave the same way:
-//! `sleep` or `loop`; otherwise merges concatenate, so the result is the list of task
+//! `sleep` or `loop`, or `slow` (a tenth of a second per merge, keeping only the left
+//! side, as a reducing merge would); otherwise merges concatenate, so the result is the list of task
 //! outputs in partition order.
 //!
 //! `only_task=N` applies the mode to task N alone; the others follow `other_mode`
@@ -128,6 +129,10 @@ impl Aggregate for Chaos {
                 loop {
                     n = black_box(n.wrapping_add(1));
                 }
+            }
+            Some("slow") => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                return Ok(a);
             }
             _ => {}
         }

@@ -17,7 +17,7 @@ use flint_proto::{
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext};
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
@@ -33,6 +33,9 @@ const MAX_SPLIT: u64 = 64 << 20;
 /// Result blocks fetched from executors at once; more wait their turn (and keep their
 /// executor's slot meanwhile, which slows the producers down).
 const CONCURRENT_FETCHES: usize = 4;
+
+/// Bytes of outputs that may wait for a job's merges before its result fetches wait.
+const FOLD_BACKLOG: u64 = 64 << 20;
 
 /// How long a reserved executor id waits for its executor to register.
 const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -424,11 +427,20 @@ struct JobRecord {
 
 /// How a job's outputs become its result.
 enum Fold {
-    /// `aggregate` world: a worker thread merges in the job's sandbox as outputs arrive;
-    /// the switch stops a merge in progress when the job ends another way.
-    Aggregate(std::sync::mpsc::Sender<FoldMessage>, KillSwitch),
+    /// `aggregate` world: a worker thread merges in the job's sandbox as outputs arrive.
+    Aggregate(FoldWorker),
     /// `task` world: outputs are collected in partition order.
     Collect(Vec<Option<Vec<u8>>>),
+}
+
+/// The thread folding an `aggregate` job's outputs.
+struct FoldWorker {
+    sender: std::sync::mpsc::Sender<FoldMessage>,
+    /// Stops a merge in progress when the job ends another way.
+    kill: KillSwitch,
+    /// Bytes of outputs handed to the worker and not yet merged. Result fetches wait
+    /// while it is over [`FOLD_BACKLOG`]: a slow merge holds tasks back, not memory.
+    backlog: Arc<AtomicU64>,
 }
 
 enum FoldMessage {
@@ -608,18 +620,13 @@ impl EventLoop {
         let span = tracing::info_span!("job", job_id = id, name = %job.name);
         span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
         let fold = match job.component.world {
-            World::Aggregate => {
-                let kill = KillSwitch::default();
-                let worker = spawn_fold(
-                    self.driver.clone(),
-                    job.component.clone(),
-                    descriptor.clone(),
-                    &job.settings,
-                    kill.clone(),
-                    span.clone(),
-                );
-                Fold::Aggregate(worker, kill)
-            }
+            World::Aggregate => Fold::Aggregate(spawn_fold(
+                self.driver.clone(),
+                job.component.clone(),
+                descriptor.clone(),
+                &job.settings,
+                span.clone(),
+            )),
             World::Task => Fold::Collect(vec![None; tasks as usize]),
         };
         let (progress, progress_rx) = watch::channel(JobProgress { total: tasks, ..JobProgress::default() });
@@ -701,6 +708,10 @@ impl EventLoop {
             return;
         };
         let fetch = link.fetch(block);
+        let backlog = match self.jobs.get(&update.attempt.job).map(|j| &j.fold) {
+            Some(Fold::Aggregate(worker)) => Some((worker.backlog.clone(), worker.kill.clone())),
+            _ => None,
+        };
         let (events, permits) = (self.driver.events.clone(), self.fetches.clone());
         // An executor that holds a block but never sends it must not hold the job: the
         // fetch gets as long as a silent executor does.
@@ -708,6 +719,15 @@ impl EventLoop {
         let span = tracing::debug_span!("fetch", attempt = %update.attempt, size = block.size);
         tokio::spawn(
             async move {
+                // Outputs waiting for a slow merge hold this fetch back (and with it the
+                // attempt's slot, so the executor gets no new work): memory stays bounded.
+                while let Some((backlog, job_ended)) = &backlog {
+                    let waiting = backlog.load(Ordering::Relaxed);
+                    if waiting == 0 || waiting + block.size <= FOLD_BACKLOG || job_ended.is_killed() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 let _permit = permits.acquire_owned().await;
                 let fetched = tokio::time::timeout(limit, fetch).await.unwrap_or_else(|_| {
                     Err(format!("no block within {} ms (flint.network.timeout)", limit.as_millis()))
@@ -782,8 +802,9 @@ impl EventLoop {
                 Action::TaskDone { attempt } => {
                     if let (Some(job), Some(bytes)) = (self.jobs.get_mut(&attempt.job), output.take()) {
                         match &mut job.fold {
-                            Fold::Aggregate(worker, _) => {
-                                let _ = worker.send(FoldMessage::Output(attempt.index, bytes));
+                            Fold::Aggregate(worker) => {
+                                worker.backlog.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                                let _ = worker.sender.send(FoldMessage::Output(attempt.index, bytes));
                             }
                             Fold::Collect(outputs) => outputs[attempt.index as usize] = Some(bytes),
                         }
@@ -858,8 +879,8 @@ impl EventLoop {
             return;
         };
         match &mut job.fold {
-            Fold::Aggregate(worker, _) => {
-                let _ = worker.send(FoldMessage::Finish);
+            Fold::Aggregate(worker) => {
+                let _ = worker.sender.send(FoldMessage::Finish);
             }
             Fold::Collect(outputs) => {
                 let result = collect_json(std::mem::take(outputs));
@@ -873,8 +894,8 @@ impl EventLoop {
             return;
         };
         // A merge still running for a job that ended another way stops now.
-        if let Fold::Aggregate(_, kill) = &job.fold {
-            kill.kill();
+        if let Fold::Aggregate(worker) = &job.fold {
+            worker.kill.kill();
         }
         if outcome.is_err() {
             // A failed merge leaves tasks running: stop them (a no-op when the core
@@ -949,11 +970,12 @@ fn spawn_fold(
     component: Arc<JobComponent>,
     job: Arc<JobDescriptor>,
     settings: &Settings,
-    kill: KillSwitch,
     span: tracing::Span,
-) -> std::sync::mpsc::Sender<FoldMessage> {
+) -> FoldWorker {
     let (max_result_size, deadline) = (settings.driver_max_result_size, settings.merge_deadline);
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (kill, backlog) = (KillSwitch::default(), Arc::new(AtomicU64::new(0)));
+    let (sender, rx) = std::sync::mpsc::channel();
+    let worker = FoldWorker { sender, kill: kill.clone(), backlog: backlog.clone() };
     std::thread::Builder::new()
         .name(format!("flint-fold-{}", job.job))
         .spawn(move || {
@@ -981,7 +1003,10 @@ fn spawn_fold(
             let result = loop {
                 match rx.recv() {
                     Ok(FoldMessage::Output(index, bytes)) => {
-                        if let Err(failure) = fold.push(index, bytes, &mut |a, b| call(Call::Merge(a, b))) {
+                        let size = bytes.len() as u64;
+                        let pushed = fold.push(index, bytes, &mut |a, b| call(Call::Merge(a, b)));
+                        backlog.fetch_sub(size, Ordering::Relaxed);
+                        if let Err(failure) = pushed {
                             break Err(JobError::Merge(failure));
                         }
                     }
@@ -998,5 +1023,5 @@ fn spawn_fold(
             let _ = driver.events.send(Event::Folded { job: job.job, result });
         })
         .expect("spawn a fold thread");
-    tx
+    worker
 }

@@ -5,8 +5,8 @@ use crate::driver::{Driver, DriverConfig};
 use crate::link::{Blocks, ChannelLink, Fetch};
 use flint_core::ExecutorInfo;
 use flint_core::Incarnation;
-use flint_executor::ExecutorCore;
 use flint_executor::lifecycle::{self, Outbound};
+use flint_executor::{ExecutorCore, INLINE_OUTPUT};
 use flint_proto::ExecutorCommand;
 use flint_proto::{BlockRef, Conf, ConfError, Settings};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
@@ -107,8 +107,9 @@ impl LocalCluster {
                 .await
                 .map_err(LocalError::Rejected)?;
             let runtime = Arc::new(Runtime::new(runtime_config(settings.slots()))?);
-            // In-process outputs are handed over as they are: no block is worth making.
-            let core = Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone()), usize::MAX));
+            // Large outputs wait as blocks here too, until the driver is ready for them.
+            let core =
+                Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone()), INLINE_OUTPUT));
             let (commands, rx) = mpsc::unbounded_channel();
             cores.push(core.clone());
             let span = tracing::info_span!("executor", executor_id = %id);

@@ -14,6 +14,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
+/// Outputs up to this size ride in the status report; larger ones stay on the executor
+/// as blocks the driver fetches when it is ready for them.
+pub const INLINE_OUTPUT: usize = 64 << 10;
+
 /// Where an executor gets a component's bytes the first time it meets its digest.
 pub trait ComponentSource: Send + Sync {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String>;

@@ -9,4 +9,4 @@ pub mod remote;
 pub mod split;
 
 pub use blocks::BlockStore;
-pub use core::{ComponentSource, ExecutorCore};
+pub use core::{ComponentSource, ExecutorCore, INLINE_OUTPUT};

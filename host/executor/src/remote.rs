@@ -26,9 +26,7 @@ use tracing::Instrument;
 /// driver's, as with Spark's executor start-up settings.
 const STARTUP_KEYS: &[&str] = &["flint.executor.cores", "flint.executor.memory", "flint.network.idleTimeout"];
 
-/// Outputs up to this size ride in the status report; larger ones stay here as blocks
-/// the driver fetches on a stream of their own.
-pub const INLINE_OUTPUT: usize = 64 << 10;
+pub use crate::core::INLINE_OUTPUT;
 
 /// How an executor was asked to run.
 #[derive(Debug, Clone)]

@@ -697,3 +697,22 @@ fn ten_jobs_with_distinct_large_components_leave_memory_where_the_first_did() {
         mib(after_tenth.1)
     );
 }
+
+#[test]
+fn a_task_sleeping_in_wasi_meets_its_deadline_on_a_remote_executor() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    for mode in ["mode=sleep", "mode=poll"] {
+        let started = std::time::Instant::now();
+        let args = ["examples/chaos", "--partitions", "1", "--conf", mode, "--json"];
+        let limits = ["--conf", "flint.task.deadline=2s", "--conf", "flint.task.maxFailures=1"];
+        let out = cluster.submit(&[&args[..], &limits[..]].concat());
+        let elapsed = started.elapsed();
+        assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+        assert_eq!(json(&out)["failure"]["reason"]["kind"], "deadline", "{mode}");
+        assert!(elapsed < Duration::from_secs(3) + Duration::from_millis(500), "{mode}: {elapsed:?}");
+    }
+    // The executor runs the next job.
+    assert_eq!(ok_json(&cluster.submit(&["examples/noop", "--partitions", "2", "--json"]))["result"], 2);
+}

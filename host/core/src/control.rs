@@ -14,6 +14,9 @@ use flint_proto::{Attempt, ExecutorId, ExecutorStatus, JobError, JobId, TaskFail
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+/// Unanswered kills remembered per executor.
+const KILLED_KEPT: usize = 4096;
+
 /// The control core's settings.
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
@@ -315,7 +318,13 @@ impl ControlCore {
                 }
                 Output::Kill { executor, attempt } => {
                     if let Some(incarnation) = self.incarnation(&executor) {
-                        self.killed.entry(executor.clone()).or_default().insert(attempt);
+                        let killed = self.killed.entry(executor.clone()).or_default();
+                        // An executor that never answers its kills cannot grow this
+                        // without end: past the cap, the old ones are forgotten.
+                        if killed.len() >= KILLED_KEPT {
+                            killed.clear();
+                        }
+                        killed.insert(attempt);
                         actions.push(Action::Kill { executor, incarnation, attempt });
                     }
                 }

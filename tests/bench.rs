@@ -15,6 +15,8 @@
 
 #[path = "../examples/pi/src/count.rs"]
 mod pi_kernel;
+#[path = "../examples/word-count/src/count.rs"]
+mod word_kernel;
 
 use flint_proto::Conf;
 use flint_runtime::{Call, KillSwitch, Runtime, RuntimeConfig, TaskContext, TaskInput};
@@ -111,10 +113,40 @@ fn pi_parallel(threads: u32, tasks: u32, run: impl Fn(u32) -> u64 + Sync) -> (u6
     (inside, started.elapsed())
 }
 
+/// Whether the figure `name` was asked for: `make bench` runs them all;
+/// `cargo bench -p flint-tests --bench bench -- NAME...` runs those named.
+fn wanted(name: &str) -> bool {
+    let names: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    names.is_empty() || names.iter().any(|n| n == name)
+}
+
 fn main() {
     let mut results = serde_json::Map::new();
+    if wanted("instantiate") {
+        instantiate_figure(&mut results);
+    }
+    if wanted("pi") {
+        pi_figure(&mut results);
+    }
+    if wanted("wordcount") {
+        word_count_figures(&mut results);
+    }
+    if wanted("cluster") {
+        cluster_figures(&mut results);
+    }
+    if wanted("failure") {
+        failure_detection(&mut results);
+    }
 
-    // 1. Warm instantiate + call.
+    let dir = root().join("target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("results.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
+    println!("wrote {}", path.display());
+}
+
+/// Warm instantiate + call of the no-op component, pooled against on-demand allocation.
+fn instantiate_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
     let noop = component("noop");
     let pooled = instantiate_median(&runtime(2), &noop, 5000);
     let on_demand = instantiate_median(&on_demand_runtime(), &noop, 5000);
@@ -129,8 +161,10 @@ fn main() {
         json!({ "value": us(pooled), "target": 20.0, "reference_on_demand_us": us(on_demand),
                 "ratio_to_reference": pooled.as_secs_f64() / on_demand.as_secs_f64() }),
     );
+}
 
-    // 2. Pi in wasm against the same code compiled natively, both on 2 threads.
+/// Pi in wasm against the same code compiled natively, both on 2 threads.
+fn pi_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
     let (threads, tasks, points) = (2, 16, 10_000_000u64);
     let (native_inside, native) =
         pi_parallel(threads, tasks, |t| pi_kernel::count_inside(u64::from(t), points));
@@ -140,8 +174,9 @@ fn main() {
     let (wasm_inside, wasm) = pi_parallel(threads, tasks, |t| {
         let out =
             rt.call(&pi, &ctx(config.clone(), t, tasks), Call::Run(TaskInput::Index(t))).result.unwrap();
-        let count: serde_json::Value = serde_json::from_slice(&out).unwrap();
-        count["inside"].as_u64().unwrap()
+        // The guest's output, `Count { inside, total }`, in the SDK's encoding.
+        let (inside, _total): (u64, u64) = postcard::from_bytes(&out).unwrap();
+        inside
     });
     assert_eq!(native_inside, wasm_inside, "wasm and native count the same points");
     let total = f64::from(tasks) * points as f64 * 2.0;
@@ -159,15 +194,6 @@ fn main() {
         json!({ "wasm_s": wasm.as_secs_f64(), "native_s": native.as_secs_f64(), "ratio": ratio, "target": 1.3,
                 "points": total / 2.0, "threads": threads }),
     );
-
-    cluster_figures(&mut results);
-    failure_detection(&mut results);
-
-    let dir = root().join("target/bench");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&results).unwrap()).unwrap();
-    println!("wrote {}", path.display());
 }
 
 fn us(d: Duration) -> f64 {
@@ -207,6 +233,32 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Starts a driver (logging at info to `stderr`) and returns it with its URL and the
+/// folder that holds its URL file.
+fn start_driver(stderr: std::process::Stdio, args: &[&str]) -> (Child, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url_file = dir.path().join("url");
+    let driver = Child(
+        flint()
+            .args(["driver", "--url-file", url_file.to_str().unwrap()])
+            .args(args)
+            .env("FLINT_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    let url = loop {
+        if let Ok(url) = std::fs::read_to_string(&url_file) {
+            break url;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the driver did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    (driver, url, dir)
+}
+
 /// Starts an executor and returns it with the time from spawn to its "registered" line.
 fn start_executor(url: &str) -> (Child, Duration) {
     use std::io::BufRead;
@@ -242,25 +294,10 @@ fn noop_job_tasks_per_second(args: &[&str]) -> f64 {
 /// `kill -9` of an executor running a long task, to the driver's "attempt relaunched"
 /// line for it, on a cluster of its own with default settings.
 fn failure_detection(results: &mut serde_json::Map<String, serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let (url_file, log) = (dir.path().join("url"), dir.path().join("driver.log"));
-    let _driver = Child(
-        flint()
-            .args(["driver", "--url-file", url_file.to_str().unwrap()])
-            .env("FLINT_LOG", "info")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("driver.log");
+    let (_driver, url, _dir) = start_driver(std::fs::File::create(&log).unwrap().into(), &[]);
     let started = Instant::now();
-    let url = loop {
-        if let Ok(url) = std::fs::read_to_string(&url_file) {
-            break url;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "the driver did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    };
     let (mut victim, _) = start_executor(&url);
     let (_survivor, _) = start_executor(&url);
     // Two long tasks: one lands on each executor (the most free slots first).
@@ -304,24 +341,7 @@ fn failure_detection(results: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 fn cluster_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let url_file = dir.path().join("url");
-    let driver = Child(
-        flint()
-            .args(["driver", "--url-file", url_file.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let started = Instant::now();
-    let url = loop {
-        if let Ok(url) = std::fs::read_to_string(&url_file) {
-            break url;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "the driver did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let (driver, url, _dir) = start_driver(std::process::Stdio::null(), &[]);
 
     // Start-up: the median of five executors, each stopped before the next.
     let mut startups = Vec::new();
@@ -378,5 +398,178 @@ fn cluster_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     results.insert(
         "idle_executor_rss_mib".into(),
         json!({ "value": executor_rss as f64 / 1024.0, "target": 40.0, "reference_driver_mib": driver_rss as f64 / 1024.0 }),
+    );
+}
+
+/// A deterministic text of `size` bytes: lines of up to 12 words drawn from a 100,000
+/// word vocabulary with a Zipf distribution (the word of rank r has weight 1/r, as in
+/// natural text), words of 1 to 4 letters.
+fn corpus(size: u64) -> PathBuf {
+    let path = root().join(format!("target/bench/zipf100k-{}m.txt", size >> 20));
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {
+        return path;
+    }
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut text = Vec::with_capacity(size as usize + 128);
+    let mut rng: u64 = 42;
+    let mut next = |bound: u64| {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((rng >> 33) * bound) >> 31
+    };
+    while (text.len() as u64) < size {
+        let words = next(13);
+        for w in 0..words {
+            if w > 0 {
+                text.push(b' ');
+            }
+            let mut id = (1e5f64.powf(next(1 << 30) as f64 / f64::from(1 << 30)) - 1.0) as u64;
+            loop {
+                text.push(b'a' + (id % 26) as u8);
+                id /= 26;
+                if id == 0 {
+                    break;
+                }
+            }
+        }
+        text.push(b'\n');
+    }
+    // Cut at the last line end within `size`, padded with newlines to exactly `size`.
+    let end = text[..size as usize].iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    text.truncate(end);
+    text.resize(size as usize, b'\n');
+    std::fs::write(&path, &text).unwrap();
+    path
+}
+
+/// The native reference: the example's counting code on `threads` threads (rayon), each
+/// split read from the file as a task reads it, tables folded per thread then merged.
+fn native_word_count(path: &std::path::Path, splits: u64, threads: usize) -> (word_kernel::Counts, Duration) {
+    use rayon::prelude::*;
+    use std::os::unix::fs::FileExt;
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    let started = Instant::now();
+    let file = std::fs::File::open(path).unwrap();
+    let size = file.metadata().unwrap().len();
+    let counts = pool.install(|| {
+        (0..splits)
+            .into_par_iter()
+            .fold(word_kernel::Counts::default, |mut acc, i| {
+                // The lines whose first byte falls in [start, end), as Flint splits files.
+                let (start, end) = (size * i / splits, size * (i + 1) / splits);
+                let from = if start == 0 { 0 } else { next_line_start(&file, start - 1, size) };
+                let until = if end >= size { size } else { next_line_start(&file, end - 1, size) };
+                let mut text = vec![0u8; until.saturating_sub(from) as usize];
+                file.read_exact_at(&mut text, from).unwrap();
+                word_kernel::count_words(&text, &mut acc);
+                acc
+            })
+            .reduce(word_kernel::Counts::default, word_kernel::merge)
+    });
+    (counts, started.elapsed())
+}
+
+/// The offset just past the first newline at or after `at`, or `size` when none follows.
+fn next_line_start(file: &std::fs::File, mut at: u64, size: u64) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut chunk = [0u8; 4096];
+    while at < size {
+        let n = file.read_at(&mut chunk, at).unwrap();
+        if let Some(p) = chunk[..n].iter().position(|b| *b == b'\n') {
+            return at + p as u64 + 1;
+        }
+        at += n as u64;
+    }
+    size
+}
+
+/// A word count job's report: its time and its summary.
+fn flint_word_count(args: &[&str]) -> (serde_json::Value, Duration) {
+    let out = flint().args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let elapsed = Duration::from_secs_f64(report["elapsed_ms"].as_f64().unwrap() / 1e3);
+    (report["result"].clone(), elapsed)
+}
+
+/// Word count over 256 MiB in 32 splits: `flint run` and a cluster against the same
+/// counting code compiled natively on the same two threads; then `flint run` as the
+/// split count grows.
+fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    const SIZE: u64 = 256 << 20;
+    let path = corpus(SIZE);
+    let input = path.to_str().unwrap();
+    let mib = SIZE as f64 / f64::from(1 << 20);
+    let (counts, _) = native_word_count(&path, 32, 2);
+    let expected_total: u64 = counts.values().sum();
+    let check = |summary: &serde_json::Value, what: &str| {
+        assert_eq!(summary["total_words"], expected_total, "{what}: total words");
+        assert_eq!(summary["distinct_words"], counts.len() as u64, "{what}: distinct words");
+    };
+    let job = root().join("examples/word-count");
+    let job = job.to_str().unwrap();
+    let run = |splits: &str| {
+        let (summary, time) = flint_word_count(&[
+            "run",
+            job,
+            "--input",
+            input,
+            "--partitions",
+            splits,
+            "--cores",
+            "2",
+            "--json",
+        ]);
+        check(&summary, &format!("flint run, {splits} splits"));
+        time
+    };
+    let roots = format!("flint.input.roots={}", path.parent().unwrap().display());
+    let (_driver, url, _dir) = start_driver(std::process::Stdio::null(), &["--conf", &roots]);
+    let (_executor, _) = start_executor(&url);
+    let submit = || {
+        let (summary, time) = flint_word_count(&[
+            "submit",
+            "--driver-url",
+            &url,
+            job,
+            "--input",
+            input,
+            "--partitions",
+            "32",
+            "--json",
+        ]);
+        check(&summary, "cluster");
+        time
+    };
+    // Rounds of all three, so that each sees the machine as the others did.
+    let (mut natives, mut embeddeds, mut clusters) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        natives.push(native_word_count(&path, 32, 2).1);
+        embeddeds.push(run("32"));
+        clusters.push(submit());
+    }
+    let (native, embedded, cluster) = (median(natives), median(embeddeds), median(clusters));
+    let rate = |d: Duration| mib / d.as_secs_f64();
+    println!(
+        "word count, 256 MiB in 32 splits on 2 threads: flint run {:.0} MiB/s ({:.2}× native), cluster {:.0} MiB/s ({:.2}× native), native Rust (rayon) {:.0} MiB/s (target ≥ 0.5× native)",
+        rate(embedded),
+        native.as_secs_f64() / embedded.as_secs_f64(),
+        rate(cluster),
+        native.as_secs_f64() / cluster.as_secs_f64(),
+        rate(native),
+    );
+    let sweep: Vec<(u32, f64)> = [2u32, 8, 32, 64]
+        .iter()
+        .map(|n| (*n, median((0..3).map(|_| run(&n.to_string())).collect()).as_secs_f64()))
+        .collect();
+    println!(
+        "word count, 256 MiB, flint run by split count: {}",
+        sweep.iter().map(|(n, t)| format!("{n} splits {t:.2} s")).collect::<Vec<_>>().join(", ")
+    );
+    results.insert(
+        "word_count_mib_per_s".into(),
+        json!({ "flint_run": rate(embedded), "cluster": rate(cluster), "native": rate(native),
+                "ratio_flint_run": native.as_secs_f64() / embedded.as_secs_f64(),
+                "ratio_cluster": native.as_secs_f64() / cluster.as_secs_f64(), "target_ratio": 0.5,
+                "seconds_by_splits": sweep.iter().map(|(n, t)| (n.to_string(), json!(t))).collect::<serde_json::Map<_, _>>() }),
     );
 }

@@ -16,6 +16,9 @@
 //! - `poll`: wait `secs` seconds on a clock pollable with `wasi:io/poll.poll`
 //! - `refused-then-panic`: ask for more memory than any cap allows, cope with the
 //!   refusal, then panic for another reason
+//! - `residue`: report what earlier instances left behind: how many times this
+//!   instance's static counter was already bumped, and how many bytes of a fresh
+//!   `bytes`-long zeroed allocation are not zero; then dirty both
 //! - `flood`: log `bytes` bytes through the host's log import at error level, in lines
 //!   of a KiB, then fail with a message of `error_bytes` bytes
 //!
@@ -106,6 +109,15 @@ impl Task for Chaos {
                 let error_bytes: usize = config_or("error_bytes", 1 << 20)?;
                 return Err(Error::new("!".repeat(error_bytes)));
             }
+            "residue" => {
+                static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let runs = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let mut fresh = vec![0u8; bytes];
+                let dirty = fresh.iter().filter(|b| **b != 0).count();
+                fresh.fill(0xa5);
+                black_box(&fresh);
+                return Ok(vec![serde_json_value::Output::Bytes(format!("runs={runs} dirty={dirty}"))]);
+            }
             "sleep" => std::thread::sleep(std::time::Duration::from_secs(config_or("secs", 3600)?)),
             "poll" => {
                 let nanos = config_or::<u64>("secs", 3600)?.saturating_mul(1_000_000_000);
@@ -119,7 +131,7 @@ impl Task for Chaos {
 }
 
 impl Aggregate for Chaos {
-    type Result = Vec<serde_json_value::Output>;
+    type Result = Vec<serde_json_value::Shown>;
 
     fn merge(mut a: Self::Output, b: Self::Output) -> Result<Self::Output, Error> {
         match config("merge_mode").as_deref() {
@@ -141,17 +153,33 @@ impl Aggregate for Chaos {
     }
 
     fn finish(acc: Self::Output) -> Result<Self::Result, Error> {
-        Ok(acc)
+        Ok(acc.into_iter().map(Into::into).collect())
     }
 }
 
 mod serde_json_value {
     /// A task's output: its index, or a large string.
     #[derive(serde::Serialize, serde::Deserialize)]
-    #[serde(untagged)]
     pub enum Output {
         Index(u32),
         Bytes(String),
+    }
+
+    /// An output as the job's result shows it: the index or the string alone.
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    pub enum Shown {
+        Index(u32),
+        Bytes(String),
+    }
+
+    impl From<Output> for Shown {
+        fn from(o: Output) -> Shown {
+            match o {
+                Output::Index(i) => Shown::Index(i),
+                Output::Bytes(s) => Shown::Bytes(s),
+            }
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use flint_proto::{
     JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings, StatusUpdate, TaskFailure,
     TaskLaunch, TaskOutput, TaskState, World,
 };
-use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext};
+use flint_runtime::{JobComponent, KillSwitch, Runtime, TaskContext};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -997,14 +997,20 @@ fn spawn_fold(
                 max_result_size,
                 kill,
             };
+            // Outputs load into accumulators in the job's instance and stay there,
+            // decoded, until `finish`: each is decoded once, the total never re-encoded.
             let mut folder = runtime.folder(&component, ctx);
-            let mut call = |call: Call| -> Result<Vec<u8>, TaskFailure> { folder.call(call).result };
             let mut fold = OrderedFold::new();
             let result = loop {
                 match rx.recv() {
                     Ok(FoldMessage::Output(index, bytes)) => {
                         let size = bytes.len() as u64;
-                        let pushed = fold.push(index, bytes, &mut |a, b| call(Call::Merge(a, b)));
+                        let pushed = folder.load(&bytes).and_then(|acc| {
+                            drop(bytes);
+                            fold.push(index, acc, &mut |left, right| {
+                                folder.absorb(&left, right).map(|()| left)
+                            })
+                        });
                         backlog.fetch_sub(size, Ordering::Relaxed);
                         if let Err(failure) = pushed {
                             break Err(JobError::Merge(failure));
@@ -1012,7 +1018,7 @@ fn spawn_fold(
                     }
                     Ok(FoldMessage::Finish) => {
                         break match std::mem::take(&mut fold).into_total(job.task_count) {
-                            Some(total) => call(Call::Finish(total)).map_err(JobError::Finish),
+                            Some(total) => folder.finish(total).map_err(JobError::Finish),
                             // A job of no partitions has nothing to finish.
                             None => Ok(b"null".to_vec()),
                         };

@@ -6,13 +6,19 @@
 
 use std::collections::BTreeMap;
 
-#[derive(Debug, Default)]
-pub struct OrderedFold {
+#[derive(Debug)]
+pub struct OrderedFold<T> {
     /// Runs of folded partitions: start → (end, value), `start..end`.
-    runs: BTreeMap<u32, (u32, Vec<u8>)>,
+    runs: BTreeMap<u32, (u32, T)>,
 }
 
-impl OrderedFold {
+impl<T> Default for OrderedFold<T> {
+    fn default() -> Self {
+        OrderedFold { runs: BTreeMap::new() }
+    }
+}
+
+impl<T> OrderedFold<T> {
     pub fn new() -> Self {
         Self::default()
     }
@@ -21,8 +27,8 @@ impl OrderedFold {
     pub fn push<E>(
         &mut self,
         index: u32,
-        value: Vec<u8>,
-        merge: &mut impl FnMut(Vec<u8>, Vec<u8>) -> Result<Vec<u8>, E>,
+        value: T,
+        merge: &mut impl FnMut(T, T) -> Result<T, E>,
     ) -> Result<(), E> {
         let (mut start, mut end, mut value) = (index, index + 1, value);
         if let Some((&left, &(left_end, _))) = self.runs.range(..start).next_back()
@@ -41,7 +47,7 @@ impl OrderedFold {
     }
 
     /// The folded value of partitions `0..count`, once all have arrived.
-    pub fn into_total(mut self, count: u32) -> Option<Vec<u8>> {
+    pub fn into_total(mut self, count: u32) -> Option<T> {
         match self.runs.remove(&0) {
             Some((end, value)) if end == count && self.runs.is_empty() => Some(value),
             _ => None,

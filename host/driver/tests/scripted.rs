@@ -101,7 +101,7 @@ impl Scripted {
 
     /// Answers `attempt` as an honest executor would.
     fn answer(&self, driver: &Driver, attempt: Attempt) {
-        self.report(driver, attempt, TaskOutput::Inline((attempt.index + 1).to_string().into_bytes()));
+        self.report(driver, attempt, TaskOutput::Inline(noop_output(u64::from(attempt.index) + 1)));
     }
 }
 
@@ -137,7 +137,7 @@ async fn lies_and_second_answers_change_nothing() {
                 Attempt { job: a.job + 100, ..a },
             ];
             for lie in lies {
-                liar.report(&driver, lie, TaskOutput::Inline(b"1000".to_vec()));
+                liar.report(&driver, lie, TaskOutput::Inline(noop_output(1000)));
             }
             // The true answer, twice.
             liar.answer(&driver, a);
@@ -176,7 +176,7 @@ async fn a_silent_executor_and_an_old_incarnation_cost_nothing_but_time() {
     while done < 4 {
         for launch in reborn.launches().await {
             // The old incarnation claims the new life's very attempt, with a wrong output.
-            mute.report(&driver, launch.attempt, TaskOutput::Inline(b"1000".to_vec()));
+            mute.report(&driver, launch.attempt, TaskOutput::Inline(noop_output(1000)));
             reborn.answer(&driver, launch.attempt);
             done += 1;
         }
@@ -195,8 +195,12 @@ async fn a_result_block_that_never_comes_is_made_again_elsewhere() {
     let mut hoarder = join(&driver, "hoarder", 1, true).await;
     let mut report = submit(&driver, 1).await;
     let launch = hoarder.launches().await.remove(0);
-    let bytes = b"1".to_vec();
-    let block = BlockRef { id: BlockId::Output(launch.attempt), size: 1, digest: Digest::of(&bytes) };
+    let bytes = noop_output(1);
+    let block = BlockRef {
+        id: BlockId::Output(launch.attempt),
+        size: bytes.len() as u64,
+        digest: Digest::of(&bytes),
+    };
     hoarder.report(&driver, launch.attempt, TaskOutput::Block(block));
     // The fetch gives up after flint.network.timeout; the task runs again (here, on the
     // same executor, the only one), and this time the answer comes inline.
@@ -210,4 +214,9 @@ async fn a_result_block_that_never_comes_is_made_again_elsewhere() {
         report.failures.iter().any(|f| f.failure.to_string().contains("flint.network.timeout")),
         "{report:?}"
     );
+}
+
+/// A task output of the no-op job (a count), encoded as its guest encodes it.
+fn noop_output(n: u64) -> Vec<u8> {
+    postcard::to_allocvec(&n).unwrap()
 }

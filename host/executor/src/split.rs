@@ -3,27 +3,37 @@
 //! line that starts before `end` is read to its end, past `end` if need be.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Seek, SeekFrom};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+/// Reads the split with one positioned read, after finding its two line boundaries.
 pub fn read_split(path: &Path, start: u64, end: u64) -> io::Result<Vec<u8>> {
-    let mut reader = BufReader::with_capacity(256 << 10, File::open(path)?);
-    let mut pos = start;
-    let mut scratch = Vec::new();
-    if start > 0 {
-        // The byte before `start` tells whether a line begins exactly at `start`.
-        reader.seek(SeekFrom::Start(start - 1))?;
-        pos = start - 1 + reader.read_until(b'\n', &mut scratch)? as u64;
+    let file = File::open(path)?;
+    // The byte before `start` tells whether a line begins exactly at `start`.
+    let from = if start == 0 { 0 } else { line_after(&file, start - 1)? };
+    if from >= end {
+        return Ok(Vec::new()); // no line starts in this split
     }
-    let mut data = Vec::with_capacity((end.saturating_sub(start) + 256) as usize);
-    while pos < end {
-        let n = reader.read_until(b'\n', &mut data)?;
-        if n == 0 {
-            break;
-        }
-        pos += n as u64;
-    }
+    let until = line_after(&file, end - 1)?;
+    let mut data = vec![0; (until - from) as usize];
+    file.read_exact_at(&mut data, from)?;
     Ok(data)
+}
+
+/// The offset just past the first newline at or after `at`, or the file's end.
+fn line_after(file: &File, mut at: u64) -> io::Result<u64> {
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = file.read_at(&mut chunk, at)?;
+        if n == 0 {
+            return Ok(at);
+        }
+        if let Some(i) = chunk[..n].iter().position(|b| *b == b'\n') {
+            return Ok(at + i as u64 + 1);
+        }
+        at += n as u64;
+    }
 }
 
 #[cfg(test)]

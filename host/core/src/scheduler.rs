@@ -7,7 +7,8 @@
 
 pub use flint_proto::{Attempt, ExecutorId, JobId};
 use flint_proto::{JobError, TaskFailure};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +85,8 @@ pub enum Output {
 
 #[derive(Debug)]
 struct Executor {
+    /// Join order: ties in placement go to the executor that joined first.
+    seq: u64,
     slots: u32,
     running: BTreeSet<Attempt>,
     decommissioning: bool,
@@ -151,7 +154,15 @@ struct Job {
 #[derive(Debug, Default)]
 pub struct Scheduler {
     policy: Policy,
-    executors: BTreeMap<ExecutorId, Executor>,
+    executors: HashMap<ExecutorId, Executor>,
+    /// Usable executors by room for attempts, at one per slot (`[0]`) and at the
+    /// pipeline depth (`[1]`), then by join order (`seq`), so that placing an attempt
+    /// costs a lookup, not a pass over the fleet. Kept by `reindex` whenever an
+    /// executor's room or usability changes.
+    by_room: [BTreeSet<(u32, Reverse<u64>)>; 2],
+    /// Executor ids by `seq`.
+    ids: HashMap<u64, ExecutorId>,
+    next_seq: u64,
     jobs: BTreeMap<JobId, Job>,
     /// Tasks waiting for a slot, oldest job first; retries go to the front.
     queue: VecDeque<(JobId, u32)>,
@@ -167,16 +178,27 @@ impl Scheduler {
         let mut out = Vec::new();
         match input {
             Input::ExecutorAdded { id, slots } => {
-                self.executors.entry(id).or_insert(Executor {
-                    slots,
-                    running: BTreeSet::new(),
-                    decommissioning: false,
-                    failed_tasks: BTreeSet::new(),
-                    excluded: false,
-                });
+                if !self.executors.contains_key(&id) {
+                    self.next_seq += 1;
+                    self.ids.insert(self.next_seq, id.clone());
+                    self.executors.insert(
+                        id.clone(),
+                        Executor {
+                            seq: self.next_seq,
+                            slots,
+                            running: BTreeSet::new(),
+                            decommissioning: false,
+                            failed_tasks: BTreeSet::new(),
+                            excluded: false,
+                        },
+                    );
+                    self.reindex(&id, |_| {});
+                }
             }
             Input::ExecutorLost { id, .. } => {
+                self.unindex(&id);
                 if let Some(exec) = self.executors.remove(&id) {
+                    self.ids.remove(&exec.seq);
                     for attempt in exec.running.into_iter().rev() {
                         let Some(job) = self.jobs.get_mut(&attempt.job) else { continue };
                         if let Some(task) = job.tasks.get_mut(attempt.index as usize) {
@@ -188,9 +210,7 @@ impl Scheduler {
                 }
             }
             Input::ExecutorDecommissioning { id } => {
-                if let Some(exec) = self.executors.get_mut(&id) {
-                    exec.decommissioning = true;
-                }
+                self.reindex(&id, |exec| exec.decommissioning = true);
             }
             Input::JobSubmitted { job, tasks, max_failures } => {
                 let state = Job {
@@ -296,8 +316,41 @@ impl Scheduler {
     }
 
     fn release(&mut self, executor: &str, attempt: Attempt) {
-        if let Some(exec) = self.executors.get_mut(executor) {
+        self.reindex(executor, |exec| {
             exec.running.remove(&attempt);
+        });
+    }
+
+    /// Whether `by_room` says exactly what a pass over the executors would (for tests).
+    #[doc(hidden)]
+    pub fn room_index_is_true(&self) -> bool {
+        let depth = self.policy.pipeline.max(1);
+        let expected = |d: u32| -> BTreeSet<(u32, Reverse<u64>)> {
+            self.executors.values().filter(|e| e.usable()).map(|e| (e.free(d), Reverse(e.seq))).collect()
+        };
+        let ids_true = self.ids.len() == self.executors.len()
+            && self.executors.iter().all(|(id, e)| self.ids.get(&e.seq) == Some(id));
+        ids_true && self.by_room[0] == expected(1) && self.by_room[1] == expected(depth)
+    }
+
+    /// Changes an executor with `change` and keeps `by_room` in step with it.
+    fn reindex(&mut self, id: &str, change: impl FnOnce(&mut Executor)) {
+        self.unindex(id);
+        let depth = self.policy.pipeline.max(1);
+        let Some(exec) = self.executors.get_mut(id) else { return };
+        change(exec);
+        if exec.usable() {
+            self.by_room[0].insert((exec.free(1), Reverse(exec.seq)));
+            self.by_room[1].insert((exec.free(depth), Reverse(exec.seq)));
+        }
+    }
+
+    fn unindex(&mut self, id: &str) {
+        let depth = self.policy.pipeline.max(1);
+        let Some(exec) = self.executors.get(id) else { return };
+        if exec.usable() {
+            self.by_room[0].remove(&(exec.free(1), Reverse(exec.seq)));
+            self.by_room[1].remove(&(exec.free(depth), Reverse(exec.seq)));
         }
     }
 
@@ -346,7 +399,7 @@ impl Scheduler {
         exec.failed_tasks.insert((attempt.job, attempt.index));
         let failed = exec.failed_tasks.len() as u32;
         if !exec.excluded && failed >= limit && others > 0 {
-            exec.excluded = true;
+            self.reindex(executor, |exec| exec.excluded = true);
             out.push(Output::ExecutorExcluded { executor: executor.to_owned(), failed_tasks: failed });
         }
     }
@@ -358,9 +411,7 @@ impl Scheduler {
         for (index, task) in state.tasks.iter().enumerate() {
             if let Some((number, executor)) = &task.running {
                 let attempt = Attempt { job, index: index as u32, number: *number };
-                if let Some(exec) = self.executors.get_mut(executor) {
-                    exec.running.remove(&attempt);
-                }
+                self.release(executor, attempt);
                 out.push(Output::Kill { executor: executor.clone(), attempt });
             }
         }
@@ -369,15 +420,16 @@ impl Scheduler {
     }
 
     /// Places queued tasks on free slots, spreading them over executors (the one with
-    /// the most free slots first) and keeping a retry off the executors it failed on
-    /// while another executor could take it.
+    /// the most room first, the first to join among equals) and keeping a retry off the
+    /// executors it failed on while another executor could take it. Each placement is a
+    /// lookup in `by_room`, whatever the size of the fleet.
     fn launch(&mut self, out: &mut Vec<Output>) {
         let mut deferred = Vec::new();
         // First in, first out: when the head of the queue cannot be placed for want of
         // room, nothing behind it jumps ahead.
         while let Some(&(job, index)) = self.queue.front() {
-            let depth = self.depth(job);
-            if self.executors.values().all(|e| e.free(depth) == 0) {
+            let room = &self.by_room[usize::from(self.depth(job) > 1)];
+            if room.last().is_none_or(|(free, _)| *free == 0) {
                 break;
             }
             self.queue.pop_front();
@@ -387,14 +439,23 @@ impl Scheduler {
             if task.done || task.running.is_some() {
                 continue;
             }
-            let clean_exists =
-                self.executors.iter().any(|(id, e)| e.usable() && !task.failed_on.contains(id));
-            let pick = self
-                .executors
-                .iter()
-                .filter(|(id, e)| e.free(depth) > 0 && (!clean_exists || !task.failed_on.contains(*id)))
-                .max_by_key(|(id, e)| (e.free(depth), std::cmp::Reverse(*id)))
-                .map(|(id, _)| id.clone());
+            let pick = if task.failed_on.is_empty() {
+                room.last().map(|(_, Reverse(seq))| self.ids[seq].clone())
+            } else {
+                // A clean executor exists unless every usable one failed this task.
+                let failed_usable = task
+                    .failed_on
+                    .iter()
+                    .filter(|id| self.executors.get(*id).is_some_and(Executor::usable))
+                    .count();
+                let clean_exists = self.by_room[0].len() > failed_usable;
+                room.iter()
+                    .rev()
+                    .take_while(|(free, _)| *free > 0)
+                    .map(|(_, Reverse(seq))| &self.ids[seq])
+                    .find(|id| !clean_exists || !task.failed_on.contains(*id))
+                    .cloned()
+            };
             let Some(executor) = pick else {
                 deferred.push((job, index));
                 continue;
@@ -405,7 +466,9 @@ impl Scheduler {
             let attempt = Attempt { job, index, number: task.launches };
             task.launches += 1;
             task.running = Some((attempt.number, executor.clone()));
-            self.executors.get_mut(&executor).expect("picked above").running.insert(attempt);
+            self.reindex(&executor, |exec| {
+                exec.running.insert(attempt);
+            });
             out.push(Output::Launch { executor, attempt });
         }
         for item in deferred.into_iter().rev() {

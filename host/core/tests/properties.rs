@@ -296,6 +296,7 @@ proptest! {
         let mut world = World::new(tasks, executors);
         for op in ops {
             world.step(op);
+            prop_assert!(world.core.placement_index_is_true(), "the placement index drifted");
         }
         // From here on every executor answers honestly and promptly; a fresh one joins
         // if none is left. The job must end, exactly once.
@@ -311,6 +312,7 @@ proptest! {
                 }
             }
         }
+        prop_assert!(world.core.placement_index_is_true(), "the placement index drifted");
         prop_assert_eq!(world.ended, 1, "the job never ended");
         prop_assert!(world.core.job(JOB).is_none());
     }

@@ -441,10 +441,21 @@ struct FoldWorker {
     /// Bytes of outputs handed to the worker and not yet merged. Result fetches wait
     /// while it is over [`FOLD_BACKLOG`]: a slow merge holds tasks back, not memory.
     backlog: Arc<AtomicU64>,
+    /// Outputs accepted in this turn of the event loop, sent to the worker together at
+    /// its end (one wake-up of the fold thread per turn, not per task).
+    pending: Vec<(u32, Vec<u8>)>,
+}
+
+impl FoldWorker {
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let _ = self.sender.send(FoldMessage::Outputs(std::mem::take(&mut self.pending)));
+        }
+    }
 }
 
 enum FoldMessage {
-    Output(u32, Vec<u8>),
+    Outputs(Vec<(u32, Vec<u8>)>),
     Finish,
 }
 
@@ -460,6 +471,8 @@ struct EventLoop {
     stopping: Option<String>,
     /// The executors' slots changed since they were last published for planning.
     slots_changed: bool,
+    /// Jobs whose fold worker has outputs waiting for the end of the turn.
+    folds_pending: Vec<JobId>,
 }
 
 impl EventLoop {
@@ -483,6 +496,7 @@ impl EventLoop {
             fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),
             stopping: None,
             slots_changed: false,
+            folds_pending: Vec::new(),
         }
     }
 
@@ -515,6 +529,11 @@ impl EventLoop {
                 _ = timer => {
                     let actions = self.core.handle_timeout(Instant::now());
                     self.apply(actions, None);
+                }
+            }
+            for job in std::mem::take(&mut self.folds_pending) {
+                if let Some(JobRecord { fold: Fold::Aggregate(worker), .. }) = self.jobs.get_mut(&job) {
+                    worker.flush();
                 }
             }
             if std::mem::take(&mut self.slots_changed) {
@@ -804,7 +823,10 @@ impl EventLoop {
                         match &mut job.fold {
                             Fold::Aggregate(worker) => {
                                 worker.backlog.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                                let _ = worker.sender.send(FoldMessage::Output(attempt.index, bytes));
+                                if worker.pending.is_empty() {
+                                    self.folds_pending.push(attempt.job);
+                                }
+                                worker.pending.push((attempt.index, bytes));
                             }
                             Fold::Collect(outputs) => outputs[attempt.index as usize] = Some(bytes),
                         }
@@ -880,6 +902,7 @@ impl EventLoop {
         };
         match &mut job.fold {
             Fold::Aggregate(worker) => {
+                worker.flush();
                 let _ = worker.sender.send(FoldMessage::Finish);
             }
             Fold::Collect(outputs) => {
@@ -975,7 +998,7 @@ fn spawn_fold(
     let (max_result_size, deadline) = (settings.driver_max_result_size, settings.merge_deadline);
     let (kill, backlog) = (KillSwitch::default(), Arc::new(AtomicU64::new(0)));
     let (sender, rx) = std::sync::mpsc::channel();
-    let worker = FoldWorker { sender, kill: kill.clone(), backlog: backlog.clone() };
+    let worker = FoldWorker { sender, kill: kill.clone(), backlog: backlog.clone(), pending: Vec::new() };
     std::thread::Builder::new()
         .name(format!("flint-fold-{}", job.job))
         .spawn(move || {
@@ -1003,16 +1026,22 @@ fn spawn_fold(
             let mut fold = OrderedFold::new();
             let result = loop {
                 match rx.recv() {
-                    Ok(FoldMessage::Output(index, bytes)) => {
-                        let size = bytes.len() as u64;
-                        let pushed = folder.load(&bytes).and_then(|acc| {
-                            drop(bytes);
-                            fold.push(index, acc, &mut |left, right| {
-                                folder.absorb(&left, right).map(|()| left)
-                            })
-                        });
-                        backlog.fetch_sub(size, Ordering::Relaxed);
-                        if let Err(failure) = pushed {
+                    Ok(FoldMessage::Outputs(outputs)) => {
+                        let mut failed = None;
+                        for (index, bytes) in outputs {
+                            let size = bytes.len() as u64;
+                            if failed.is_none() {
+                                let pushed = folder.load(&bytes).and_then(|acc| {
+                                    drop(bytes);
+                                    fold.push(index, acc, &mut |left, right| {
+                                        folder.absorb(&left, right).map(|()| left)
+                                    })
+                                });
+                                failed = pushed.err();
+                            }
+                            backlog.fetch_sub(size, Ordering::Relaxed);
+                        }
+                        if let Some(failure) = failed {
                             break Err(JobError::Merge(failure));
                         }
                     }

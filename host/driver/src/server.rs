@@ -237,31 +237,47 @@ async fn serve_executor(
     let writer = tokio::spawn(
         async move {
             let mut known: HashSet<JobId> = HashSet::new();
-            while let Some(command) = command_rx.recv().await {
+            while let Some(first) = command_rx.recv().await {
+                // Take what is already queued too: launches that follow each other go
+                // out together, up to LAUNCHES_PER_FRAME a frame, in the order given.
+                let mut commands = vec![first];
+                while commands.len() < LAUNCHES_PER_FRAME {
+                    let Ok(more) = command_rx.try_recv() else { break };
+                    commands.push(more);
+                }
                 let mut messages = Vec::new();
-                match command {
-                    ExecutorCommand::Launch(batch) => {
-                        let mut launches = Vec::with_capacity(batch.len().min(LAUNCHES_PER_FRAME));
-                        for launch in batch {
-                            if known.insert(launch.job.job) {
-                                messages.push(DriverMessage::Job((*launch.job).clone()));
-                            }
-                            launches.push(Launch { attempt: launch.attempt, partition: launch.partition });
-                            if launches.len() == LAUNCHES_PER_FRAME {
-                                messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
-                            }
-                        }
-                        if !launches.is_empty() {
-                            messages.push(DriverMessage::Launch(launches));
-                        }
+                let mut launches = Vec::new();
+                for command in commands {
+                    if !matches!(command, ExecutorCommand::Launch(_)) && !launches.is_empty() {
+                        messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
                     }
-                    ExecutorCommand::Kill(attempt) => messages.push(DriverMessage::Kill(attempt)),
-                    ExecutorCommand::JobEnded(job) => {
-                        if known.remove(&job) {
-                            messages.push(DriverMessage::JobEnded(job));
+                    match command {
+                        ExecutorCommand::Launch(batch) => {
+                            for launch in batch {
+                                if known.insert(launch.job.job) {
+                                    if !launches.is_empty() {
+                                        messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
+                                    }
+                                    messages.push(DriverMessage::Job((*launch.job).clone()));
+                                }
+                                launches
+                                    .push(Launch { attempt: launch.attempt, partition: launch.partition });
+                                if launches.len() == LAUNCHES_PER_FRAME {
+                                    messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
+                                }
+                            }
                         }
+                        ExecutorCommand::Kill(attempt) => messages.push(DriverMessage::Kill(attempt)),
+                        ExecutorCommand::JobEnded(job) => {
+                            if known.remove(&job) {
+                                messages.push(DriverMessage::JobEnded(job));
+                            }
+                        }
+                        ExecutorCommand::Decommission => messages.push(DriverMessage::Decommission),
                     }
-                    ExecutorCommand::Decommission => messages.push(DriverMessage::Decommission),
+                }
+                if !launches.is_empty() {
+                    messages.push(DriverMessage::Launch(launches));
                 }
                 for message in messages {
                     if write_frame(&mut send, &message).await.is_err() {

@@ -9,9 +9,9 @@ use flint_proto::{
     TaskLaunch, TaskOutput, TaskState, Token,
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, Once, RwLock, Weak};
 use std::time::Instant;
 
 /// Outputs up to this size ride in the status report; larger ones stay on the executor
@@ -38,8 +38,70 @@ pub struct ExecutorCore {
     /// Held while a component is fetched and compiled, so that slots meeting a new
     /// digest together fetch it once.
     loading: Mutex<()>,
-    /// One permit per slot: launched attempts beyond the slots wait here.
-    slots: Arc<tokio::sync::Semaphore>,
+    /// Launched attempts waiting for a slot thread, first in, first out.
+    queue: Arc<SlotQueue>,
+    /// Starts the slot threads on the first launch.
+    started: Once,
+}
+
+/// What reports an attempt's end.
+type Reporter = Box<dyn FnOnce(StatusUpdate) + Send>;
+
+/// The attempts waiting for a slot; one thread per slot pulls from it. A thread runs
+/// one attempt to its end and reports it itself: no task is spawned and no thread
+/// handed over per attempt.
+#[derive(Default)]
+struct SlotQueue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    waiting: VecDeque<(TaskLaunch, KillSwitch, Reporter)>,
+    /// Slot threads asleep on `ready`: a push wakes one only if there is one, so a
+    /// busy executor makes no wake-up call per attempt.
+    idle: usize,
+    closed: bool,
+}
+
+impl SlotQueue {
+    fn push(&self, item: (TaskLaunch, KillSwitch, Reporter)) {
+        let mut state = self.state.lock().expect("slot queue lock");
+        state.waiting.push_back(item);
+        if state.idle > 0 {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next attempt, waiting for one; `None` once the executor is gone.
+    fn pop(&self) -> Option<(TaskLaunch, KillSwitch, Reporter)> {
+        let mut state = self.state.lock().expect("slot queue lock");
+        loop {
+            if state.closed {
+                return None;
+            }
+            if let Some(item) = state.waiting.pop_front() {
+                return Some(item);
+            }
+            state.idle += 1;
+            state = self.ready.wait(state).expect("slot queue lock");
+            state.idle -= 1;
+        }
+    }
+
+    fn close(&self) {
+        let mut state = self.state.lock().expect("slot queue lock");
+        state.closed = true;
+        state.waiting.clear();
+        self.ready.notify_all();
+    }
+}
+
+impl Drop for ExecutorCore {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }
 
 impl ExecutorCore {
@@ -58,48 +120,31 @@ impl ExecutorCore {
             inline_limit,
             tokens: RwLock::new(Arc::new(Vec::new())),
             loading: Mutex::new(()),
-            slots: Arc::new(tokio::sync::Semaphore::new(runtime.slots() as usize)),
+            queue: Arc::new(SlotQueue::default()),
+            started: Once::new(),
             runtime,
         }
     }
 
-    /// Runs an attempt once a slot is free, on the blocking pool, and hands its report to
+    /// One thread per slot, each pulling attempts from the queue. They hold the core
+    /// weakly: dropping the core closes the queue and they end.
+    fn start_slots(self: &Arc<Self>) {
+        for slot in 0..self.runtime.slots() {
+            let (queue, core) = (self.queue.clone(), Arc::downgrade(self));
+            std::thread::Builder::new()
+                .name(format!("flint-slot-{slot}"))
+                .spawn(move || slot_loop(&queue, &core))
+                .expect("spawn a slot thread");
+        }
+    }
+
+    /// Queues an attempt for the next free slot, which runs it and hands its report to
     /// `report`.
-    pub fn launch(
-        self: &Arc<Self>,
-        launch: TaskLaunch,
-        report: impl FnOnce(StatusUpdate) + Send + 'static,
-    ) -> tokio::task::JoinHandle<()> {
-        let core = self.clone();
-        let span = tracing::info_span!(
-            "task",
-            job_id = launch.attempt.job,
-            task_id = launch.attempt.index,
-            attempt = launch.attempt.number
-        );
+    pub fn launch(self: &Arc<Self>, launch: TaskLaunch, report: impl FnOnce(StatusUpdate) + Send + 'static) {
+        self.started.call_once(|| self.start_slots());
         let kill = KillSwitch::default();
         self.running.lock().expect("running lock").insert(launch.attempt, kill.clone());
-        tokio::spawn(async move {
-            let Ok(_slot) = core.slots.clone().acquire_owned().await else { return };
-            let attempt = launch.attempt;
-            let runner = core.clone();
-            let run = tokio::task::spawn_blocking(move || {
-                let _entered = span.enter();
-                runner.run_task(&launch, kill)
-            });
-            // A panic in host code fails the attempt; the executor and its slot go on.
-            let update = run.await.unwrap_or_else(|e| StatusUpdate {
-                executor: core.id.clone(),
-                attempt,
-                state: TaskState::Failed(TaskFailure::Host {
-                    message: format!("the executor's task runner failed: {e}"),
-                }),
-                log: String::new(),
-                elapsed: std::time::Duration::ZERO,
-            });
-            core.running.lock().expect("running lock").remove(&attempt);
-            report(update);
-        })
+        self.queue.push((launch, kill, Box::new(report)));
     }
 
     pub fn id(&self) -> &str {
@@ -186,7 +231,7 @@ impl ExecutorCore {
         }
         .bounded();
         if let TaskState::Failed(failure) = &update.state {
-            tracing::warn!(kind = failure.kind(), %failure, "task failed");
+            tracing::warn!(attempt = %launch.attempt, kind = failure.kind(), %failure, "task failed");
         }
         update
     }
@@ -244,5 +289,43 @@ impl ExecutorCore {
             max_result_size: job.max_result_size,
             kill,
         }
+    }
+}
+
+/// A slot thread's life: run queued attempts one after another until the core is gone.
+fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
+    while let Some((launch, kill, report)) = queue.pop() {
+        let Some(core) = core.upgrade() else { return };
+        let attempt = launch.attempt;
+        let span = tracing::debug_span!(
+            "task",
+            job_id = attempt.job,
+            task_id = attempt.index,
+            attempt = attempt.number
+        );
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _entered = span.enter();
+            core.run_task(&launch, kill)
+        }));
+        // A panic in host code fails the attempt; the executor and its slot go on.
+        let update = run.unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic");
+            StatusUpdate {
+                executor: core.id.clone(),
+                attempt,
+                state: TaskState::Failed(TaskFailure::Host {
+                    message: format!("the executor's task runner failed: {message}"),
+                }),
+                log: String::new(),
+                elapsed: std::time::Duration::ZERO,
+            }
+        });
+        core.running.lock().expect("running lock").remove(&attempt);
+        drop(core);
+        report(update);
     }
 }

@@ -205,7 +205,7 @@ struct RemoteSource {
 
 impl ComponentSource for RemoteSource {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
-        // Called from a task's blocking thread, never from the async runtime itself.
+        // Called from a slot thread, never from the async runtime itself.
         self.handle.block_on(async {
             let (mut send, mut recv) = self.connection.open_bi().await.map_err(|e| e.to_string())?;
             write_frame(&mut send, &Request::FetchComponent(*digest)).await.map_err(|e| e.to_string())?;

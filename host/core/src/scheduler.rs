@@ -113,6 +113,14 @@ impl Executor {
 /// Tasks of a job whose mean run time is below this are pipelined.
 pub const SHORT_TASK: Duration = Duration::from_millis(50);
 
+/// Tasks of a job whose mean run time is below this are pipelined [`TINY_DEPTH`] times
+/// deeper: a round trip to the driver takes longer than several of them, and slots
+/// would wait for work otherwise (no-op tasks: slots idle most of the time at 8 deep).
+pub const TINY_TASK: Duration = Duration::from_millis(1);
+
+/// How much deeper than [`Policy::pipeline`] tiny tasks are queued.
+pub const TINY_DEPTH: u32 = 8;
+
 /// Scheduling policy.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
@@ -121,9 +129,10 @@ pub struct Policy {
     /// is never excluded.
     pub exclude_after: Option<u32>,
     /// Attempts an executor may hold per slot for a job whose tasks are short (a mean
-    /// under [`SHORT_TASK`]); other jobs get one per slot, as in Spark, so that long
-    /// tasks are never queued behind each other while a slot elsewhere is free. Above 1,
-    /// an executor has the next short task at hand when one ends instead of waiting a
+    /// under [`SHORT_TASK`]), and [`TINY_DEPTH`] times as many when they are tiny (under
+    /// [`TINY_TASK`]); other jobs get one per slot, as in Spark, so that long tasks are
+    /// never queued behind each other while a slot elsewhere is free. Above 1, an
+    /// executor has the next short task at hand when one ends instead of waiting a
     /// round trip to the driver.
     pub pipeline: u32,
 }
@@ -155,11 +164,11 @@ struct Job {
 pub struct Scheduler {
     policy: Policy,
     executors: HashMap<ExecutorId, Executor>,
-    /// Usable executors by room for attempts, at one per slot (`[0]`) and at the
-    /// pipeline depth (`[1]`), then by join order (`seq`), so that placing an attempt
-    /// costs a lookup, not a pass over the fleet. Kept by `reindex` whenever an
-    /// executor's room or usability changes.
-    by_room: [BTreeSet<(u32, Reverse<u64>)>; 2],
+    /// Usable executors by room for attempts at each depth of [`Scheduler::depths`],
+    /// then by join order (`seq`), so that placing an attempt costs a lookup, not a
+    /// pass over the fleet. Kept by `reindex` whenever an executor's room or usability
+    /// changes.
+    by_room: [BTreeSet<(u32, Reverse<u64>)>; 3],
     /// Executor ids by `seq`.
     ids: HashMap<u64, ExecutorId>,
     next_seq: u64,
@@ -268,11 +277,20 @@ impl Scheduler {
         self.executors.values().map(|e| e.free(1)).sum()
     }
 
-    /// Attempts per slot for `job`'s tasks: the pipeline depth once they prove short.
-    fn depth(&self, job: JobId) -> u32 {
-        let short =
-            self.jobs.get(&job).and_then(|j| j.mean_secs).is_some_and(|m| m < SHORT_TASK.as_secs_f64());
-        if short { self.policy.pipeline.max(1) } else { 1 }
+    /// Attempts per slot at each level: one; the pipeline depth for short tasks; deeper
+    /// for tiny ones.
+    fn depths(&self) -> [u32; 3] {
+        let pipeline = self.policy.pipeline.max(1);
+        [1, pipeline, pipeline.saturating_mul(TINY_DEPTH)]
+    }
+
+    /// The depth level (an index into `depths`) for `job`'s tasks, by their mean time.
+    fn level(&self, job: JobId) -> usize {
+        match self.jobs.get(&job).and_then(|j| j.mean_secs) {
+            Some(mean) if mean < TINY_TASK.as_secs_f64() => 2,
+            Some(mean) if mean < SHORT_TASK.as_secs_f64() => 1,
+            _ => 0,
+        }
     }
 
     /// Executors known and usable for new tasks.
@@ -324,33 +342,34 @@ impl Scheduler {
     /// Whether `by_room` says exactly what a pass over the executors would (for tests).
     #[doc(hidden)]
     pub fn room_index_is_true(&self) -> bool {
-        let depth = self.policy.pipeline.max(1);
         let expected = |d: u32| -> BTreeSet<(u32, Reverse<u64>)> {
             self.executors.values().filter(|e| e.usable()).map(|e| (e.free(d), Reverse(e.seq))).collect()
         };
         let ids_true = self.ids.len() == self.executors.len()
             && self.executors.iter().all(|(id, e)| self.ids.get(&e.seq) == Some(id));
-        ids_true && self.by_room[0] == expected(1) && self.by_room[1] == expected(depth)
+        ids_true && self.depths().iter().zip(&self.by_room).all(|(d, room)| *room == expected(*d))
     }
 
     /// Changes an executor with `change` and keeps `by_room` in step with it.
     fn reindex(&mut self, id: &str, change: impl FnOnce(&mut Executor)) {
         self.unindex(id);
-        let depth = self.policy.pipeline.max(1);
+        let depths = self.depths();
         let Some(exec) = self.executors.get_mut(id) else { return };
         change(exec);
         if exec.usable() {
-            self.by_room[0].insert((exec.free(1), Reverse(exec.seq)));
-            self.by_room[1].insert((exec.free(depth), Reverse(exec.seq)));
+            for (room, depth) in self.by_room.iter_mut().zip(depths) {
+                room.insert((exec.free(depth), Reverse(exec.seq)));
+            }
         }
     }
 
     fn unindex(&mut self, id: &str) {
-        let depth = self.policy.pipeline.max(1);
+        let depths = self.depths();
         let Some(exec) = self.executors.get(id) else { return };
         if exec.usable() {
-            self.by_room[0].remove(&(exec.free(1), Reverse(exec.seq)));
-            self.by_room[1].remove(&(exec.free(depth), Reverse(exec.seq)));
+            for (room, depth) in self.by_room.iter_mut().zip(depths) {
+                room.remove(&(exec.free(depth), Reverse(exec.seq)));
+            }
         }
     }
 
@@ -428,7 +447,7 @@ impl Scheduler {
         // First in, first out: when the head of the queue cannot be placed for want of
         // room, nothing behind it jumps ahead.
         while let Some(&(job, index)) = self.queue.front() {
-            let room = &self.by_room[usize::from(self.depth(job) > 1)];
+            let room = &self.by_room[self.level(job)];
             if room.last().is_none_or(|(free, _)| *free == 0) {
                 break;
             }

@@ -264,6 +264,16 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
     s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
     assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
+
+    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4 });
+    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 200, max_failures: 4 });
+    assert_eq!(
+        done(&mut s, 0, Duration::from_micros(20)).len(),
+        2 * 4 * crate::scheduler::TINY_DEPTH as usize - 1,
+        "tiny: two slots, {} deep, one running",
+        4 * crate::scheduler::TINY_DEPTH
+    );
 }
 
 #[test]

@@ -630,6 +630,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
         policy: Policy { exclude_after: Some(2), pipeline: 8 },
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: Duration::from_secs(60),
+        allocation: None,
     });
     let mut lives = Vec::new();
     for i in 0..executors {

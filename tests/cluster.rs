@@ -716,3 +716,118 @@ fn a_task_sleeping_in_wasi_meets_its_deadline_on_a_remote_executor() {
     // The executor runs the next job.
     assert_eq!(ok_json(&cluster.submit(&["examples/noop", "--partitions", "2", "--json"]))["result"], 2);
 }
+
+/// The live processes whose parent is `pid` (zombies count as gone).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+}
+
+#[test]
+fn the_local_backend_follows_the_load_and_reaps_what_it_started() {
+    let cluster = Cluster::start(&[
+        "--backend",
+        "local",
+        "--conf",
+        "flint.dynamicAllocation.enabled=true",
+        "--conf",
+        "flint.dynamicAllocation.maxExecutors=3",
+        "--conf",
+        "flint.dynamicAllocation.executorIdleTimeout=2s",
+        "--conf",
+        "flint.dynamicAllocation.cooldown=1s",
+        "--conf",
+        "flint.executor.cores=1",
+    ]);
+    let driver = cluster.driver.pid();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(children_of(driver).is_empty(), "minExecutors=0: nothing starts before there is work");
+
+    let job = ["examples/pi", "--conf", "points=30000000", "--partitions", "64", "--json"];
+    let submitted = ok_json(&cluster.submit(&job));
+    let local = ok_json(&flint(&[&["run"][..], &job].concat()));
+    assert_eq!(submitted["result"], local["result"], "the exact answer");
+
+    let status = cluster.status();
+    let started: Vec<&Value> = status["executors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["id"].as_str().unwrap().starts_with("dyn-"))
+        .collect();
+    assert!(started.len() > 1, "the backlog brought up more than one executor: {status}");
+    assert!(started.len() <= 3, "never more than maxExecutors: {status}");
+
+    // Idle past the timeout, every executor is given back, and its process exits and
+    // is reaped by the driver.
+    let gone = eventually(Duration::from_secs(20), || children_of(driver).is_empty().then_some(()));
+    assert!(
+        gone.is_some(),
+        "executor processes left: {:?}\n{}",
+        children_of(driver),
+        cluster.driver.log_text()
+    );
+    let status = cluster.status();
+    for e in status["executors"].as_array().unwrap() {
+        assert_eq!(e["removed"], "decommissioned", "{status}");
+    }
+}
+
+#[test]
+fn executors_the_driver_started_die_with_it_even_by_kill_9() {
+    let cluster = Cluster::start(&["--backend", "local", "--conf", "flint.executor.instances=2"]);
+    let driver = cluster.driver.pid();
+    cluster.wait_live(2);
+    let executors = children_of(driver);
+    assert_eq!(executors.len(), 2, "flint.executor.instances=2 without dynamic allocation: {executors:?}");
+    // The secret reached them through a file, never their command line.
+    for pid in &executors {
+        let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        assert!(!lossy(&argv).contains(SECRET), "the secret in argv: {}", lossy(&argv));
+    }
+    cluster.driver.signal("KILL");
+    // At once: not after the executors would notice the connection gone (3 s).
+    let orphans = eventually(Duration::from_secs(1), || executors.iter().all(|p| !alive(*p)).then_some(()));
+    assert!(
+        orphans.is_some(),
+        "executors outlived the driver: {:?}",
+        executors.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn an_executor_process_that_exits_is_removed_at_once_with_its_status() {
+    let cluster = Cluster::start(&["--backend", "local", "--conf", "flint.executor.instances=1"]);
+    let driver = cluster.driver.pid();
+    cluster.wait_live(1);
+    let executor = children_of(driver)[0];
+    let killed = std::time::Instant::now();
+    assert!(
+        std::process::Command::new("kill").args(["-9", &executor.to_string()]).status().unwrap().success()
+    );
+    let reason = eventually(Duration::from_secs(10), || {
+        cluster.status()["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|e| e["removed"].as_str().filter(|r| r.contains("signal 9")).map(str::to_owned))
+    });
+    let reason = reason.unwrap_or_else(|| panic!("no removal naming the signal: {}", cluster.status()));
+    assert!(killed.elapsed() < Duration::from_secs(2), "noticed after {:?}: {reason}", killed.elapsed());
+    // A fixed-size fleet is made whole again.
+    cluster.wait_live(1);
+}

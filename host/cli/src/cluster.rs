@@ -45,16 +45,24 @@ pub struct DriverArgs {
     /// {"service", "secret", "expires_at_ms"}.
     #[arg(long)]
     tokens_file: Option<PathBuf>,
+    /// Who starts executors (flint.executor.backend): `static`, people by hand; `local`,
+    /// this driver, as processes on this machine, as many as flint.executor.instances
+    /// or, with flint.dynamicAllocation.enabled=true, as the load asks.
+    #[arg(long, value_parser = ["static", "local"])]
+    backend: Option<String>,
     /// Configuration KEY=VALUE (repeatable).
     #[arg(long = "conf", value_name = "KEY=VALUE")]
     conf: Vec<String>,
 }
 
 pub fn driver(args: DriverArgs) -> u8 {
-    let conf = match parse_confs(&args.conf) {
+    let mut conf = match parse_confs(&args.conf) {
         Ok(c) => c,
         Err(e) => return fail(exit::INVALID_JOB, e),
     };
+    if let Some(backend) = &args.backend {
+        conf.insert("flint.executor.backend".into(), backend.clone());
+    }
     let settings = match Settings::from_conf(&conf) {
         Ok(s) => s,
         Err(e) => return fail(exit::INVALID_JOB, e),
@@ -125,6 +133,14 @@ pub fn driver(args: DriverArgs) -> u8 {
             Err(e) => return fail(exit::INTERNAL, e),
         };
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
+        // Kept until the driver ends: the local backend's secret file and its processes.
+        let _local = match settings.executor_backend {
+            flint_proto::Backend::Static => None,
+            flint_proto::Backend::Local => match local_backend(&driver, &url, &app_id, &secret, &settings) {
+                Ok(local) => Some(local),
+                Err(e) => return fail(exit::INTERNAL, e),
+            },
+        };
         let front = FrontConfig { secret, tokens, log_level: "info".into() };
         tokio::spawn(serve(driver.clone(), endpoint.clone(), front));
         println!("{url}");
@@ -142,6 +158,52 @@ pub fn driver(args: DriverArgs) -> u8 {
         endpoint.wait_idle().await;
         0
     })
+}
+
+/// The secret's private folder, removed when the driver ends.
+struct PrivateDir(PathBuf);
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Attaches the `local` backend: executors as child processes of this driver, handed
+/// the secret in a file only this user can read.
+fn local_backend(
+    driver: &Driver,
+    url: &DriverUrl,
+    app_id: &str,
+    secret: &Secret,
+    settings: &Settings,
+) -> Result<PrivateDir, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::var_os("XDG_RUNTIME_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+    let dir = base.join(format!("flint-{app_id}-{}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let dir = PrivateDir(dir);
+    let secret_file = dir.0.join("secret");
+    write_private(&secret_file, secret.expose())
+        .map_err(|e| format!("cannot write {}: {e}", secret_file.display()))?;
+    let program = std::env::current_exe().map_err(|e| format!("cannot find the flint binary: {e}"))?;
+    let backend = flint_driver::backend::LocalBackend::new(flint_driver::backend::LocalBackendConfig {
+        program,
+        driver_url: url.to_string(),
+        app_id: app_id.to_owned(),
+        secret_file,
+        args: vec![
+            "--cores".into(),
+            settings.executor_cores.to_string(),
+            "--memory".into(),
+            settings.executor_memory.to_string(),
+        ],
+    });
+    driver.set_backend(Arc::new(backend));
+    Ok(dir)
 }
 
 #[derive(Args)]

@@ -51,6 +51,9 @@ pub fn json(report: &JobReport) -> Value {
                     json!({ "task": index, "reason": failure_json(failure) })
                 }
                 JobError::Cancelled(reason) => json!({ "reason": reason }),
+                JobError::NoExecutors(reason) => {
+                    json!({ "reason": { "kind": "no-executors", "message": reason } })
+                }
                 JobError::Merge(f) | JobError::Finish(f) => json!({ "reason": failure_json(f) }),
                 JobError::ResultTooLarge { size, limit } => {
                     json!({ "reason": { "kind": "result-too-large", "size": size, "limit": limit, "key": "flint.driver.maxResultSize" } })

@@ -7,6 +7,7 @@
 //! and an event that names an old incarnation, an unknown job, an index out of range or
 //! an attempt the executor does not hold changes nothing (it is counted as stale).
 
+use crate::allocation::{AllocationConfig, Allocator, Decision, TICK, View};
 use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
 use crate::scheduler::{Input, Output, Policy, Scheduler};
 use flint_proto::wire::Rejection;
@@ -23,8 +24,12 @@ pub struct CoreConfig {
     pub policy: Policy,
     /// `flint.network.timeout`: a registered executor silent this long is removed.
     pub heartbeat_timeout: Duration,
-    /// A reserved id whose executor has not registered within this is freed.
+    /// A reserved id whose executor has not registered within this is freed; an
+    /// executor a backend started that has not registered within it failed to start.
     pub bootstrap_timeout: Duration,
+    /// Executors started by a backend and sized to the load; `None` for executors
+    /// started by hand.
+    pub allocation: Option<AllocationConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +74,13 @@ pub enum Event {
     },
     CancelJob {
         job: JobId,
+        reason: String,
+    },
+    /// A process (or pod) the backend started for `id` ended, for `reason`: a
+    /// registered executor is removed with it; one that never registered failed to
+    /// start.
+    BackendExited {
+        id: ExecutorId,
         reason: String,
     },
 }
@@ -121,6 +133,15 @@ pub enum Action {
         reason: JobError,
         counts: JobCounts,
     },
+    /// Ask the backend for executors with these ids.
+    StartExecutors {
+        ids: Vec<ExecutorId>,
+    },
+    /// Tell an idle executor to leave (dynamic allocation gives it back).
+    Decommission {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+    },
 }
 
 /// A running job's counts.
@@ -145,6 +166,13 @@ pub struct ControlCore {
     /// these counts for its executor. Bounded by credit; dropped with the executor.
     killed: BTreeMap<ExecutorId, BTreeSet<Attempt>>,
     stale: u64,
+    allocator: Option<Allocator>,
+    /// Executors asked of the backend and not yet registered, with the time by which
+    /// they must.
+    starting: BTreeMap<ExecutorId, Instant>,
+    bootstrap_timeout: Duration,
+    next_started: u64,
+    allocated_at: Option<Instant>,
 }
 
 impl ControlCore {
@@ -155,6 +183,11 @@ impl ControlCore {
             jobs: BTreeMap::new(),
             killed: BTreeMap::new(),
             stale: 0,
+            allocator: config.allocation.map(Allocator::new),
+            starting: BTreeMap::new(),
+            bootstrap_timeout: config.bootstrap_timeout,
+            next_started: 0,
+            allocated_at: None,
         }
     }
 
@@ -184,6 +217,11 @@ impl ControlCore {
             Event::Registered { id, incarnation, info } => {
                 let slots = info.slots;
                 if self.registry.register(now, &id, incarnation, info) {
+                    if self.starting.remove(&id).is_some()
+                        && let Some(allocator) = &mut self.allocator
+                    {
+                        allocator.registered();
+                    }
                     self.step(now, Input::ExecutorAdded { id, slots }, &mut actions);
                 } else {
                     self.stale += 1;
@@ -206,6 +244,13 @@ impl ControlCore {
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.jobs.entry(job) {
                     slot.insert(JobCounts { tasks, ..JobCounts::default() });
                     self.step(now, Input::JobSubmitted { job, tasks, max_failures }, &mut actions);
+                    // No executor and none coming: the job cannot run.
+                    if let Some(reason) = self.allocator.as_ref().and_then(|a| a.given_up())
+                        && self.scheduler.live_executors() == 0
+                    {
+                        let error = JobError::NoExecutors(reason.to_owned());
+                        self.step(now, Input::FailJob { job, error }, &mut actions);
+                    }
                 } else {
                     self.stale += 1;
                 }
@@ -242,22 +287,117 @@ impl ControlCore {
             Event::CancelJob { job, reason } => {
                 self.step(now, Input::CancelJob { job, reason }, &mut actions)
             }
+            Event::BackendExited { id, reason } => {
+                if self.starting.remove(&id).is_some() {
+                    self.start_failed(now, reason, &mut actions);
+                } else if let Some(incarnation) = self.incarnation(&id) {
+                    self.remove(now, id, incarnation, reason, &mut actions);
+                } else {
+                    self.stale += 1; // gone already (decommissioned, say)
+                }
+            }
         }
         actions
     }
 
-    /// Removes executors whose time ran out (see `Registry::expired`).
+    /// Removes executors whose time ran out (see `Registry::expired`), fails starts
+    /// that took too long, and lets dynamic allocation look at the load.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
         let mut actions = Vec::new();
         for (id, incarnation, reason) in self.registry.expired(now) {
             self.remove(now, id, incarnation, reason, &mut actions);
+        }
+        let late: Vec<ExecutorId> =
+            self.starting.iter().filter(|(_, by)| now >= **by).map(|(id, _)| id.clone()).collect();
+        for id in late {
+            self.starting.remove(&id);
+            let reason =
+                format!("executor {id} did not register within {} ms", self.bootstrap_timeout.as_millis());
+            self.start_failed(now, reason, &mut actions);
+        }
+        if self.allocator.is_some() && self.allocated_at.is_none_or(|at| now >= at + TICK) {
+            self.allocated_at = Some(now);
+            self.allocate(now, &mut actions);
         }
         actions
     }
 
     /// When `handle_timeout` should run next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.registry.poll_timeout()
+        let allocation = match (&self.allocator, self.allocated_at) {
+            (Some(a), _) if a.given_up().is_some() => None,
+            (Some(_), Some(at)) => Some(at + TICK),
+            (Some(_), None) => Some(Instant::now()),
+            (None, _) => None,
+        };
+        [self.registry.poll_timeout(), self.starting.values().min().copied(), allocation]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Why executors cannot be started, once dynamic allocation gave up.
+    pub fn allocation_given_up(&self) -> Option<&str> {
+        self.allocator.as_ref().and_then(|a| a.given_up())
+    }
+
+    /// Executors asked of the backend and not yet registered.
+    pub fn executors_starting(&self) -> u32 {
+        self.starting.len() as u32
+    }
+
+    /// Steps the allocation policy and carries out what it decides.
+    fn allocate(&mut self, now: Instant, actions: &mut Vec<Action>) {
+        let view = View {
+            pending_tasks: self.scheduler.queued(),
+            running_tasks: self.scheduler.running_tasks(),
+            executors: self.scheduler.usable_executors().map(|(id, busy)| (id.clone(), busy)).collect(),
+        };
+        let Some(allocator) = &mut self.allocator else { return };
+        for decision in allocator.step(now, &view) {
+            match decision {
+                Decision::Request(count) => {
+                    let ids: Vec<ExecutorId> = (0..count)
+                        .map(|_| {
+                            self.next_started += 1;
+                            format!("dyn-{}", self.next_started)
+                        })
+                        .collect();
+                    for id in &ids {
+                        self.starting.insert(id.clone(), now + self.bootstrap_timeout);
+                    }
+                    actions.push(Action::StartExecutors { ids });
+                }
+                Decision::Release(id) => {
+                    let Some(incarnation) = self.registry.incarnation_of(&id) else { continue };
+                    if self.registry.drain(&id, incarnation) {
+                        // Nothing new goes there from now on.
+                        self.step(now, Input::ExecutorDecommissioning { id: id.clone() }, actions);
+                        actions.push(Action::Decommission { executor: id, incarnation });
+                    }
+                }
+                Decision::GiveUp(reason) => self.give_up(now, reason, actions),
+            }
+        }
+    }
+
+    fn start_failed(&mut self, now: Instant, reason: String, actions: &mut Vec<Action>) {
+        let Some(allocator) = &mut self.allocator else { return };
+        if let Some(Decision::GiveUp(reason)) = allocator.start_failed(now, reason) {
+            self.give_up(now, reason, actions);
+        }
+    }
+
+    /// No executor can be started: with none left, every job fails with the reason.
+    fn give_up(&mut self, now: Instant, reason: String, actions: &mut Vec<Action>) {
+        if self.scheduler.live_executors() > 0 {
+            return;
+        }
+        let jobs: Vec<JobId> = self.scheduler.jobs().collect();
+        for job in jobs {
+            let error = JobError::NoExecutors(reason.clone());
+            self.step(now, Input::FailJob { job, error }, actions);
+        }
     }
 
     /// A report of an attempt the core does not hold: the answer to a kill still counts
@@ -292,9 +432,16 @@ impl ControlCore {
         };
         let Some(entry) = self.registry.remove(&id, incarnation, reason.clone()) else { return };
         self.killed.remove(&id);
+        if let Some(allocator) = &mut self.allocator {
+            allocator.removed(&id);
+        }
         actions.push(Action::ExecutorRemoved { executor: id.clone(), incarnation, reason: reason.clone() });
         if entry.state != Lifecycle::Pending {
             self.step(now, Input::ExecutorLost { id, reason }, actions);
+        }
+        // The last executor went and no other can be started: nothing will run.
+        if let Some(reason) = self.allocation_given_up().map(str::to_owned) {
+            self.give_up(now, reason, actions);
         }
     }
 

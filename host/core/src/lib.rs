@@ -6,10 +6,12 @@
 //! plumbing around it. Allocation policy, token renewal and map-output tracking belong
 //! here too, each a state machine beside the scheduler.
 
+pub mod allocation;
 pub mod control;
 pub mod registry;
 pub mod scheduler;
 
+pub use allocation::AllocationConfig;
 pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
 pub use registry::{ExecutorInfo, Incarnation, MAX_SLOTS};
 pub use scheduler::Policy;

@@ -47,6 +47,11 @@ pub enum Input {
         job: JobId,
         reason: String,
     },
+    /// The job cannot go on, for `error`.
+    FailJob {
+        job: JobId,
+        error: JobError,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -267,6 +272,7 @@ impl Scheduler {
             Input::CancelJob { job, reason } => {
                 self.fail_job(job, JobError::Cancelled(reason), &mut out);
             }
+            Input::FailJob { job, error } => self.fail_job(job, error, &mut out),
         }
         self.launch(&mut out);
         out
@@ -326,6 +332,26 @@ impl Scheduler {
     /// Whether the executor was excluded for failing tasks.
     pub fn is_excluded(&self, id: &str) -> bool {
         self.executors.get(id).is_some_and(|e| e.excluded)
+    }
+
+    /// Tasks waiting for a slot.
+    pub fn queued(&self) -> u32 {
+        self.queue.len() as u32
+    }
+
+    /// Tasks placed on executors now, all jobs together.
+    pub fn running_tasks(&self) -> u32 {
+        self.jobs.values().map(|j| j.running).sum()
+    }
+
+    /// Usable executors, each with whether it holds any attempt.
+    pub fn usable_executors(&self) -> impl Iterator<Item = (&ExecutorId, bool)> {
+        self.executors.iter().filter(|(_, e)| e.usable()).map(|(id, e)| (id, !e.running.is_empty()))
+    }
+
+    /// Jobs the scheduler knows.
+    pub fn jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.jobs.keys().copied()
     }
 
     /// Tasks of `job` placed on an executor now.

@@ -91,6 +91,7 @@ impl World {
             policy: Policy { exclude_after: Some(2), pipeline: 4 },
             heartbeat_timeout: TIMEOUT,
             bootstrap_timeout: TIMEOUT,
+            allocation: None,
         });
         let mut world = World {
             core,
@@ -170,6 +171,9 @@ impl World {
                     self.placed.clear();
                 }
                 Action::Retrying { .. } | Action::ExecutorExcluded { .. } => {}
+                Action::StartExecutors { .. } | Action::Decommission { .. } => {
+                    panic!("no backend here: {action:?}")
+                }
             }
         }
         assert!(self.ended <= 1, "the job ended more than once");

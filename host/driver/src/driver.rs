@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tracing::Instrument;
 
+use crate::backend::{ExecutorBackend, ExitReporter};
+
 /// Attempts an executor holds per slot when a job's tasks are short: the next one waits
 /// on the executor, not a round trip away (see `Policy::pipeline`).
 const PIPELINE: u32 = 8;
@@ -84,6 +86,8 @@ struct Shared {
     components: Mutex<HashMap<Digest, Shipped>>,
     /// A copy of the core's slot count, published after each event, for planning.
     slots: AtomicU32,
+    /// Who starts executors, when the driver does (`flint.executor.backend`).
+    backend: std::sync::OnceLock<Arc<dyn ExecutorBackend>>,
 }
 
 /// A component's bytes and the number of running jobs that use it.
@@ -99,7 +103,7 @@ impl ComponentSource for Driver {
 
 enum Event {
     Submit {
-        job: PreparedJob,
+        job: Box<PreparedJob>,
         reply: oneshot::Sender<JobHandle>,
     },
     Reserve {
@@ -140,6 +144,13 @@ enum Event {
         result: Result<Vec<u8>, JobError>,
     },
     Snapshot(oneshot::Sender<ClusterStatus>),
+    /// A backend was attached: the allocation policy may want executors at once.
+    BackendAttached,
+    /// The process the backend started for an executor ended.
+    BackendExited {
+        id: ExecutorId,
+        reason: String,
+    },
     /// Fail every running job with `reason` and take no more (the driver is stopping).
     Shutdown {
         reason: String,
@@ -172,6 +183,7 @@ impl Driver {
             runtime: config.runtime,
             components: Mutex::new(HashMap::new()),
             slots: AtomicU32::new(0),
+            backend: std::sync::OnceLock::new(),
         });
         let driver = Driver { events, peers, shared };
         let event_loop = EventLoop::new(driver.clone());
@@ -249,7 +261,7 @@ impl Driver {
             .1 += 1;
         let digest = job.component.digest;
         let (reply, handle) = oneshot::channel();
-        if self.send(Event::Submit { job, reply }).is_err() {
+        if self.send(Event::Submit { job: Box::new(job), reply }).is_err() {
             self.release_component(&digest);
             return Err(SubmitError::DriverStopped);
         }
@@ -281,6 +293,22 @@ impl Driver {
         link: Arc<dyn ExecutorLink>,
     ) {
         let _ = self.peers.send(Event::ExecutorUp { id, incarnation, info, link }).await;
+    }
+
+    /// Attaches the backend that starts executors for `flint.executor.backend`; the
+    /// control core asks it for executors from then on. Set once.
+    pub fn set_backend(&self, backend: Arc<dyn ExecutorBackend>) {
+        let _ = self.shared.backend.set(backend);
+        // Wake the loop: the policy may want executors at once.
+        let _ = self.events.send(Event::BackendAttached);
+    }
+
+    /// Tells the loop that a process the backend started ended.
+    fn exit_reporter(&self) -> ExitReporter {
+        let events = self.events.clone();
+        Arc::new(move |id, reason| {
+            let _ = events.send(Event::BackendExited { id, reason });
+        })
     }
 
     /// An executor is alive.
@@ -485,6 +513,7 @@ impl EventLoop {
             },
             heartbeat_timeout: settings.network_timeout,
             bootstrap_timeout: BOOTSTRAP_TIMEOUT,
+            allocation: allocation_config(settings),
         });
         EventLoop {
             driver,
@@ -545,7 +574,7 @@ impl EventLoop {
     fn handle(&mut self, event: Event) {
         let now = Instant::now();
         match event {
-            Event::Submit { job, reply } => self.submit(now, job, reply),
+            Event::Submit { job, reply } => self.submit(now, *job, reply),
             Event::Reserve { requested, pod_name, reply } => {
                 let verdict = match &self.stopping {
                     Some(_) => Err(Rejection::AppStopped),
@@ -590,6 +619,14 @@ impl EventLoop {
             Event::Folded { job, result } => self.complete(job, result),
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
+            }
+            Event::BackendAttached => {
+                let actions = self.core.handle_timeout(now);
+                self.apply(actions, None);
+            }
+            Event::BackendExited { id, reason } => {
+                tracing::info!(executor_id = %id, %reason, "executor process ended");
+                self.feed(now, CoreEvent::BackendExited { id, reason });
             }
             Event::Shutdown { reason, done } => {
                 tracing::warn!(%reason, jobs = self.jobs.len(), "driver stopping: failing running jobs");
@@ -852,6 +889,30 @@ impl EventLoop {
                     {
                         link.close(&reason);
                     }
+                    // A process the backend started goes with its executor.
+                    if let Some(backend) = self.driver.shared.backend.get() {
+                        backend.stop(&executor);
+                    }
+                }
+                Action::StartExecutors { ids } => match self.driver.shared.backend.get() {
+                    Some(backend) => {
+                        tracing::info!(count = ids.len(), backend = backend.name(), "starting executors");
+                        backend.start(ids, self.driver.exit_reporter());
+                    }
+                    None => {
+                        let reason = format!(
+                            "flint.executor.backend={} but this driver has no such backend",
+                            self.driver.shared.settings.executor_backend.name()
+                        );
+                        let report = self.driver.exit_reporter();
+                        ids.into_iter().for_each(|id| report(id, reason.clone()));
+                    }
+                },
+                Action::Decommission { executor, incarnation } => {
+                    tracing::info!(executor_id = %executor, "releasing an idle executor");
+                    if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
+                        link.decommission();
+                    }
                 }
                 Action::ExecutorExcluded { executor, failed_tasks } => {
                     self.slots_changed = true;
@@ -1059,4 +1120,33 @@ fn spawn_fold(
         })
         .expect("spawn a fold thread");
     worker
+}
+
+/// Dynamic allocation's settings, or `None` when executors are started by hand. A
+/// backend without dynamic allocation keeps `flint.executor.instances` executors.
+fn allocation_config(settings: &Settings) -> Option<flint_core::AllocationConfig> {
+    if settings.executor_backend == flint_proto::Backend::Static {
+        return None;
+    }
+    let d = &settings.dynamic_allocation;
+    let (min, max, initial) = if d.enabled {
+        (d.min_executors, d.max_executors, d.initial_executors.unwrap_or(d.min_executors))
+    } else {
+        let n = settings.executor_instances;
+        (n, n, n)
+    };
+    Some(flint_core::AllocationConfig {
+        min_executors: min,
+        max_executors: max,
+        initial_executors: initial,
+        backlog_timeout: d.backlog_timeout,
+        sustained_backlog_timeout: d.sustained_backlog_timeout.unwrap_or(d.backlog_timeout),
+        idle_timeout: d.idle_timeout,
+        ratio: d.ratio,
+        cooldown: d.cooldown,
+        max_pending: d.max_pending,
+        max_start_failures: d.max_start_failures,
+        start_backoff: d.start_backoff,
+        slots_per_executor: settings.slots(),
+    })
 }

@@ -2,6 +2,7 @@
 //! around the control core (`flint-core`), the links to executors, the QUIC front, and
 //! the embedded cluster behind `flint run`.
 
+pub mod backend;
 mod driver;
 pub mod fold;
 mod job;

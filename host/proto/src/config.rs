@@ -116,6 +116,84 @@ pub struct Settings {
     pub exclude_on_failure: bool,
     /// `flint.excludeOnFailure.maxFailedTasksPerExecutor` (default 2).
     pub max_failed_tasks_per_executor: u32,
+    /// `flint.executor.backend` (default `static`): who starts executors. `static`:
+    /// people, by hand; `local`: the driver, as processes on its own machine.
+    pub executor_backend: Backend,
+    /// `flint.executor.instances` (default 2): the fleet a backend keeps when dynamic
+    /// allocation is off.
+    pub executor_instances: u32,
+    /// `flint.dynamicAllocation.*`.
+    pub dynamic_allocation: DynamicAllocation,
+}
+
+/// Who starts executors (`flint.executor.backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Backend {
+    /// Executors are started by hand and stay until stopped.
+    Static,
+    /// The driver starts `flint executor` processes on its own machine.
+    Local,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Static => "static",
+            Backend::Local => "local",
+        }
+    }
+}
+
+/// `flint.dynamicAllocation.*`: Spark's keys and defaults, and Flint's own additions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DynamicAllocation {
+    /// `enabled` (default false): the fleet follows the load.
+    pub enabled: bool,
+    /// `minExecutors` (default 0).
+    pub min_executors: u32,
+    /// `maxExecutors` (default unbounded).
+    pub max_executors: u32,
+    /// `initialExecutors` (default `minExecutors`).
+    pub initial_executors: Option<u32>,
+    /// `schedulerBacklogTimeout` (default 1s): a backlog this old asks for executors.
+    pub backlog_timeout: Duration,
+    /// `sustainedSchedulerBacklogTimeout` (default `schedulerBacklogTimeout`): the wait
+    /// between further requests while the backlog lasts (1, 2, 4, 8… executors).
+    pub sustained_backlog_timeout: Option<Duration>,
+    /// `executorIdleTimeout` (default 60s): an executor idle this long is given back.
+    pub idle_timeout: Duration,
+    /// `executorAllocationRatio` (default 1.0): the share of the tasks' slots asked for.
+    pub ratio: f64,
+    /// `cooldown` (default 10s): no shrinking this soon after growing, nor growing this
+    /// soon after shrinking.
+    pub cooldown: Duration,
+    /// `maxPendingExecutors` (default 20): executors asked for and not yet registered.
+    pub max_pending: u32,
+    /// `maxStartFailures` (default 5): start failures in a row after which the
+    /// application stops asking and the jobs waiting for executors fail.
+    pub max_start_failures: u32,
+    /// `startBackoff` (default 1s): the wait after a start failure, doubled with each
+    /// one in a row (at most 5 minutes).
+    pub start_backoff: Duration,
+}
+
+impl Default for DynamicAllocation {
+    fn default() -> Self {
+        DynamicAllocation {
+            enabled: false,
+            min_executors: 0,
+            max_executors: u32::MAX,
+            initial_executors: None,
+            backlog_timeout: Duration::from_secs(1),
+            sustained_backlog_timeout: None,
+            idle_timeout: Duration::from_secs(60),
+            ratio: 1.0,
+            cooldown: Duration::from_secs(10),
+            max_pending: 20,
+            max_start_failures: 5,
+            start_backoff: Duration::from_secs(1),
+        }
+    }
 }
 
 impl Default for Settings {
@@ -139,6 +217,9 @@ impl Default for Settings {
             network_timeout: Duration::from_secs(120),
             exclude_on_failure: false,
             max_failed_tasks_per_executor: 2,
+            executor_backend: Backend::Static,
+            executor_instances: 2,
+            dynamic_allocation: DynamicAllocation::default(),
         }
     }
 }
@@ -164,6 +245,20 @@ impl Settings {
         "flint.network.timeout",
         "flint.excludeOnFailure.enabled",
         "flint.excludeOnFailure.maxFailedTasksPerExecutor",
+        "flint.executor.backend",
+        "flint.executor.instances",
+        "flint.dynamicAllocation.enabled",
+        "flint.dynamicAllocation.minExecutors",
+        "flint.dynamicAllocation.maxExecutors",
+        "flint.dynamicAllocation.initialExecutors",
+        "flint.dynamicAllocation.schedulerBacklogTimeout",
+        "flint.dynamicAllocation.sustainedSchedulerBacklogTimeout",
+        "flint.dynamicAllocation.executorIdleTimeout",
+        "flint.dynamicAllocation.executorAllocationRatio",
+        "flint.dynamicAllocation.cooldown",
+        "flint.dynamicAllocation.maxPendingExecutors",
+        "flint.dynamicAllocation.maxStartFailures",
+        "flint.dynamicAllocation.startBackoff",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -239,8 +334,68 @@ impl Settings {
                     s.max_failed_tasks_per_executor =
                         positive(parse_u32(value).map_err(&invalid)?.into())? as u32
                 }
+                "flint.executor.backend" => {
+                    s.executor_backend = match value.trim() {
+                        "static" => Backend::Static,
+                        "local" => Backend::Local,
+                        _ => return Err(invalid("must be static or local".into())),
+                    }
+                }
+                "flint.executor.instances" => s.executor_instances = parse_u32(value).map_err(&invalid)?,
+                "flint.dynamicAllocation.enabled" => {
+                    s.dynamic_allocation.enabled =
+                        value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
+                }
+                "flint.dynamicAllocation.minExecutors" => {
+                    s.dynamic_allocation.min_executors = parse_u32(value).map_err(&invalid)?
+                }
+                "flint.dynamicAllocation.maxExecutors" => {
+                    s.dynamic_allocation.max_executors =
+                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.dynamicAllocation.initialExecutors" => {
+                    s.dynamic_allocation.initial_executors = Some(parse_u32(value).map_err(&invalid)?)
+                }
+                "flint.dynamicAllocation.schedulerBacklogTimeout" => {
+                    s.dynamic_allocation.backlog_timeout = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.dynamicAllocation.sustainedSchedulerBacklogTimeout" => {
+                    s.dynamic_allocation.sustained_backlog_timeout =
+                        Some(parse_duration(value).map_err(&invalid)?)
+                }
+                "flint.dynamicAllocation.executorIdleTimeout" => {
+                    s.dynamic_allocation.idle_timeout = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.dynamicAllocation.executorAllocationRatio" => {
+                    s.dynamic_allocation.ratio = match value.trim().parse::<f64>() {
+                        Ok(f) if f > 0.0 && f <= 1.0 => f,
+                        _ => return Err(invalid("must be a number in (0, 1]".into())),
+                    }
+                }
+                "flint.dynamicAllocation.cooldown" => {
+                    s.dynamic_allocation.cooldown = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.dynamicAllocation.maxPendingExecutors" => {
+                    s.dynamic_allocation.max_pending =
+                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.dynamicAllocation.maxStartFailures" => {
+                    s.dynamic_allocation.max_start_failures =
+                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.dynamicAllocation.startBackoff" => {
+                    s.dynamic_allocation.start_backoff = parse_duration(value).map_err(&invalid)?
+                }
                 _ => return Err(ConfError::UnknownKey(key.clone())),
             }
+        }
+        let d = &s.dynamic_allocation;
+        if d.min_executors > d.max_executors {
+            return Err(ConfError::Invalid {
+                key: "flint.dynamicAllocation.minExecutors".into(),
+                value: d.min_executors.to_string(),
+                reason: format!("more than flint.dynamicAllocation.maxExecutors ({})", d.max_executors),
+            });
         }
         let at_least = |key: &str, value: Duration, min: Duration| {
             if value < min {

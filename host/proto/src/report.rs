@@ -22,6 +22,8 @@ pub enum JobError {
         "total size of task results ({size} bytes) is over flint.driver.maxResultSize ({limit} bytes); raise it or return less from each task"
     )]
     ResultTooLarge { size: u64, limit: u64 },
+    #[error("no executor to run it: {0}")]
+    NoExecutors(String),
 }
 
 /// How far a job has got.

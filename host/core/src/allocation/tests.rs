@@ -1,0 +1,193 @@
+use super::*;
+
+fn config() -> AllocationConfig {
+    AllocationConfig {
+        min_executors: 0,
+        max_executors: 100,
+        initial_executors: 0,
+        backlog_timeout: Duration::from_secs(1),
+        sustained_backlog_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(60),
+        ratio: 1.0,
+        cooldown: Duration::from_secs(10),
+        max_pending: 100,
+        max_start_failures: 3,
+        start_backoff: Duration::from_secs(1),
+        slots_per_executor: 2,
+    }
+}
+
+fn view(pending: u32, running: u32, executors: &[(&str, bool)]) -> View {
+    View {
+        pending_tasks: pending,
+        running_tasks: running,
+        executors: executors.iter().map(|(id, busy)| (id.to_string(), *busy)).collect(),
+    }
+}
+
+fn requested(decisions: &[Decision]) -> u32 {
+    decisions.iter().map(|d| if let Decision::Request(n) = d { *n } else { 0 }).sum()
+}
+
+fn released(decisions: &[Decision]) -> Vec<String> {
+    decisions
+        .iter()
+        .filter_map(|d| if let Decision::Release(id) = d { Some(id.clone()) } else { None })
+        .collect()
+}
+
+#[test]
+fn requests_ramp_one_two_four_eight_after_the_backlog_timeout() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(config());
+    let backlog = view(200, 0, &[]);
+    assert_eq!(requested(&a.step(t0, &backlog)), 0, "no request the moment a backlog appears");
+    assert_eq!(requested(&a.step(t0 + Duration::from_millis(999), &backlog)), 0, "nor before its timeout");
+    let mut asks = Vec::new();
+    for s in 1..=5 {
+        asks.push(requested(&a.step(t0 + Duration::from_secs(s), &backlog)));
+    }
+    assert_eq!(asks, vec![1, 2, 4, 8, 16]);
+    assert_eq!(a.starting(), 31);
+}
+
+#[test]
+fn requests_stop_at_the_target_and_the_maximum() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(AllocationConfig { max_executors: 5, ..config() });
+    // 7 tasks on 2-slot executors want 4; the maximum is 5.
+    let load = view(7, 0, &[]);
+    let total: u32 = (0..10).map(|s| requested(&a.step(t0 + Duration::from_secs(s), &load))).sum();
+    assert_eq!(total, 4, "the target, ceil(7 / 2)");
+    let mut a = Allocator::new(AllocationConfig { max_executors: 5, ..config() });
+    let load = view(1000, 0, &[]);
+    let total: u32 = (0..10).map(|s| requested(&a.step(t0 + Duration::from_secs(s), &load))).sum();
+    assert_eq!(total, 5, "never past the maximum");
+}
+
+#[test]
+fn executors_asked_for_and_not_registered_are_capped() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(AllocationConfig { max_pending: 3, ..config() });
+    let load = view(1000, 0, &[]);
+    let total: u32 = (0..10).map(|s| requested(&a.step(t0 + Duration::from_secs(s), &load))).sum();
+    assert_eq!(total, 3);
+    a.registered();
+    let more = requested(&a.step(t0 + Duration::from_secs(11), &view(1000, 0, &[("e1", true)])));
+    assert_eq!(more, 1, "one registered, one more may be asked for");
+}
+
+#[test]
+fn the_minimum_and_initial_executors_are_asked_for_at_once() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(AllocationConfig { min_executors: 2, initial_executors: 3, ..config() });
+    assert_eq!(requested(&a.step(t0, &view(0, 0, &[]))), 3);
+    // All three came and went idle: only those above the minimum are given back.
+    for _ in 0..3 {
+        a.registered();
+    }
+    let idle = view(0, 0, &[("e1", false), ("e2", false), ("e3", false)]);
+    a.step(t0 + Duration::from_secs(1), &idle);
+    let gone = released(&a.step(t0 + Duration::from_secs(100), &idle));
+    assert_eq!(gone.len(), 1, "{gone:?}");
+    // The released one left and another was lost: back to the minimum at once.
+    let after = view(0, 0, &[("e2", false)]);
+    assert_eq!(requested(&a.step(t0 + Duration::from_secs(101), &after)), 1);
+}
+
+#[test]
+fn idle_executors_go_after_the_timeout_and_busy_ones_never() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(config());
+    let fleet = view(0, 1, &[("busy", true), ("idle", false)]);
+    a.step(t0, &fleet);
+    assert!(released(&a.step(t0 + Duration::from_secs(59), &fleet)).is_empty(), "not before the timeout");
+    assert_eq!(released(&a.step(t0 + Duration::from_secs(60), &fleet)), vec!["idle".to_string()]);
+    assert!(released(&a.step(t0 + Duration::from_secs(61), &fleet)).is_empty(), "released once");
+    // The busy one never goes while busy, however long.
+    let only_busy = view(0, 1, &[("busy", true)]);
+    assert!(released(&a.step(t0 + Duration::from_secs(10_000), &only_busy)).is_empty());
+    // Work ending starts its idle clock then, not before.
+    let done = view(0, 0, &[("busy", false)]);
+    assert!(released(&a.step(t0 + Duration::from_secs(10_001), &done)).is_empty());
+    assert_eq!(released(&a.step(t0 + Duration::from_secs(10_061), &done)), vec!["busy".to_string()]);
+}
+
+#[test]
+fn the_cooldown_stops_a_grow_shrink_flip_flop() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(AllocationConfig { idle_timeout: Duration::from_secs(1), ..config() });
+    let mut fleet: Vec<String> = Vec::new();
+    let mut changes: Vec<(u64, bool)> = Vec::new();
+    // A backlog that comes for three seconds and goes for three, for two minutes; the
+    // fleet's executors register at once and leave when released.
+    for s in 0..120u64 {
+        let busy = (s / 3) % 2 == 0;
+        let executors: Vec<(&str, bool)> = fleet.iter().map(|id| (id.as_str(), busy)).collect();
+        // Twenty tasks in the busy phases: as many run as there are slots.
+        let running = if busy { (fleet.len() as u32 * 2).min(20) } else { 0 };
+        let pending = if busy { 20 - running } else { 0 };
+        let load = view(pending, running, &executors);
+        for d in a.step(t0 + Duration::from_secs(s), &load) {
+            match d {
+                Decision::Request(n) => {
+                    for _ in 0..n {
+                        a.registered();
+                        fleet.push(format!("e{}", fleet.len() + changes.len()));
+                    }
+                    changes.push((s, true));
+                }
+                Decision::Release(id) => {
+                    fleet.retain(|e| *e != id);
+                    a.removed(&id);
+                    changes.push((s, false));
+                }
+                Decision::GiveUp(r) => panic!("{r}"),
+            }
+        }
+    }
+    let flips: Vec<_> = changes.windows(2).filter(|w| w[0].1 != w[1].1).map(|w| w[1].0 - w[0].0).collect();
+    assert!(!flips.is_empty(), "the load should move the fleet both ways: {changes:?}");
+    assert!(flips.iter().all(|gap| *gap >= 10), "a change of direction within the cooldown: {changes:?}");
+}
+
+#[test]
+fn start_failures_back_off_then_give_up_with_the_backends_reason() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(AllocationConfig { max_pending: 1, ..config() });
+    let load = view(10, 0, &[]);
+    a.step(t0, &load);
+    assert_eq!(requested(&a.step(t0 + Duration::from_secs(1), &load)), 1);
+    assert_eq!(a.start_failed(t0 + Duration::from_secs(2), "image pull failed".into()), None);
+    // Backs off a second, then asks again.
+    assert_eq!(requested(&a.step(t0 + Duration::from_millis(2500), &load)), 0, "backing off");
+    assert_eq!(requested(&a.step(t0 + Duration::from_secs(3), &load)), 1);
+    assert_eq!(a.start_failed(t0 + Duration::from_secs(4), "image pull failed".into()), None);
+    // Two seconds this time.
+    assert_eq!(requested(&a.step(t0 + Duration::from_millis(5500), &load)), 0, "backing off longer");
+    assert_eq!(requested(&a.step(t0 + Duration::from_secs(6), &load)), 1);
+    match a.start_failed(t0 + Duration::from_secs(7), "exit status 2: bad flag".into()) {
+        Some(Decision::GiveUp(reason)) => {
+            assert!(reason.contains("exit status 2: bad flag"), "{reason}");
+            assert!(reason.contains("flint.dynamicAllocation.maxStartFailures"), "{reason}");
+        }
+        other => panic!("gave up expected: {other:?}"),
+    }
+    assert!(a.step(t0 + Duration::from_secs(100), &load).is_empty(), "no more asking, ever");
+}
+
+#[test]
+fn a_registration_ends_the_failures_in_a_row() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(AllocationConfig { max_pending: 1, ..config() });
+    let load = view(10, 0, &[]);
+    a.step(t0, &load);
+    for round in 0..5u64 {
+        let at = t0 + Duration::from_secs(1 + round * 10);
+        assert_eq!(requested(&a.step(at, &load)), 1, "round {round}");
+        assert_eq!(a.start_failed(at, "flaky".into()), None);
+        assert_eq!(requested(&a.step(at + Duration::from_secs(5), &load)), 1);
+        a.registered();
+    }
+    assert!(a.given_up().is_none());
+}

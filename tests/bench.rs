@@ -19,6 +19,10 @@
 //! - executor process start to registered — reference: starting and ending `flint
 //!   --version`; target ≤ 200 ms
 //! - an idle executor's resident memory — reference: the idle driver's; target ≤ 40 MiB
+//! - the local backend with dynamic allocation from an empty fleet: the time from a job's
+//!   submission to its first executor registered (the backlog timeout included), and a
+//!   burst of 1,000 short tasks on the empty fleet — reference: the same burst on the
+//!   fleet it left warm
 //! - `kill -9` of a busy executor to the first of its attempts relaunched elsewhere, with
 //!   default settings — reference: `flint.network.idleTimeout`; target ≤ 5 s
 
@@ -146,6 +150,9 @@ fn main() {
     }
     if wanted("fleet") {
         fleet_figures(&mut results);
+    }
+    if wanted("elastic") {
+        elastic_figures(&mut results);
     }
     if wanted("cluster") {
         cluster_figures(&mut results);
@@ -842,4 +849,62 @@ fn fleet_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
                 "driver_rss_mib": rss }),
     );
     drop(tokio);
+}
+
+/// Seconds since midnight of a log line's RFC 3339 timestamp (`…T21:34:15.631555Z`).
+fn log_time(line: &str) -> Option<f64> {
+    let time = line.split_whitespace().next()?.split_once('T')?.1.trim_end_matches('Z');
+    let mut parts = time.split(':');
+    let (h, m, s): (f64, f64, f64) =
+        (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// The local backend growing from nothing.
+fn elastic_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("driver.log");
+    let args = [
+        "--backend",
+        "local",
+        "--conf",
+        "flint.dynamicAllocation.enabled=true",
+        "--conf",
+        "flint.dynamicAllocation.maxExecutors=2",
+        "--conf",
+        "flint.executor.cores=1",
+    ];
+    let (_driver, url, _dir) = start_driver(std::fs::File::create(&log).unwrap().into(), &args);
+    let noop = root().join("target/wasm32-wasip2/release/noop.wasm");
+    let burst = || {
+        let started = Instant::now();
+        let out = flint()
+            .args(["submit", "--driver-url", &url, noop.to_str().unwrap(), "--partitions", "1000", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["result"], 1000);
+        started.elapsed()
+    };
+    let cold = burst();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let at = |what: &str| text.lines().find(|l| l.contains(what)).and_then(log_time);
+    let to_executor = at("executor registered").unwrap() - at("job submitted").unwrap();
+    let warm = median((0..3).map(|_| burst()).collect());
+    let backlog = flint_proto::Settings::default().dynamic_allocation.backlog_timeout;
+    println!(
+        "local backend from no executors: job submitted to its first executor registered {:.0} ms (schedulerBacklogTimeout {} ms of it); 1,000 no-op tasks on the empty fleet {:.2} s, on the warm fleet {:.2} s ({:.1}×)",
+        to_executor * 1e3,
+        backlog.as_millis(),
+        cold.as_secs_f64(),
+        warm.as_secs_f64(),
+        cold.as_secs_f64() / warm.as_secs_f64()
+    );
+    results.insert(
+        "local_backend_scale_up".into(),
+        json!({ "submitted_to_executor_ms": to_executor * 1e3, "backlog_timeout_ms": backlog.as_millis() as f64,
+                "burst_empty_fleet_s": cold.as_secs_f64(), "burst_warm_fleet_s": warm.as_secs_f64(),
+                "ratio_to_warm": cold.as_secs_f64() / warm.as_secs_f64() }),
+    );
 }

@@ -663,7 +663,10 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
         done
     };
     let started = Instant::now();
-    take(core.handle(now, Event::JobSubmitted { job: 1, tasks, max_failures: 4 }), &mut pending);
+    take(
+        core.handle(now, Event::JobSubmitted { job: 1, tasks, max_failures: 4, period: None }),
+        &mut pending,
+    );
     let mut reports = 0usize;
     let mut finished = false;
     while let Some((id, incarnation, attempt)) = pending.pop_front() {

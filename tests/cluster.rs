@@ -831,3 +831,42 @@ fn an_executor_process_that_exits_is_removed_at_once_with_its_status() {
     // A fixed-size fleet is made whole again.
     cluster.wait_live(1);
 }
+
+#[test]
+fn a_recurring_job_runs_on_its_period_and_never_overlaps() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let job = ["examples/pi", "--conf", "points=2000000", "--partitions", "4"];
+    let started = std::time::Instant::now();
+    let out = cluster.submit(&[&job[..], &["--every", "1s", "--runs", "3", "--json"]].concat());
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let reports: Vec<Value> =
+        serde_json::Deserializer::from_slice(&out.stdout).into_iter().collect::<Result<_, _>>().unwrap();
+    assert_eq!(reports.len(), 3, "{}", lossy(&out.stdout));
+    let expected = ok_json(&flint(&[&["run"][..], &job, &["--json"]].concat()))["result"].clone();
+    for report in &reports {
+        assert_eq!(report["status"], "succeeded");
+        assert_eq!(report["result"], expected);
+    }
+    // The third run started two periods after the first.
+    assert!(started.elapsed() >= Duration::from_secs(2), "{:?}", started.elapsed());
+    // Never two at once: each run ended before the next was submitted.
+    let log = cluster.driver.log_text();
+    let events: Vec<&str> = log
+        .lines()
+        .filter_map(|l| {
+            if l.contains("job submitted") {
+                Some("submitted")
+            } else if l.contains("job succeeded") {
+                Some("succeeded")
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(events, ["submitted", "succeeded"].repeat(3), "{log}");
+    // A bad period is refused before anything runs.
+    let out = cluster.submit(&[&job[..], &["--every", "0s"]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", lossy(&out.stderr));
+}

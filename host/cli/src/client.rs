@@ -35,6 +35,21 @@ pub struct SubmitArgs {
     /// The application secret's file (`FLINT_SECRET` wins).
     #[arg(long, env = "FLINT_SECRET_FILE")]
     secret_file: Option<PathBuf>,
+    /// Run the job again every DURATION (such as 10s): a run starts a period after the
+    /// last one started, or as soon as it ends if it took longer (runs never overlap).
+    /// A driver with a backend sizes its executors from each run's time against it.
+    #[arg(long, value_parser = parse_period)]
+    every: Option<std::time::Duration>,
+    /// With --every: stop after this many runs [default: run until stopped].
+    #[arg(long, requires = "every")]
+    runs: Option<u32>,
+}
+
+fn parse_period(text: &str) -> Result<std::time::Duration, String> {
+    match flint_proto::config::parse_duration(text)? {
+        d if d.is_zero() => Err("the period must be positive".into()),
+        d => Ok(d),
+    }
 }
 
 #[derive(Args)]
@@ -69,7 +84,7 @@ pub fn submit(args: SubmitArgs) -> u8 {
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };
     // Executors resolve paths themselves: send absolute ones.
-    let inputs = args
+    let inputs: Vec<String> = args
         .inputs
         .iter()
         .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).to_string_lossy().into_owned())
@@ -80,35 +95,69 @@ pub fn submit(args: SubmitArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(connect_code(&e), e),
         };
-        let mut job = match client
-            .submit(bundle.manifest, &bundle.component, conf, inputs, args.partitions)
-            .await
-        {
-            Ok(j) => j,
-            Err(flint_client::ClientError::JobRejected(reason)) => return fail(exit::INVALID_JOB, reason),
-            Err(e) => return fail(exit::UNREACHABLE, e),
-        };
-        let bar = (!args.json && std::io::stderr().is_terminal()).then(|| progress_bar(0));
-        loop {
-            match job.next().await {
-                Ok(Some(JobEvent::Progress(p))) => {
-                    if let Some(bar) = &bar {
-                        show_progress(bar, &p);
-                    }
-                }
-                Ok(Some(JobEvent::Done(report))) => {
-                    if let Some(bar) = &bar {
-                        bar.finish_and_clear();
-                    }
-                    return report::print(&report, args.json);
-                }
-                Ok(None) => {
-                    return fail(exit::UNREACHABLE, "the driver ended the job's stream without a report");
-                }
-                Err(e) => return fail(exit::UNREACHABLE, e),
+        let mut first_failure = 0;
+        for run in 1.. {
+            let started = std::time::Instant::now();
+            let code = submit_once(&client, &bundle, &conf, &inputs, &args).await;
+            let Some(period) = args.every else { return code };
+            if code == exit::UNREACHABLE || code == exit::INVALID_JOB {
+                return code; // no point trying again
+            }
+            if first_failure == 0 {
+                first_failure = code;
+            }
+            if args.runs.is_some_and(|n| run >= n) {
+                break;
+            }
+            if let Some(wait) = period.checked_sub(started.elapsed()) {
+                tokio::time::sleep(wait).await;
             }
         }
+        first_failure
     })
+}
+
+/// Submits the job once and prints its report; the exit code.
+async fn submit_once(
+    client: &Client,
+    bundle: &flint_proto::Bundle,
+    conf: &flint_proto::Conf,
+    inputs: &[String],
+    args: &SubmitArgs,
+) -> u8 {
+    let submitted = client
+        .submit(
+            bundle.manifest.clone(),
+            &bundle.component,
+            conf.clone(),
+            inputs.to_vec(),
+            args.partitions,
+            args.every,
+        )
+        .await;
+    let mut job = match submitted {
+        Ok(j) => j,
+        Err(flint_client::ClientError::JobRejected(reason)) => return fail(exit::INVALID_JOB, reason),
+        Err(e) => return fail(exit::UNREACHABLE, e),
+    };
+    let bar = (!args.json && std::io::stderr().is_terminal()).then(|| progress_bar(0));
+    loop {
+        match job.next().await {
+            Ok(Some(JobEvent::Progress(p))) => {
+                if let Some(bar) = &bar {
+                    show_progress(bar, &p);
+                }
+            }
+            Ok(Some(JobEvent::Done(report))) => {
+                if let Some(bar) = &bar {
+                    bar.finish_and_clear();
+                }
+                return report::print(&report, args.json);
+            }
+            Ok(None) => return fail(exit::UNREACHABLE, "the driver ended the job's stream without a report"),
+            Err(e) => return fail(exit::UNREACHABLE, e),
+        }
+    }
 }
 
 fn connect_code(e: &flint_client::ClientError) -> u8 {

@@ -5,7 +5,7 @@
 //! # async fn example(url: flint_net::DriverUrl, secret: flint_net::Secret,
 //! #     manifest: flint_proto::Manifest, component: Vec<u8>) -> Result<(), flint_client::ClientError> {
 //! let client = flint_client::Client::connect(&url, &secret).await?;
-//! let mut job = client.submit(manifest, &component, Default::default(), vec![], None).await?;
+//! let mut job = client.submit(manifest, &component, Default::default(), vec![], None, None).await?;
 //! while let Some(event) = job.next().await? {
 //!     if let flint_client::JobEvent::Done(report) = event {
 //!         println!("{:?}", report.outcome);
@@ -88,7 +88,8 @@ impl Client {
     }
 
     /// Submits a job. Input files are read by executors by path, so they must be
-    /// visible to every executor (a shared filesystem).
+    /// visible to every executor (a shared filesystem). `every` marks a run of a
+    /// recurring job with its period, which the driver sizes its fleet by.
     pub async fn submit(
         &self,
         manifest: Manifest,
@@ -96,10 +97,17 @@ impl Client {
         config: Conf,
         inputs: Vec<String>,
         partitions: Option<u32>,
+        every: Option<std::time::Duration>,
     ) -> Result<SubmittedJob, ClientError> {
         let (mut send, mut recv) = self.connection.open_bi().await?;
-        let submission =
-            Submission { manifest, component_size: component.len() as u64, config, inputs, partitions };
+        let submission = Submission {
+            manifest,
+            component_size: component.len() as u64,
+            config,
+            inputs,
+            partitions,
+            every,
+        };
         write_frame(&mut send, &Request::Submit(Box::new(submission))).await?;
         write_payload(&mut send, component).await?;
         let _ = send.finish();

@@ -87,7 +87,17 @@ pub struct Allocator {
     last_failure: Option<String>,
     given_up: Option<String>,
     initial_sent: bool,
+    /// For a recurring job: executors kept whatever the load between runs, sized from
+    /// each run's processing time against its period.
+    floor: u32,
 }
+
+/// A run of a recurring job above this share of its period grows the fleet to what
+/// the run needed at once.
+pub const RECURRING_GROW: f64 = 0.8;
+/// A run below this share of its period gives back a quarter of the fleet it kept
+/// (at least one executor), so a quiet stream is shrunk over several periods.
+pub const RECURRING_SHRINK: f64 = 0.5;
 
 impl Allocator {
     pub fn new(config: AllocationConfig) -> Allocator {
@@ -105,6 +115,23 @@ impl Allocator {
             last_failure: None,
             given_up: None,
             initial_sent: false,
+            floor: 0,
+        }
+    }
+
+    /// Executors kept for a recurring job, whatever the load between its runs.
+    pub fn floor(&self) -> u32 {
+        self.floor
+    }
+
+    /// A run of a recurring job ended: `took` of its `period`, with `tasks` tasks.
+    pub fn run_finished(&mut self, period: Duration, took: Duration, tasks: u32) {
+        let share = took.as_secs_f64() / period.as_secs_f64().max(1e-3);
+        let at_once = tasks.div_ceil(self.config.slots_per_executor.max(1));
+        if share > RECURRING_GROW {
+            self.floor = self.floor.max(at_once.min(self.config.max_executors));
+        } else if share < RECURRING_SHRINK {
+            self.floor = self.floor.saturating_sub((self.floor / 4).max(1));
         }
     }
 
@@ -152,7 +179,9 @@ impl Allocator {
     pub fn target(&self, view: &View) -> u32 {
         let tasks = f64::from(view.pending_tasks + view.running_tasks) * self.config.ratio;
         let wanted = (tasks / f64::from(self.config.slots_per_executor.max(1))).ceil() as u32;
-        wanted.clamp(self.config.min_executors, self.config.max_executors.max(self.config.min_executors))
+        wanted
+            .max(self.floor)
+            .clamp(self.config.min_executors, self.config.max_executors.max(self.config.min_executors))
     }
 
     /// Looks at the load and decides.
@@ -206,8 +235,10 @@ impl Allocator {
                 }
             }
         }
-        // Below the minimum (executors lost, say): back up to it at once.
-        let floor = self.config.min_executors.saturating_sub(fleet + self.starting).min(self.room());
+        // Below the minimum (executors lost, say) or a recurring job's floor: back up to
+        // it at once.
+        let floor = self.config.min_executors.max(self.floor.min(self.config.max_executors));
+        let floor = floor.saturating_sub(fleet + self.starting).min(self.room());
         if floor > 0 && self.retry_at.is_none_or(|t| now >= t) {
             self.grow(now, floor, &mut decisions);
         }

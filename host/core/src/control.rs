@@ -59,6 +59,8 @@ pub enum Event {
         job: JobId,
         tasks: u32,
         max_failures: u32,
+        /// A recurring job's period: each run's time against it sizes the fleet.
+        period: Option<Duration>,
     },
     TaskSucceeded {
         id: ExecutorId,
@@ -173,6 +175,8 @@ pub struct ControlCore {
     bootstrap_timeout: Duration,
     next_started: u64,
     allocated_at: Option<Instant>,
+    /// Runs of recurring jobs: their period and when they were submitted.
+    recurring: BTreeMap<JobId, (Duration, Instant)>,
 }
 
 impl ControlCore {
@@ -188,6 +192,7 @@ impl ControlCore {
             bootstrap_timeout: config.bootstrap_timeout,
             next_started: 0,
             allocated_at: None,
+            recurring: BTreeMap::new(),
         }
     }
 
@@ -240,9 +245,12 @@ impl ControlCore {
             Event::Lost { id, incarnation, reason } => {
                 self.remove(now, id, incarnation, reason, &mut actions)
             }
-            Event::JobSubmitted { job, tasks, max_failures } => {
+            Event::JobSubmitted { job, tasks, max_failures, period } => {
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.jobs.entry(job) {
                     slot.insert(JobCounts { tasks, ..JobCounts::default() });
+                    if let Some(period) = period {
+                        self.recurring.insert(job, (period, now));
+                    }
                     self.step(now, Input::JobSubmitted { job, tasks, max_failures }, &mut actions);
                     // No executor and none coming: the job cannot run.
                     if let Some(reason) = self.allocator.as_ref().and_then(|a| a.given_up())
@@ -481,10 +489,12 @@ impl ControlCore {
                 }
                 Output::JobSucceeded { job } => {
                     let counts = self.jobs.remove(&job).unwrap_or_default();
+                    self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobSucceeded { job, counts: JobCounts { running: 0, ..counts } });
                 }
                 Output::JobFailed { job, reason } => {
                     let counts = self.jobs.remove(&job).unwrap_or_default();
+                    self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobFailed {
                         job,
                         reason,
@@ -497,6 +507,15 @@ impl ControlCore {
             if let Some(incarnation) = self.incarnation(&executor) {
                 actions.push(Action::Launch { executor, incarnation, attempts });
             }
+        }
+    }
+
+    /// A run of a recurring job ended: its time sizes the fleet for the next.
+    fn run_ended(&mut self, now: Instant, job: JobId, tasks: u32) {
+        if let Some((period, submitted)) = self.recurring.remove(&job)
+            && let Some(allocator) = &mut self.allocator
+        {
+            allocator.run_finished(period, now.saturating_duration_since(submitted), tasks);
         }
     }
 

@@ -109,7 +109,9 @@ impl World {
         for e in 0..executors {
             world.join(e, 2);
         }
-        let actions = world.core.handle(world.now, Event::JobSubmitted { job: JOB, tasks, max_failures: 3 });
+        let actions = world
+            .core
+            .handle(world.now, Event::JobSubmitted { job: JOB, tasks, max_failures: 3, period: None });
         world.apply(actions);
         world
     }

@@ -167,6 +167,7 @@ struct PreparedJob {
     memory_limit: Option<u64>,
     deadline: Duration,
     token_services: Vec<String>,
+    every: Option<Duration>,
 }
 
 impl Driver {
@@ -251,6 +252,7 @@ impl Driver {
             settings,
             memory_limit: request.memory_limit,
             token_services: request.token_services,
+            every: request.every,
         };
         self.shared
             .components
@@ -706,7 +708,7 @@ impl EventLoop {
         );
         let _ = reply.send(JobHandle { id, progress: progress_rx, report: report_rx });
         let max_failures = job.settings.task_max_failures;
-        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures });
+        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period: job.every });
     }
 
     fn status(&mut self, now: Instant, incarnation: Incarnation, update: StatusUpdate) {

@@ -25,6 +25,9 @@ pub struct JobRequest {
     pub token_services: Vec<String>,
     /// The world the manifest declares; the component must implement it.
     pub world: Option<World>,
+    /// For a run of a recurring job (`flint submit --every`), its period: the fleet is
+    /// sized from each run's time against it.
+    pub every: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +74,7 @@ impl JobRequest {
             deadline,
             token_services: manifest.tokens.clone(),
             world: manifest.world,
+            every: None,
         })
     }
 }

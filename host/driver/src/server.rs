@@ -394,11 +394,11 @@ async fn submit(
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
 ) -> Result<(), PeerError> {
-    let Submission { manifest, component_size, config, inputs, partitions } = submission;
+    let Submission { manifest, component_size, config, inputs, partitions, every } = submission;
     let limit = (component_size as usize).min(MAX_COMPONENT);
     let component = read_payload(recv, limit).await?;
     let request = match JobRequest::from_manifest(&manifest, component, config, inputs, partitions) {
-        Ok(r) => r,
+        Ok(r) => JobRequest { every, ..r },
         Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e)).await?),
     };
     let handle = match driver.submit(request).await {

@@ -156,6 +156,8 @@ pub struct Submission {
     pub config: Conf,
     pub inputs: Vec<String>,
     pub partitions: Option<u32>,
+    /// For a run of a recurring job, its period.
+    pub every: Option<std::time::Duration>,
 }
 
 /// A request on a stream of its own. Executors and clients send them to the driver; the

@@ -191,3 +191,41 @@ fn a_registration_ends_the_failures_in_a_row() {
     }
     assert!(a.given_up().is_none());
 }
+
+#[test]
+fn a_recurring_job_keeps_what_a_slow_run_needed_and_gives_it_back_over_quiet_runs() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(config());
+    let period = Duration::from_secs(10);
+    let idle = |n: usize| -> View {
+        let names: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+        View {
+            pending_tasks: 0,
+            running_tasks: 0,
+            executors: names.into_iter().map(|id| (id, false)).collect(),
+        }
+    };
+    // A run of 16 tasks took 9 s of its 10: the fleet grows to 8 (16 ÷ 2 slots) at once,
+    // without waiting for the next run's backlog.
+    a.run_finished(period, Duration::from_secs(9), 16);
+    assert_eq!(a.floor(), 8);
+    assert_eq!(requested(&a.step(t0, &idle(0))), 8);
+    for _ in 0..8 {
+        a.registered();
+    }
+    // Between runs the eight sit idle past the idle timeout and stay.
+    a.step(t0 + Duration::from_secs(1), &idle(8));
+    assert!(released(&a.step(t0 + Duration::from_secs(300), &idle(8))).is_empty());
+    // A run between half and 0.8 of the period changes nothing.
+    a.run_finished(period, Duration::from_secs(6), 16);
+    assert_eq!(a.floor(), 8);
+    // Quick runs give the fleet back gradually: a quarter (at least one) a run.
+    let mut floors = Vec::new();
+    for _ in 0..6 {
+        a.run_finished(period, Duration::from_secs(2), 16);
+        floors.push(a.floor());
+    }
+    assert_eq!(floors, vec![6, 5, 4, 3, 2, 1]);
+    let gone = released(&a.step(t0 + Duration::from_secs(400), &idle(8)));
+    assert_eq!(gone.len(), 7, "idle executors above the floor go: {gone:?}");
+}

@@ -119,6 +119,25 @@ impl Allocator {
         }
     }
 
+    /// Tasks started waiting now: the backlog timeout runs from here, not from the next
+    /// look at the load.
+    pub fn note_backlog(&mut self, now: Instant) {
+        if self.given_up.is_none() {
+            self.backlog_since.get_or_insert(now);
+        }
+    }
+
+    /// The next time a step would decide something new about growing: the backlog's
+    /// next request, or the end of a start back-off.
+    pub fn next_wake(&self) -> Option<Instant> {
+        if self.given_up.is_some() {
+            return None;
+        }
+        let grow =
+            self.backlog_since.map(|since| self.next_grow_at.unwrap_or(since + self.config.backlog_timeout));
+        [grow, self.retry_at].into_iter().flatten().min()
+    }
+
     /// Executors kept for a recurring job, whatever the load between its runs.
     pub fn floor(&self) -> u32 {
         self.floor

@@ -139,6 +139,11 @@ pub enum Action {
     StartExecutors {
         ids: Vec<ExecutorId>,
     },
+    /// A start that did not register in time counts as failed: the backend stops it, so
+    /// that it cannot register later unasked.
+    AbandonStart {
+        executor: ExecutorId,
+    },
     /// Tell an idle executor to leave (dynamic allocation gives it back).
     Decommission {
         executor: ExecutorId,
@@ -177,6 +182,8 @@ pub struct ControlCore {
     allocated_at: Option<Instant>,
     /// Runs of recurring jobs: their period and when they were submitted.
     recurring: BTreeMap<JobId, (Duration, Instant)>,
+    /// The latest `now` the core was given (it reads no clock of its own).
+    clock: Option<Instant>,
 }
 
 impl ControlCore {
@@ -193,6 +200,7 @@ impl ControlCore {
             next_started: 0,
             allocated_at: None,
             recurring: BTreeMap::new(),
+            clock: None,
         }
     }
 
@@ -217,6 +225,17 @@ impl ControlCore {
     }
 
     pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
+        let actions = self.handle_event(now, event);
+        self.clock = Some(now);
+        if let Some(allocator) = &mut self.allocator
+            && self.scheduler.queued() > 0
+        {
+            allocator.note_backlog(now);
+        }
+        actions
+    }
+
+    fn handle_event(&mut self, now: Instant, event: Event) -> Vec<Action> {
         let mut actions = Vec::new();
         match event {
             Event::Registered { id, incarnation, info } => {
@@ -311,6 +330,7 @@ impl ControlCore {
     /// Removes executors whose time ran out (see `Registry::expired`), fails starts
     /// that took too long, and lets dynamic allocation look at the load.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
+        self.clock = Some(now);
         let mut actions = Vec::new();
         for (id, incarnation, reason) in self.registry.expired(now) {
             self.remove(now, id, incarnation, reason, &mut actions);
@@ -319,11 +339,13 @@ impl ControlCore {
             self.starting.iter().filter(|(_, by)| now >= **by).map(|(id, _)| id.clone()).collect();
         for id in late {
             self.starting.remove(&id);
+            actions.push(Action::AbandonStart { executor: id.clone() });
             let reason =
                 format!("executor {id} did not register within {} ms", self.bootstrap_timeout.as_millis());
             self.start_failed(now, reason, &mut actions);
         }
-        if self.allocator.is_some() && self.allocated_at.is_none_or(|at| now >= at + TICK) {
+        let due = self.allocator.as_ref().and_then(Allocator::next_wake).is_some_and(|at| now >= at);
+        if self.allocator.is_some() && (due || self.allocated_at.is_none_or(|at| now >= at + TICK)) {
             self.allocated_at = Some(now);
             self.allocate(now, &mut actions);
         }
@@ -332,13 +354,14 @@ impl ControlCore {
 
     /// When `handle_timeout` should run next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let allocation = match (&self.allocator, self.allocated_at) {
-            (Some(a), _) if a.given_up().is_some() => None,
-            (Some(_), Some(at)) => Some(at + TICK),
-            (Some(_), None) => Some(Instant::now()),
-            (None, _) => None,
+        let (tick, wake) = match (&self.allocator, self.allocated_at) {
+            (Some(a), _) if a.given_up().is_some() => (None, None),
+            (Some(a), Some(at)) => (Some(at + TICK), a.next_wake()),
+            // Not looked at the load yet: as soon as the caller can.
+            (Some(a), None) => (self.clock, a.next_wake()),
+            (None, _) => (None, None),
         };
-        [self.registry.poll_timeout(), self.starting.values().min().copied(), allocation]
+        [self.registry.poll_timeout(), self.starting.values().min().copied(), tick, wake]
             .into_iter()
             .flatten()
             .min()

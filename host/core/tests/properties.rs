@@ -3,7 +3,9 @@
 //! two attempts placed at once, every task ends at most once, and a job whose executors
 //! keep answering honestly ends exactly once.
 
-use flint_core::{Action, ControlCore, CoreConfig, Event, ExecutorInfo, Incarnation, Policy};
+use flint_core::{
+    Action, AllocationConfig, ControlCore, CoreConfig, Event, ExecutorInfo, Incarnation, Policy,
+};
 use flint_proto::{Attempt, TaskFailure};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +53,19 @@ enum Op {
         secs: u64,
     },
     Cancel,
+    /// The backend's n-th pending start registers (`ok`) or fails before it does.
+    Start {
+        n: usize,
+        ok: bool,
+    },
+    /// A process the backend started dies.
+    Exit {
+        n: usize,
+    },
+    /// A decommissioned executor drains and leaves.
+    Leave {
+        n: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -68,6 +83,36 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The same, with a backend that starts, fails and loses executors.
+fn backend_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => op(),
+        3 => (any::<usize>(), prop::bool::weighted(0.7)).prop_map(|(n, ok)| Op::Start { n, ok }),
+        1 => any::<usize>().prop_map(|n| Op::Exit { n }),
+        2 => any::<usize>().prop_map(|n| Op::Leave { n }),
+        2 => (1..4u64).prop_map(|secs| Op::Advance { secs }),
+    ]
+}
+
+const MAX_PENDING: usize = 3;
+
+fn allocation() -> AllocationConfig {
+    AllocationConfig {
+        min_executors: 0,
+        max_executors: 4,
+        initial_executors: 0,
+        backlog_timeout: Duration::from_secs(1),
+        sustained_backlog_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(5),
+        ratio: 1.0,
+        cooldown: Duration::from_secs(2),
+        max_pending: MAX_PENDING as u32,
+        max_start_failures: 3,
+        start_backoff: Duration::from_secs(1),
+        slots_per_executor: 2,
+    }
+}
+
 /// What the harness has seen the core decide, checked against the invariants.
 struct World {
     core: ControlCore,
@@ -83,15 +128,19 @@ struct World {
     succeeded: bool,
     tasks: u32,
     fresh: usize,
+    /// Executors asked of the backend, not yet started or failed.
+    starts: Vec<String>,
+    /// Executors told to leave.
+    leaving: BTreeSet<(String, Incarnation)>,
 }
 
 impl World {
-    fn new(tasks: u32, executors: usize) -> World {
+    fn new(tasks: u32, executors: usize, allocation: Option<AllocationConfig>) -> World {
         let core = ControlCore::new(CoreConfig {
             policy: Policy { exclude_after: Some(2), pipeline: 4 },
             heartbeat_timeout: TIMEOUT,
             bootstrap_timeout: TIMEOUT,
-            allocation: None,
+            allocation,
         });
         let mut world = World {
             core,
@@ -105,6 +154,8 @@ impl World {
             succeeded: false,
             tasks,
             fresh: 100,
+            starts: Vec::new(),
+            leaving: BTreeSet::new(),
         };
         for e in 0..executors {
             world.join(e, 2);
@@ -117,7 +168,10 @@ impl World {
     }
 
     fn join(&mut self, exec: usize, slots: u32) {
-        let name = format!("e{exec}");
+        self.join_as(format!("e{exec}"), slots);
+    }
+
+    fn join_as(&mut self, name: String, slots: u32) {
         let Ok((id, incarnation)) = self.core.reserve(self.now, Some(name), None) else { return };
         let info = ExecutorInfo { host: "h".into(), cores: slots, memory: 1 << 30, slots };
         let actions = self.core.handle(self.now, Event::Registered { id: id.clone(), incarnation, info });
@@ -168,17 +222,69 @@ impl World {
                     self.ended += 1;
                     self.succeeded = true;
                 }
-                Action::JobFailed { .. } => {
+                Action::JobFailed { reason, .. } => {
+                    if matches!(reason, flint_proto::JobError::NoExecutors(_)) {
+                        assert!(
+                            self.core.allocation_given_up().is_some(),
+                            "no executors, yet the policy goes on"
+                        );
+                        assert_eq!(
+                            self.core.live_executors(),
+                            0,
+                            "failed for want of executors with usable ones ({:?} connected)",
+                            self.live
+                        );
+                    }
                     self.ended += 1;
                     self.placed.clear();
                 }
                 Action::Retrying { .. } | Action::ExecutorExcluded { .. } => {}
-                Action::StartExecutors { .. } | Action::Decommission { .. } => {
-                    panic!("no backend here: {action:?}")
+                Action::StartExecutors { ids } => {
+                    for id in &ids {
+                        assert!(
+                            !self.live.contains_key(id) && !self.starts.contains(id),
+                            "id {id} given twice"
+                        );
+                    }
+                    self.starts.extend(ids);
+                    assert!(
+                        self.starts.len() <= MAX_PENDING,
+                        "more starts pending than allowed: {:?}",
+                        self.starts
+                    );
+                }
+                Action::AbandonStart { executor } => {
+                    assert!(self.starts.contains(&executor), "abandoned a start never asked: {executor}");
+                    self.starts.retain(|id| *id != executor);
+                }
+                Action::Decommission { executor, incarnation } => {
+                    assert_eq!(
+                        self.live.get(&executor),
+                        Some(&incarnation),
+                        "decommissioned a dead executor"
+                    );
+                    let busy = self.placed.values().any(|(e, i, _)| *e == executor && *i == incarnation);
+                    assert!(!busy, "decommissioned {executor}, which runs a task: {:?}", self.placed);
+                    self.leaving.insert((executor, incarnation));
                 }
             }
         }
         assert!(self.ended <= 1, "the job ended more than once");
+    }
+
+    /// The backend's n-th pending start registers, or its process exits first.
+    fn start(&mut self, n: usize, ok: bool) {
+        if self.starts.is_empty() {
+            return;
+        }
+        let id = self.starts.remove(n % self.starts.len());
+        if ok {
+            self.join_as(id, 2);
+        } else {
+            let actions =
+                self.core.handle(self.now, Event::BackendExited { id, reason: "exit status 2".into() });
+            self.apply(actions);
+        }
     }
 
     fn report(
@@ -290,6 +396,30 @@ impl World {
                     self.core.handle(self.now, Event::CancelJob { job: JOB, reason: "test".into() });
                 self.apply(actions);
             }
+            Op::Start { n, ok } => self.start(n, ok),
+            Op::Exit { n } => {
+                let started: Vec<String> =
+                    self.live.keys().filter(|id| id.starts_with("dyn-")).cloned().collect();
+                if !started.is_empty() {
+                    let id = started[n % started.len()].clone();
+                    let actions = self
+                        .core
+                        .handle(self.now, Event::BackendExited { id, reason: "killed by signal 9".into() });
+                    self.apply(actions);
+                }
+            }
+            Op::Leave { n } => {
+                let leaving: Vec<_> = self.leaving.iter().cloned().collect();
+                if !leaving.is_empty() {
+                    let (id, incarnation) = leaving[n % leaving.len()].clone();
+                    self.leaving.remove(&(id.clone(), incarnation));
+                    let actions = self.core.handle(self.now, Event::Draining { id: id.clone(), incarnation });
+                    self.apply(actions);
+                    let actions =
+                        self.core.handle(self.now, Event::Lost { id, incarnation, reason: "closed".into() });
+                    self.apply(actions);
+                }
+            }
         }
     }
 }
@@ -299,7 +429,7 @@ proptest! {
 
     #[test]
     fn no_sequence_breaks_the_core(tasks in 0..30u32, executors in 1..5usize, ops in prop::collection::vec(op(), 0..120)) {
-        let mut world = World::new(tasks, executors);
+        let mut world = World::new(tasks, executors, None);
         for op in ops {
             world.step(op);
             prop_assert!(world.core.placement_index_is_true(), "the placement index drifted");
@@ -321,5 +451,35 @@ proptest! {
         prop_assert!(world.core.placement_index_is_true(), "the placement index drifted");
         prop_assert_eq!(world.ended, 1, "the job never ended");
         prop_assert!(world.core.job(JOB).is_none());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// With dynamic allocation and a backend that fails starts, loses processes and
+    /// drains executors: the invariants hold, no executor running a task is ever told to
+    /// leave, starts stay under the cap, and once the backend and the executors behave the
+    /// job ends exactly once (failed, if the policy gave up before any executor came).
+    #[test]
+    fn no_sequence_breaks_the_core_with_a_backend(tasks in 1..30u32, executors in 0..2usize, ops in prop::collection::vec(backend_op(), 0..150)) {
+        let mut world = World::new(tasks, executors, Some(allocation()));
+        for op in ops {
+            world.step(op);
+            prop_assert!(world.core.placement_index_is_true(), "the placement index drifted");
+        }
+        for _ in 0..(tasks as usize * 8 + 200) {
+            if world.ended == 1 {
+                break;
+            }
+            if let Some((e, i, a)) = world.nth_placed(0) {
+                world.report(e, i, a, true, true);
+            } else if !world.starts.is_empty() {
+                world.start(0, true);
+            } else {
+                world.step(Op::Advance { secs: 1 });
+            }
+        }
+        prop_assert_eq!(world.ended, 1, "the job never ended");
     }
 }

@@ -910,6 +910,12 @@ impl EventLoop {
                         ids.into_iter().for_each(|id| report(id, reason.clone()));
                     }
                 },
+                Action::AbandonStart { executor } => {
+                    tracing::warn!(executor_id = %executor, "executor did not register in time; stopping it");
+                    if let Some(backend) = self.driver.shared.backend.get() {
+                        backend.stop(&executor);
+                    }
+                }
                 Action::Decommission { executor, incarnation } => {
                     tracing::info!(executor_id = %executor, "releasing an idle executor");
                     if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {

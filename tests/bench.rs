@@ -638,6 +638,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: Duration::from_secs(60),
         allocation: None,
+        backend: "static",
     });
     let mut lives = Vec::new();
     for i in 0..executors {

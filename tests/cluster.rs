@@ -127,6 +127,11 @@ fn submit_gives_exactly_the_answers_run_gives() {
     let status = cluster.status();
     for e in status["executors"].as_array().unwrap() {
         assert!(e["tasks_done"].as_u64().unwrap() > 0, "{status}");
+        assert_eq!(
+            (&e["backend"], &e["state"]),
+            (&Value::from("static"), &Value::from("registered")),
+            "{status}"
+        );
     }
     assert_eq!(status["jobs"].as_array().unwrap().len(), 2);
 }
@@ -771,6 +776,9 @@ fn the_local_backend_follows_the_load_and_reaps_what_it_started() {
         .collect();
     assert!(started.len() > 1, "the backlog brought up more than one executor: {status}");
     assert!(started.len() <= 3, "never more than maxExecutors: {status}");
+    for e in &started {
+        assert_eq!(e["backend"], "local", "{status}");
+    }
 
     // Idle past the timeout, every executor is given back, and its process exits and
     // is reaped by the driver.
@@ -869,4 +877,35 @@ fn a_recurring_job_runs_on_its_period_and_never_overlaps() {
     // A bad period is refused before anything runs.
     let out = cluster.submit(&[&job[..], &["--every", "0s"]].concat());
     assert_eq!(out.status.code(), Some(2), "{}", lossy(&out.stderr));
+}
+
+#[test]
+fn executors_that_fail_at_start_every_time_stop_being_started_and_the_job_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let url_file = dir.path().join("url");
+    let mut cmd =
+        command(&["driver", "--app-id", APP, "--url-file", url_file.to_str().unwrap(), "--backend", "local"]);
+    cmd.args(["--conf", "flint.dynamicAllocation.enabled=true"])
+        .args(["--conf", "flint.dynamicAllocation.maxStartFailures=3"])
+        .args(["--conf", "flint.dynamicAllocation.startBackoff=100ms"])
+        .args(["--conf", "flint.dynamicAllocation.schedulerBacklogTimeout=100ms"])
+        .env("FLINT_SECRET", SECRET)
+        // Inherited by every executor it starts, each of which refuses it and exits 2.
+        .env("FLINT_RESOURCE_PROFILE_ID", "not-a-number");
+    let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
+    let url = eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
+    let mut submit = command(&["submit", "--driver-url", &url, "examples/pi", "--partitions", "4", "--json"]);
+    let out = submit.env("FLINT_SECRET", SECRET).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    let reason = report["failure"]["reason"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains("process exited with status 2"), "{report}");
+    assert!(reason.contains("maxStartFailures"), "{report}");
+    // Three starts, then no more however long.
+    std::thread::sleep(Duration::from_secs(1));
+    let starts = driver.log_text().matches("executor process started").count();
+    assert_eq!(starts, 3, "{}", driver.log_text());
+    let mut status = command(&["status", "--driver-url", &url, "--json"]);
+    let status = json(&status.env("FLINT_SECRET", SECRET).output().unwrap());
+    assert!(status["allocation_stopped"].as_str().is_some_and(|r| r.contains("status 2")), "{status}");
 }

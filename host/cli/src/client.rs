@@ -195,19 +195,19 @@ pub fn status(args: StatusArgs) -> u8 {
 fn table(status: &ClusterStatus) -> String {
     let mut out = format!("application {}\n\nexecutors:\n", status.app_id);
     out.push_str(&format!(
-        "  {:<16} {:<16} {:>5} {:>8} {:>5} {:>7} {:>6} {:>6}  {}\n",
-        "ID", "HOST", "CORES", "MEMORY", "SLOTS", "RUNNING", "DONE", "FAILED", "STATE"
+        "  {:<16} {:<8} {:<16} {:>5} {:>8} {:>5} {:>7} {:>6} {:>6}  {}\n",
+        "ID", "BACKEND", "HOST", "CORES", "MEMORY", "SLOTS", "RUNNING", "DONE", "FAILED", "STATE"
     ));
     for e in &status.executors {
         let state = match (&e.removed, e.last_heartbeat_ms) {
             (Some(reason), _) => format!("removed: {reason}"),
-            (None, _) if e.excluded => "excluded".to_owned(),
-            (None, Some(ms)) => format!("live (heartbeat {:.1} s ago)", ms as f64 / 1e3),
-            (None, None) => "live".into(),
+            (None, Some(ms)) => format!("{} (heartbeat {:.1} s ago)", e.state, ms as f64 / 1e3),
+            (None, None) => e.state.clone(),
         };
         out.push_str(&format!(
-            "  {:<16} {:<16} {:>5} {:>7}m {:>5} {:>7} {:>6} {:>6}  {}\n",
+            "  {:<16} {:<8} {:<16} {:>5} {:>7}m {:>5} {:>7} {:>6} {:>6}  {}\n",
             e.id,
+            e.backend,
             e.host,
             e.cores,
             e.memory >> 20,
@@ -217,6 +217,12 @@ fn table(status: &ClusterStatus) -> String {
             e.tasks_failed,
             state
         ));
+    }
+    if status.executors_starting > 0 {
+        out.push_str(&format!("  ({} more starting)\n", status.executors_starting));
+    }
+    if let Some(reason) = &status.allocation_stopped {
+        out.push_str(&format!("  no more executors will be started: {reason}\n"));
     }
     out.push_str("\njobs:\n");
     for j in &status.jobs {

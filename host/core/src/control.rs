@@ -30,6 +30,8 @@ pub struct CoreConfig {
     /// Executors started by a backend and sized to the load; `None` for executors
     /// started by hand.
     pub allocation: Option<AllocationConfig>,
+    /// The backend's name, for the executors it started (`local`).
+    pub backend: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -184,6 +186,7 @@ pub struct ControlCore {
     recurring: BTreeMap<JobId, (Duration, Instant)>,
     /// The latest `now` the core was given (it reads no clock of its own).
     clock: Option<Instant>,
+    backend: &'static str,
 }
 
 impl ControlCore {
@@ -201,6 +204,7 @@ impl ControlCore {
             allocated_at: None,
             recurring: BTreeMap::new(),
             clock: None,
+            backend: config.backend,
         }
     }
 
@@ -245,6 +249,7 @@ impl ControlCore {
                         && let Some(allocator) = &mut self.allocator
                     {
                         allocator.registered();
+                        self.registry.mark_by_backend(&id, incarnation);
                     }
                     self.step(now, Input::ExecutorAdded { id, slots }, &mut actions);
                 } else {
@@ -594,6 +599,12 @@ impl ControlCore {
                 last_heartbeat_ms: None,
                 excluded: false,
                 removed: None,
+                backend: if entry.by_backend { self.backend } else { "static" }.to_owned(),
+                state: match entry.state {
+                    Lifecycle::Draining => "draining",
+                    _ => "registered",
+                }
+                .to_owned(),
             }
         };
         // The latest life of each id: a live one, else its last removal.
@@ -601,15 +612,22 @@ impl ControlCore {
         for r in self.registry.removed() {
             by_id.insert(
                 r.id.clone(),
-                ExecutorStatus { removed: Some(r.reason.clone()), ..status(&r.id, &r.entry) },
+                ExecutorStatus {
+                    removed: Some(r.reason.clone()),
+                    state: "removed".into(),
+                    ..status(&r.id, &r.entry)
+                },
             );
         }
         for (id, e) in self.registry.live().filter(|(_, e)| e.state != Lifecycle::Pending) {
+            let excluded = self.scheduler.is_excluded(id);
+            let base = status(id, e);
             let live = ExecutorStatus {
                 running: self.scheduler.running_on(id),
                 last_heartbeat_ms: Some(now.saturating_duration_since(e.last_heard).as_millis() as u64),
-                excluded: self.scheduler.is_excluded(id),
-                ..status(id, e)
+                excluded,
+                state: if excluded { "excluded".into() } else { base.state.clone() },
+                ..base
             };
             by_id.insert(id.clone(), live);
         }

@@ -48,6 +48,8 @@ pub struct Entry {
     pub last_heard: Instant,
     pub tasks_done: u64,
     pub tasks_failed: u64,
+    /// Started by the driver's backend rather than by hand.
+    pub by_backend: bool,
 }
 
 /// An executor that is gone, with why.
@@ -118,6 +120,7 @@ impl Registry {
             last_heard: now,
             tasks_done: 0,
             tasks_failed: 0,
+            by_backend: false,
         };
         self.live.insert(id.clone(), entry);
         self.wake_by(now + self.bootstrap_timeout);
@@ -175,6 +178,13 @@ impl Registry {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Marks the executor as started by the driver's backend.
+    pub fn mark_by_backend(&mut self, id: &str, incarnation: Incarnation) {
+        if let Some(entry) = self.current_mut(id, incarnation) {
+            entry.by_backend = true;
         }
     }
 

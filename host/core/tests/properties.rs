@@ -141,6 +141,7 @@ impl World {
             heartbeat_timeout: TIMEOUT,
             bootstrap_timeout: TIMEOUT,
             allocation,
+            backend: "local",
         });
         let mut world = World {
             core,

@@ -346,8 +346,13 @@ impl Driver {
     /// Executors (removed ones included) and jobs.
     pub async fn snapshot(&self) -> ClusterStatus {
         let (reply, rx) = oneshot::channel();
-        let empty =
-            || ClusterStatus { app_id: self.app_id().to_owned(), executors: Vec::new(), jobs: Vec::new() };
+        let empty = || ClusterStatus {
+            app_id: self.app_id().to_owned(),
+            executors: Vec::new(),
+            jobs: Vec::new(),
+            executors_starting: 0,
+            allocation_stopped: None,
+        };
         if self.send(Event::Snapshot(reply)).is_err() {
             return empty();
         }
@@ -516,6 +521,7 @@ impl EventLoop {
             heartbeat_timeout: settings.network_timeout,
             bootstrap_timeout: BOOTSTRAP_TIMEOUT,
             allocation: allocation_config(settings),
+            backend: settings.executor_backend.name(),
         });
         EventLoop {
             driver,
@@ -652,7 +658,13 @@ impl EventLoop {
             progress: *j.progress.borrow(),
         }));
         jobs.sort_by_key(|j| j.job);
-        ClusterStatus { app_id: self.driver.shared.app_id.clone(), executors: self.core.executors(now), jobs }
+        ClusterStatus {
+            app_id: self.driver.shared.app_id.clone(),
+            executors: self.core.executors(now),
+            jobs,
+            executors_starting: self.core.executors_starting(),
+            allocation_stopped: self.core.allocation_given_up().map(str::to_owned),
+        }
     }
 
     fn submit(&mut self, now: Instant, job: PreparedJob, reply: oneshot::Sender<JobHandle>) {

@@ -95,6 +95,10 @@ pub struct ExecutorStatus {
     pub excluded: bool,
     /// Why it was removed, once it has been.
     pub removed: Option<String>,
+    /// Who started it: `static` (by hand) or the driver's backend (`local`).
+    pub backend: String,
+    /// `registered`, `draining`, `excluded` or `removed`.
+    pub state: String,
 }
 
 /// A job as the driver lists it.
@@ -113,6 +117,12 @@ pub struct ClusterStatus {
     pub app_id: String,
     pub executors: Vec<ExecutorStatus>,
     pub jobs: Vec<JobStatus>,
+    /// Executors asked of the backend and not yet registered.
+    #[serde(default)]
+    pub executors_starting: u32,
+    /// Why the driver stopped asking its backend for executors, once it has.
+    #[serde(default)]
+    pub allocation_stopped: Option<String>,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ CARGO ?= cargo
 FLINT := target/release/flint
 DEMO := target/demo
 
-.PHONY: build host examples demo test lint bench fuzz clean
+.PHONY: build host examples demo test lint bench fuzz image clean
 
 ## build: the flint binary (target/release/flint) and every example component
 build: host examples
@@ -50,6 +50,13 @@ fuzz:
 		CARGO_TARGET_DIR=$(CURDIR)/target/fuzz $(CARGO) fuzz run --fuzz-dir . -s none $$target -- \
 			-max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+## image: the container image flint:latest, FROM scratch: the stripped binary, the
+## libraries it links and a non-root user (podman; docker builds the same context)
+IMAGE ?= flint:latest
+image: host
+	bash host/cli/image/stage.sh $(FLINT) target/image
+	podman build -t $(IMAGE) -f target/image/Containerfile target/image
 
 clean:
 	$(CARGO) clean

@@ -42,13 +42,17 @@ fn the_image_holds_an_executor_that_registers_and_runs_a_job() {
     run(Command::new("bash").arg(root().join("host/cli/image/stage.sh")).arg(bin()).arg(&context));
     let tag = format!("localhost/flint-image-test:{}", std::process::id());
     let mut cleanup = Cleanup(tag.clone(), None);
-    run(Command::new("podman").args(["build", "-q", "-t", &tag, "-f"]).arg(context.join("Containerfile")).arg(&context));
+    run(Command::new("podman")
+        .args(["build", "-q", "-t", &tag, "-f"])
+        .arg(context.join("Containerfile"))
+        .arg(&context));
     let container = run(Command::new("podman").args(["create", &tag]));
     cleanup.1 = Some(container.clone());
     let rootfs = dir.path().join("rootfs");
     std::fs::create_dir(&rootfs).unwrap();
-    let export = Command::new("podman").args(["export", &container]).stdout(Stdio::piped()).spawn().unwrap();
-    run(Command::new("tar").arg("-x").arg("-C").arg(&rootfs).stdin(export.stdout.unwrap()));
+    let mut export = Command::new("podman").args(["export", &container]).stdout(Stdio::piped()).spawn().unwrap();
+    run(Command::new("tar").arg("-x").arg("-C").arg(&rootfs).stdin(export.stdout.take().unwrap()));
+    assert!(export.wait().unwrap().success(), "podman export failed");
 
     // Nothing in it but the binary, what it links and a non-root user.
     assert!(rootfs.join("usr/local/bin/flint").is_file());
@@ -67,14 +71,25 @@ fn the_image_holds_an_executor_that_registers_and_runs_a_job() {
     let mut executor_cmd = Command::new("chroot");
     executor_cmd
         .arg(&rootfs)
-        .args(["/usr/local/bin/flint", "executor", "--driver-url", &url, "--work-dir", "/tmp", "--cores", "2"])
+        .args([
+            "/usr/local/bin/flint",
+            "executor",
+            "--driver-url",
+            &url,
+            "--work-dir",
+            "/tmp",
+            "--cores",
+            "2",
+        ])
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
         .env("FLINT_SECRET", SECRET);
     let executor = Proc::spawn(executor_cmd, dir.path().join("executor.log"));
-    let registered = eventually(Duration::from_secs(20), || executor.log_text().contains("registered").then_some(()));
+    let registered =
+        eventually(Duration::from_secs(20), || executor.log_text().contains("registered").then_some(()));
     assert!(registered.is_some(), "{}\n{}", executor.log_text(), driver.log_text());
-    let mut submit = command(&["submit", "--driver-url", &url, &wasm("noop"), "--partitions", "16", "--json"]);
+    let mut submit =
+        command(&["submit", "--driver-url", &url, &wasm("noop"), "--partitions", "16", "--json"]);
     let out = submit.env("FLINT_SECRET", SECRET).output().unwrap();
     assert!(out.status.success(), "{}\n{}", lossy(&out.stderr), executor.log_text());
     assert_eq!(json(&out)["result"], 16);

@@ -5,6 +5,7 @@ mod bundle;
 mod client;
 mod cluster;
 mod common;
+mod k8s;
 mod report;
 mod run;
 
@@ -49,13 +50,17 @@ enum Command {
     Submit(client::SubmitArgs),
     /// Show a driver's executors and jobs.
     Status(client::StatusArgs),
+    /// Kubernetes: render what a cluster needs to run an application.
+    K8s(k8s::K8sArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // `run` reports failures in its summary; a long-running service logs them.
     let default_level = match cli.command {
-        Command::Run(_) | Command::Bundle(_) | Command::Submit(_) | Command::Status(_) => "error",
+        Command::Run(_) | Command::Bundle(_) | Command::Submit(_) | Command::Status(_) | Command::K8s(_) => {
+            "error"
+        }
         Command::Driver(_) | Command::Executor(_) => "info",
     };
     tracing_subscriber::fmt()
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
         Command::Executor(args) => cluster::executor(args),
         Command::Submit(args) => client::submit(args),
         Command::Status(args) => client::status(args),
+        Command::K8s(args) => k8s::k8s(args),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,243 @@
+//! `flint k8s manifests`: what a Kubernetes cluster needs to run a Flint application —
+//! the application secret and the driver's certificate in a Secret, a headless Service,
+//! the driver Deployment and a Deployment of executors — as multi-document YAML (each
+//! document a JSON object, which YAML reads as it is), ready for `kubectl apply -f -`.
+//!
+//! The driver's certificate is made here, so the executors' driver URL can pin its
+//! fingerprint before the driver ever starts. Executors take their id from their pod's
+//! name and their address from its IP (downward API). The secret reaches pods only as
+//! a mounted file, never as a literal in a pod spec, argv or URL. Containers run as the
+//! image's non-root user, with a read-only root filesystem and no capabilities.
+
+use crate::common::{fail, parse_confs};
+use crate::exit;
+use clap::Args;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+#[derive(Args)]
+pub struct K8sArgs {
+    #[command(subcommand)]
+    command: K8sCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum K8sCommand {
+    /// Print the manifests of an application (apply them with kubectl apply -f -).
+    Manifests(ManifestArgs),
+}
+
+#[derive(Args)]
+struct ManifestArgs {
+    /// The application id; objects are named after it.
+    #[arg(long)]
+    app_id: String,
+    /// The namespace the objects go in (it must exist).
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// The image (`make image` builds flint:latest).
+    #[arg(long, default_value = "flint:latest")]
+    image: String,
+    /// Executors to run.
+    #[arg(long, default_value_t = 2)]
+    executors: u32,
+    /// Cores per executor (its CPU request and limit).
+    #[arg(long, default_value_t = 2)]
+    executor_cores: u32,
+    /// Memory per executor, in MiB; the pod asks for this plus the overhead.
+    #[arg(long, default_value_t = 1024)]
+    executor_memory_mib: u64,
+    /// The share of executor memory added for what is not task memory
+    /// (flint.kubernetes.memoryOverheadFactor in Spark's spirit).
+    #[arg(long, default_value_t = 0.1)]
+    memory_overhead_factor: f64,
+    /// Driver configuration KEY=VALUE (repeatable).
+    #[arg(long = "conf", value_name = "KEY=VALUE")]
+    conf: Vec<String>,
+}
+
+/// The driver's QUIC port inside the cluster.
+const PORT: u16 = 7077;
+
+pub fn k8s(args: K8sArgs) -> u8 {
+    match args.command {
+        K8sCommand::Manifests(args) => match manifests(&args) {
+            Ok(docs) => {
+                for doc in docs {
+                    println!("---\n{}", serde_json::to_string_pretty(&doc).expect("JSON values encode"));
+                }
+                0
+            }
+            Err((code, e)) => fail(code, e),
+        },
+    }
+}
+
+fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
+    let name_ok = |n: &str| {
+        !n.is_empty()
+            && n.len() <= 50
+            && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !n.starts_with('-')
+            && !n.ends_with('-')
+    };
+    if !name_ok(&args.app_id) {
+        return Err((
+            exit::USAGE,
+            format!("--app-id {:?}: lowercase letters, digits and '-', at most 50", args.app_id),
+        ));
+    }
+    let conf = parse_confs(&args.conf).map_err(|e| (exit::INVALID_JOB, e.to_string()))?;
+    flint_proto::Settings::from_conf(&conf).map_err(|e| (exit::INVALID_JOB, e.to_string()))?;
+    let (app, ns) = (args.app_id.as_str(), args.namespace.as_str());
+    let driver_host = format!("{app}-driver.{ns}.svc");
+    let certified = rcgen::generate_simple_self_signed(vec![driver_host.clone(), format!("{app}-driver")])
+        .map_err(|e| (exit::INTERNAL, format!("cannot make a certificate: {e}")))?;
+    let fingerprint = hex::encode(Sha256::digest(certified.cert.der()));
+    let secret = flint_net::Secret::generate();
+    let url = format!("flint://{driver_host}:{PORT}?fingerprint={fingerprint}");
+    let labels = |role: &str| json!({ "app.kubernetes.io/name": "flint", "app.kubernetes.io/instance": app, "flint.dev/role": role });
+    let security = json!({
+        "runAsNonRoot": true,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "capabilities": { "drop": ["ALL"] },
+        "seccompProfile": { "type": "RuntimeDefault" },
+    });
+    let secret_volume = |items: Value| json!({ "name": "flint-secret", "secret": { "secretName": format!("{app}-secret"), "defaultMode": 0o400, "items": items } });
+    let work = json!({ "name": "work", "emptyDir": {} });
+    let mut driver_args = vec![
+        "driver".to_owned(),
+        "--listen".into(),
+        format!("0.0.0.0:{PORT}"),
+        "--advertise-host".into(),
+        driver_host.clone(),
+        "--app-id".into(),
+        app.to_owned(),
+        "--secret-file".into(),
+        "/etc/flint/secret".into(),
+        "--cert-file".into(),
+        "/etc/flint/tls.crt".into(),
+        "--key-file".into(),
+        "/etc/flint/tls.key".into(),
+    ];
+    for (k, v) in &conf {
+        driver_args.extend(["--conf".to_owned(), format!("{k}={v}")]);
+    }
+    let memory_mib =
+        (args.executor_memory_mib as f64 * (1.0 + args.memory_overhead_factor.max(0.0))).ceil() as u64;
+    let executor_resources = json!({
+        "requests": { "cpu": args.executor_cores.to_string(), "memory": format!("{memory_mib}Mi") },
+        "limits": { "cpu": args.executor_cores.to_string(), "memory": format!("{memory_mib}Mi") },
+    });
+    let field = |path: &str| json!({ "valueFrom": { "fieldRef": { "fieldPath": path } } });
+    let env = |name: &str, mut value: Value| {
+        value["name"] = json!(name);
+        value
+    };
+    Ok(vec![
+        json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": { "name": format!("{app}-secret"), "namespace": ns, "labels": labels("secret") },
+            "type": "Opaque",
+            "stringData": {
+                "secret": String::from_utf8_lossy(secret.expose()),
+                "tls.crt": certified.cert.pem(),
+                "tls.key": certified.signing_key.serialize_pem(),
+            },
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": { "name": format!("{app}-driver"), "namespace": ns, "labels": labels("driver") },
+            "spec": {
+                "clusterIP": "None",
+                "selector": labels("driver"),
+                "ports": [{ "name": "quic", "port": PORT, "targetPort": PORT, "protocol": "UDP" }],
+            },
+        }),
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": { "name": format!("{app}-driver"), "namespace": ns, "labels": labels("driver") },
+            "spec": {
+                "replicas": 1,
+                "strategy": { "type": "Recreate" },
+                "selector": { "matchLabels": labels("driver") },
+                "template": {
+                    "metadata": { "labels": labels("driver") },
+                    "spec": {
+                        "automountServiceAccountToken": false,
+                        "containers": [{
+                            "name": "driver",
+                            "image": args.image,
+                            "args": driver_args,
+                            "env": [env("FLINT_CACHE_DIR", json!({ "value": "/home/flint/work/cache" }))],
+                            "ports": [{ "name": "quic", "containerPort": PORT, "protocol": "UDP" }],
+                            "resources": {
+                                "requests": { "cpu": "1", "memory": "512Mi" },
+                                "limits": { "cpu": "2", "memory": "1Gi" },
+                            },
+                            "securityContext": security,
+                            "volumeMounts": [
+                                { "name": "flint-secret", "mountPath": "/etc/flint", "readOnly": true },
+                                { "name": "work", "mountPath": "/home/flint/work" },
+                            ],
+                        }],
+                        "volumes": [
+                            secret_volume(json!([
+                                { "key": "secret", "path": "secret" },
+                                { "key": "tls.crt", "path": "tls.crt" },
+                                { "key": "tls.key", "path": "tls.key" },
+                            ])),
+                            work.clone(),
+                        ],
+                    },
+                },
+            },
+        }),
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": { "name": format!("{app}-exec"), "namespace": ns, "labels": labels("executor") },
+            "spec": {
+                "replicas": args.executors,
+                "selector": { "matchLabels": labels("executor") },
+                "template": {
+                    "metadata": { "labels": labels("executor") },
+                    "spec": {
+                        "automountServiceAccountToken": false,
+                        // Executors leave on SIGTERM once their running tasks end.
+                        "terminationGracePeriodSeconds": 600,
+                        "containers": [{
+                            "name": "executor",
+                            "image": args.image,
+                            "args": ["executor"],
+                            "env": [
+                                env("FLINT_DRIVER_URL", json!({ "value": url })),
+                                env("FLINT_APP_ID", json!({ "value": app })),
+                                env("FLINT_EXECUTOR_CORES", json!({ "value": args.executor_cores.to_string() })),
+                                env("FLINT_EXECUTOR_MEMORY", json!({ "value": format!("{}m", args.executor_memory_mib) })),
+                                env("FLINT_EXECUTOR_POD_NAME", field("metadata.name")),
+                                env("FLINT_EXECUTOR_POD_IP", field("status.podIP")),
+                                env("FLINT_SECRET_FILE", json!({ "value": "/etc/flint/secret" })),
+                                env("FLINT_WORK_DIR", json!({ "value": "/home/flint/work" })),
+                            ],
+                            "resources": executor_resources,
+                            "securityContext": security,
+                            "volumeMounts": [
+                                { "name": "flint-secret", "mountPath": "/etc/flint", "readOnly": true },
+                                { "name": "work", "mountPath": "/home/flint/work" },
+                            ],
+                        }],
+                        // The executors get the application secret, not the driver's key.
+                        "volumes": [secret_volume(json!([{ "key": "secret", "path": "secret" }])), work],
+                    },
+                },
+            },
+        }),
+    ])
+}

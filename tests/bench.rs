@@ -718,10 +718,20 @@ async fn simulated_executor(
     use flint_proto::{Settings, StatusUpdate, TaskOutput, TaskState};
     let started = Instant::now();
     let idle = Settings::default().network_idle_timeout;
-    let (_endpoint, connection) = connect(&url, Duration::from_secs(30), idle).await.expect("connects");
     let secret = Secret::new(SECRET.as_bytes().to_vec());
-    let (reply, mut send, mut recv) =
-        hello(&connection, &secret, Role::Executor, "", None, None).await.unwrap();
+    // As a real executor does: a connection lost before the hello is answered is tried
+    // again.
+    let (_endpoint, connection, reply, mut send, mut recv) = loop {
+        let (endpoint, connection) = connect(&url, Duration::from_secs(30), idle).await.expect("connects");
+        match hello(&connection, &secret, Role::Executor, "", None, None).await {
+            Ok((reply, send, recv)) => break (endpoint, connection, reply, send, recv),
+            Err(e) if started.elapsed() < Duration::from_secs(30) => {
+                eprintln!("simulated executor: hello failed ({e}); trying again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("hello failed for 30 s: {e}"),
+        }
+    };
     let HelloReply::Welcome { executor_id: Some(id) } = reply else { panic!("not welcome: {reply:?}") };
     write_frame(&mut send, &ExecutorMessage::FetchConfig { resource_profile_id: 0 }).await.unwrap();
     let Some(DriverMessage::AppConfig(app)) = read_frame::<DriverMessage>(&mut recv).await.unwrap() else {

@@ -50,7 +50,8 @@ fn the_image_holds_an_executor_that_registers_and_runs_a_job() {
     cleanup.1 = Some(container.clone());
     let rootfs = dir.path().join("rootfs");
     std::fs::create_dir(&rootfs).unwrap();
-    let mut export = Command::new("podman").args(["export", &container]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut export =
+        Command::new("podman").args(["export", &container]).stdout(Stdio::piped()).spawn().unwrap();
     run(Command::new("tar").arg("-x").arg("-C").arg(&rootfs).stdin(export.stdout.take().unwrap()));
     assert!(export.wait().unwrap().success(), "podman export failed");
 

@@ -104,22 +104,38 @@ pub async fn run_executor(
     let started = Instant::now();
     let url = &options.driver_url;
     let local = Settings::from_conf(&options.conf).map_err(|e| ExecutorExit::Config(e.to_string()))?;
-    let (_endpoint, connection) =
-        connect(url, options.connect_timeout, local.network_idle_timeout).await.map_err(|e| match e {
-            ConnectError::FingerprintMismatch { .. } => ExecutorExit::FingerprintMismatch(e.to_string()),
-            ConnectError::Unreachable(last) => {
-                ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last }
+    // A connection lost before the hello is answered (a driver swamped by a fleet
+    // starting at once, say) is tried again while `--connect-timeout` lasts, first after
+    // the idle timeout: by then the driver has dropped what it reserved for the lost one.
+    let mut delay = local.network_idle_timeout;
+    let (_endpoint, connection, reply, mut send, mut recv) = loop {
+        let within = options.connect_timeout.saturating_sub(started.elapsed());
+        let (endpoint, connection) =
+            connect(url, within, local.network_idle_timeout).await.map_err(|e| match e {
+                ConnectError::FingerprintMismatch { .. } => ExecutorExit::FingerprintMismatch(e.to_string()),
+                ConnectError::Unreachable(last) => {
+                    ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last }
+                }
+            })?;
+        let said = hello(
+            &connection,
+            &options.secret,
+            Role::Executor,
+            &options.app_id,
+            options.executor_id.clone(),
+            options.pod_name.clone(),
+        )
+        .await;
+        match said {
+            Ok((reply, send, recv)) => break (endpoint, connection, reply, send, recv),
+            Err(e) if started.elapsed() + delay < options.connect_timeout => {
+                tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "hello failed; trying again");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
             }
-        })?;
-    let (reply, mut send, mut recv) = hello(
-        &connection,
-        &options.secret,
-        Role::Executor,
-        &options.app_id,
-        options.executor_id.clone(),
-        options.pod_name.clone(),
-    )
-    .await?;
+            Err(e) => return Err(e.into()),
+        }
+    };
     let id = match reply {
         HelloReply::Welcome { executor_id: Some(id) } => id,
         HelloReply::Rejected(r) => return Err(ExecutorExit::Rejected(r)),

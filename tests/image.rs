@@ -60,6 +60,9 @@ fn the_image_holds_an_executor_that_registers_and_runs_a_job() {
     assert!(!rootfs.join("bin/sh").exists(), "no shell in the image");
     let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).unwrap();
     assert!(passwd.contains("flint:x:65532:65532"), "{passwd}");
+    use std::os::unix::fs::MetadataExt;
+    let home = std::fs::metadata(rootfs.join("home/flint/work")).unwrap();
+    assert_eq!((home.uid(), home.gid()), (65532, 65532), "the user's home is its own");
     let config = run(Command::new("podman").args(["image", "inspect", "--format", "{{.Config.User}}", &tag]));
     assert_eq!(config, "65532:65532");
 

@@ -224,6 +224,8 @@ fn bad_jobs_get_a_one_line_error() {
         ("flint.executor.heartbeatInterval=0s", "flint.executor.heartbeatInterval"),
         ("flint.task.deadline=0s", "flint.task.deadline"),
         ("flint.merge.deadline=0s", "flint.merge.deadline"),
+        ("flint.executor.backend=local", "flint.executor.backend"),
+        ("flint.executor.backend=yarn", "flint.executor.backend"),
     ] {
         assert_refused(&["run", "examples/pi", "--conf", conf], key);
     }

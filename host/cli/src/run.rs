@@ -100,8 +100,16 @@ pub fn run(args: RunArgs) -> u8 {
             .collect();
         platform.insert("flint.input.roots".into(), named.join(","));
     }
-    if let Err(e) = Settings::from_conf(&platform) {
-        return fail(exit::INVALID_JOB, e);
+    match Settings::from_conf(&platform) {
+        Err(e) => return fail(exit::INVALID_JOB, e),
+        // Its executors are in-process: no backend starts any.
+        Ok(s) if s.executor_backend != flint_proto::Backend::Static => {
+            return fail(
+                exit::INVALID_JOB,
+                "flint.executor.backend is for `flint driver`; `flint run` runs its executors in-process (--executors)",
+            );
+        }
+        Ok(_) => {}
     }
     let bundle = match bundle::open(&args.job) {
         Ok(b) => b,

@@ -507,6 +507,10 @@ mod tests {
             [("flint.network.idleTimeout", "0s"), ("points", "1")],
             [("flint.driver.maxResultSize", "0"), ("points", "1")],
             [("flint.input.roots", "/data,relative/dir"), ("points", "1")],
+            [("flint.executor.backend", "yarn"), ("points", "1")],
+            [("flint.dynamicAllocation.minExecutors", "5"), ("flint.dynamicAllocation.maxExecutors", "2")],
+            [("flint.dynamicAllocation.executorAllocationRatio", "0"), ("points", "1")],
+            [("flint.dynamicAllocation.maxStartFailures", "0"), ("points", "1")],
         ] {
             let err = Settings::from_conf(&conf(&bad)).unwrap_err().to_string();
             assert!(err.contains(bad[0].0), "{bad:?}: {err}");

@@ -398,6 +398,26 @@ fn a_task_reads_only_the_tokens_its_manifest_names() {
     assert_eq!(read("storage"), serde_json::json!(["storage-token-1"]));
     assert_eq!(read("other"), serde_json::json!(["none"]), "not named in the manifest");
     assert_eq!(read("missing"), serde_json::json!(["none"]));
+
+    // The file is rotated: the running executor's tasks read the new token, no restart.
+    let rotated =
+        serde_json::json!([{"service": "storage", "secret": "storage-token-2", "expires_at_ms": far}]);
+    std::fs::write(&tokens, rotated.to_string()).unwrap();
+    let seen = eventually(Duration::from_secs(10), || {
+        (read("storage") == serde_json::json!(["storage-token-2"])).then_some(())
+    });
+    assert!(seen.is_some(), "the rotated token never reached the tasks");
+    assert_eq!(cluster.live_executors().len(), 1);
+    // A broken rewrite keeps the last good tokens, and says so without a secret.
+    std::fs::write(&tokens, "{ not json").unwrap();
+    let noticed = eventually(Duration::from_secs(10), || {
+        cluster.driver.log_text().contains("keeping the last good tokens").then_some(())
+    });
+    assert!(noticed.is_some(), "{}", cluster.driver.log_text());
+    assert_eq!(read("storage"), serde_json::json!(["storage-token-2"]));
+    for log in [cluster.driver.log_text(), cluster.executors[0].log_text()] {
+        assert!(!log.contains("storage-token"), "a token's secret in a log:\n{log}");
+    }
 }
 
 /// The peak resident memory of a process, from /proc (VmHWM), in bytes.

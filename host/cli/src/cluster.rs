@@ -88,14 +88,11 @@ pub fn driver(args: DriverArgs) -> u8 {
         }
         Err(e) => return fail(exit::INVALID_JOB, e),
     };
-    let tokens: Vec<Token> = match &args.tokens_file {
+    let tokens = match &args.tokens_file {
         None => Vec::new(),
-        Some(path) => match std::fs::read(path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not a JSON list of tokens: {e}")))
-        {
+        Some(path) => match read_tokens(path) {
             Ok(tokens) => tokens,
-            Err(e) => return fail(exit::INVALID_JOB, format!("tokens file {}: {e}", path.display())),
+            Err(e) => return fail(exit::INVALID_JOB, e),
         },
     };
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
@@ -141,7 +138,11 @@ pub fn driver(args: DriverArgs) -> u8 {
                 Err(e) => return fail(exit::INTERNAL, e),
             },
         };
-        let front = FrontConfig { secret, tokens, log_level: "info".into() };
+        driver.set_tokens(tokens);
+        if let Some(path) = args.tokens_file.clone() {
+            tokio::spawn(watch_tokens(driver.clone(), path));
+        }
+        let front = FrontConfig { secret, log_level: "info".into() };
         tokio::spawn(serve(driver.clone(), endpoint.clone(), front));
         println!("{url}");
         if let Some(path) = &args.url_file
@@ -158,6 +159,40 @@ pub fn driver(args: DriverArgs) -> u8 {
         endpoint.wait_idle().await;
         0
     })
+}
+
+/// Reads a tokens file: a JSON list of `{"service", "secret", "expires_at_ms"}`. Errors
+/// name the file and what is wrong, never a secret.
+fn read_tokens(path: &std::path::Path) -> Result<Vec<Token>, String> {
+    std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not a JSON list of tokens: {e}")))
+        .map_err(|e| format!("tokens file {}: {e}", path.display()))
+}
+
+/// Re-reads the tokens file when it changes (checked every second: a rotated Kubernetes
+/// projected token is a new file behind a symlink) and pushes the new tokens to every
+/// executor. A file that cannot be read or parsed leaves the last good tokens in force.
+async fn watch_tokens(driver: Driver, path: PathBuf) {
+    let stamp = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.modified().ok(), m.len()));
+    let mut seen = stamp(&path);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let now = stamp(&path);
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        match read_tokens(&path) {
+            Ok(tokens) => {
+                let services: Vec<&str> = tokens.iter().map(|t| t.service.as_str()).collect();
+                tracing::info!(?services, "tokens file changed: new tokens pushed to executors");
+                driver.set_tokens(tokens);
+            }
+            Err(e) => tracing::warn!(error = %e, "keeping the last good tokens"),
+        }
+    }
 }
 
 /// The secret's private folder, removed when the driver ends.

@@ -88,6 +88,9 @@ struct Shared {
     slots: AtomicU32,
     /// Who starts executors, when the driver does (`flint.executor.backend`).
     backend: std::sync::OnceLock<Arc<dyn ExecutorBackend>>,
+    /// The application's delegation tokens now: handed to executors at bootstrap, and
+    /// pushed to every live one when they change.
+    tokens: Mutex<Vec<flint_proto::Token>>,
 }
 
 /// A component's bytes and the number of running jobs that use it.
@@ -146,6 +149,8 @@ enum Event {
     Snapshot(oneshot::Sender<ClusterStatus>),
     /// A backend was attached: the allocation policy may want executors at once.
     BackendAttached,
+    /// The delegation tokens changed: push them to every live executor.
+    TokensChanged,
     /// The process the backend started for an executor ended.
     BackendExited {
         id: ExecutorId,
@@ -185,6 +190,7 @@ impl Driver {
             components: Mutex::new(HashMap::new()),
             slots: AtomicU32::new(0),
             backend: std::sync::OnceLock::new(),
+            tokens: Mutex::new(Vec::new()),
         });
         let driver = Driver { events, peers, shared };
         let event_loop = EventLoop::new(driver.clone());
@@ -295,6 +301,18 @@ impl Driver {
         link: Arc<dyn ExecutorLink>,
     ) {
         let _ = self.peers.send(Event::ExecutorUp { id, incarnation, info, link }).await;
+    }
+
+    /// The application's delegation tokens now.
+    pub fn tokens(&self) -> Vec<flint_proto::Token> {
+        self.shared.tokens.lock().expect("tokens lock").clone()
+    }
+
+    /// Replaces the application's delegation tokens and pushes them to every live
+    /// executor; executors that register later get them at bootstrap.
+    pub fn set_tokens(&self, tokens: Vec<flint_proto::Token>) {
+        *self.shared.tokens.lock().expect("tokens lock") = tokens;
+        let _ = self.events.send(Event::TokensChanged);
     }
 
     /// Attaches the backend that starts executors for `flint.executor.backend`; the
@@ -596,6 +614,8 @@ impl EventLoop {
                     return;
                 }
                 tracing::info!(executor_id = %id, host = %info.host, slots = info.slots, "executor registered");
+                // Tokens that changed while it was bootstrapping reach it now.
+                link.tokens(self.driver.tokens());
                 self.links.insert(id.clone(), (incarnation, link));
                 self.feed(now, CoreEvent::Registered { id, incarnation, info });
                 self.slots_changed = true;
@@ -627,6 +647,12 @@ impl EventLoop {
             Event::Folded { job, result } => self.complete(job, result),
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
+            }
+            Event::TokensChanged => {
+                let tokens = self.driver.tokens();
+                for (_, link) in self.links.values() {
+                    link.tokens(tokens.clone());
+                }
             }
             Event::BackendAttached => {
                 let actions = self.core.handle_timeout(now);

@@ -24,6 +24,10 @@ pub trait ExecutorLink: Send + Sync {
     fn job_ended(&self, job: JobId);
     /// Finish the running attempts, take no new ones, then leave.
     fn decommission(&self);
+    /// Tasks read these delegation tokens from now on.
+    fn tokens(&self, tokens: Vec<flint_proto::Token>) {
+        let _ = tokens;
+    }
     /// Fetches a block the executor holds (and lets it go: task outputs are read once).
     fn fetch(&self, block: BlockRef) -> Fetch;
     /// The driver removed this executor: end the link.
@@ -71,6 +75,10 @@ impl<B: Blocks> ExecutorLink for ChannelLink<B> {
 
     fn decommission(&self) {
         self.send(ExecutorCommand::Decommission);
+    }
+
+    fn tokens(&self, tokens: Vec<flint_proto::Token>) {
+        self.send(ExecutorCommand::Tokens(tokens));
     }
 
     fn fetch(&self, block: BlockRef) -> Fetch {

@@ -13,7 +13,7 @@ use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, Launch, MAX_HELLO,
     PROTOCOL_VERSION, Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
 };
-use flint_proto::{BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate, Token};
+use flint_proto::{BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,8 +67,6 @@ impl Blocks for QuicBlocks {
 /// What the front needs besides the driver.
 pub struct FrontConfig {
     pub secret: Secret,
-    /// Delegation tokens handed to executors at bootstrap.
-    pub tokens: Vec<Token>,
     pub log_level: String,
 }
 
@@ -205,7 +203,7 @@ async fn serve_executor(
     let app = AppConfig {
         app_id: driver.app_id().to_owned(),
         properties: driver.conf().clone(),
-        tokens: config.tokens.clone(),
+        tokens: driver.tokens(),
         resource_profile: ResourceProfile { id: resource_profile_id, task_cpus: settings.task_cpus },
         log_level: config.log_level.clone(),
     };
@@ -274,6 +272,7 @@ async fn serve_executor(
                             }
                         }
                         ExecutorCommand::Decommission => messages.push(DriverMessage::Decommission),
+                        ExecutorCommand::Tokens(tokens) => messages.push(DriverMessage::Tokens(tokens)),
                     }
                 }
                 if !launches.is_empty() {

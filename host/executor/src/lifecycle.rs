@@ -81,6 +81,10 @@ pub async fn serve(
                     false
                 }
                 Some(ExecutorCommand::Decommission) => true,
+                Some(ExecutorCommand::Tokens(tokens)) => {
+                    core.set_tokens(tokens);
+                    false
+                }
             },
             Some(first) = report_rx.recv() => {
                 let mut bytes = report_size(&first);

@@ -53,13 +53,24 @@ impl fmt::Display for Attempt {
     }
 }
 
-/// A delegation token a task may read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A delegation token a task may read. Its `Debug` hides the secret, so that no log or
+/// error message can carry it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Token {
     pub service: String,
     pub secret: String,
     /// Milliseconds since the Unix epoch.
     pub expires_at_ms: u64,
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Token")
+            .field("service", &self.service)
+            .field("secret", &"<hidden>")
+            .field("expires_at_ms", &self.expires_at_ms)
+            .finish()
+    }
 }
 
 /// What every task of a job shares; sent to an executor once per job.
@@ -172,4 +183,6 @@ pub enum ExecutorCommand {
     JobEnded(JobId),
     /// Finish the running tasks, take no new ones, then stop.
     Decommission,
+    /// The application's delegation tokens changed: tasks read these from now on.
+    Tokens(Vec<Token>),
 }

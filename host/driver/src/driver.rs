@@ -29,6 +29,11 @@ use crate::backend::{ExecutorBackend, ExitReporter};
 /// on the executor, not a round trip away (see `Policy::pipeline`).
 const PIPELINE: u32 = 8;
 
+// The deepest placement the scheduler makes is within what executors hold.
+const _: () = assert!(
+    (PIPELINE * flint_core::scheduler::TINY_DEPTH) as usize <= flint_executor::lifecycle::MAX_HELD_PER_SLOT
+);
+
 /// A file split is at most this large unless the user asks for fewer partitions.
 const MAX_SPLIT: u64 = 64 << 20;
 

@@ -13,6 +13,12 @@ use tokio::sync::{mpsc, watch};
 /// inline outputs, log tails, failure messages).
 const REPORT_BATCH_BYTES: usize = 1 << 20;
 
+/// Attempts an executor holds per slot at most, queued or running: the deepest the
+/// driver's scheduler pipelines (tiny tasks, 64 a slot). A driver sending more is wrong;
+/// what is past it is handed back rather than queued, so the slot queue, the report
+/// channel and the kill switches stay bounded whatever arrives.
+pub const MAX_HELD_PER_SLOT: usize = 64;
+
 /// What an executor tells its driver.
 #[derive(Debug)]
 pub enum Outbound {
@@ -39,9 +45,11 @@ pub async fn serve(
     outbound: mpsc::Sender<Outbound>,
     mut decommission: watch::Receiver<bool>,
 ) -> Ended {
+    // Reports of attempts launched here: at most `limit` are ever outstanding.
     let (reports, mut report_rx) = mpsc::unbounded_channel::<StatusUpdate>();
-    // Launched here and not yet reported: bounded by the driver's credit.
+    // Launched here and not yet reported.
     let mut running = 0usize;
+    let limit = core.runtime().slots() as usize * MAX_HELD_PER_SLOT;
     let mut draining = false;
     loop {
         let drain_now = tokio::select! {
@@ -50,11 +58,19 @@ pub async fn serve(
                 Some(ExecutorCommand::Launch(batch)) => {
                     for launch in batch {
                         running += 1;
-                        if draining {
-                            // Sent before the driver heard of the drain: hand it back.
+                        // Sent before the driver heard of the drain, or past what any
+                        // driver may place here: hand it back.
+                        let refused = if draining {
+                            Some("executor decommissioning")
+                        } else if running > limit {
+                            Some("executor holds its most attempts already")
+                        } else {
+                            None
+                        };
+                        if let Some(reason) = refused {
                             let failure = TaskFailure::ExecutorLost {
                                 executor: core.id().to_owned(),
-                                reason: "executor decommissioning".into(),
+                                reason: reason.into(),
                             };
                             let _ = reports.send(StatusUpdate {
                                 executor: core.id().to_owned(),

@@ -271,7 +271,9 @@ async fn serve(
     let blocks = tokio::spawn(serve_blocks(core.clone(), connection.clone()).in_current_span());
 
     // Frames in, read by a task of their own (a read cut short by `select!` would lose
-    // half a frame); it ends with why the driver is gone.
+    // half a frame); it ends with why the driver is gone. The lifecycle takes each
+    // command as it comes (launches past `MAX_HELD_PER_SLOT` a slot are handed straight
+    // back), so this channel holds only what one read ahead of it, at QUIC's pace.
     let (commands, command_rx) = mpsc::unbounded_channel();
     let reader = {
         let core = core.clone();

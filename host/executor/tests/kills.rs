@@ -127,3 +127,49 @@ async fn a_job_ending_stops_its_attempts_running_or_queued() {
     assert_killed(&reports[1], false);
     assert_killed(&reports[2], false);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn launches_past_what_any_driver_may_place_are_handed_back_not_queued() {
+    use flint_executor::lifecycle::{self, MAX_HELD_PER_SLOT, Outbound};
+    use flint_proto::ExecutorCommand;
+    let (core, digest) = one_slot_executor();
+    // Every task spins: the first holds the slot, the rest would queue.
+    let mut descriptor = (*job(digest, 100)).clone();
+    descriptor.config.remove("only_task");
+    let job = Arc::new(descriptor);
+    let (commands, command_rx) = mpsc::unbounded_channel();
+    let (outbound, mut outbound_rx) = mpsc::channel(16);
+    let (_decommission, watch) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn(lifecycle::serve(core.clone(), command_rx, outbound, watch));
+    let launches = (0..100)
+        .map(|i| TaskLaunch {
+            attempt: Attempt { job: 1, index: i, number: 0 },
+            job: job.clone(),
+            partition: PartitionSpec::Index(i),
+        })
+        .collect();
+    commands.send(ExecutorCommand::Launch(launches)).unwrap();
+    let mut handed_back = Vec::new();
+    while handed_back.len() < 100 - MAX_HELD_PER_SLOT {
+        let Some(Outbound::Reports(batch)) =
+            tokio::time::timeout(Duration::from_secs(10), outbound_rx.recv()).await.unwrap()
+        else {
+            panic!("reports expected")
+        };
+        for update in batch {
+            match update.state {
+                TaskState::Failed(TaskFailure::ExecutorLost { reason, .. }) => {
+                    assert!(reason.contains("most attempts"), "{reason}");
+                    handed_back.push(update.attempt.index);
+                }
+                other => panic!("task {} ended as {other:?}", update.attempt.index),
+            }
+        }
+    }
+    handed_back.sort();
+    assert_eq!(handed_back, (MAX_HELD_PER_SLOT as u32..100).collect::<Vec<_>>(), "the ones past the bound");
+    assert_eq!(core.running(), MAX_HELD_PER_SLOT, "the rest are held: one running, the others queued");
+    core.kill_all();
+    drop(commands);
+    let _ = tokio::time::timeout(Duration::from_secs(10), serving).await;
+}

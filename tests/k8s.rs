@@ -150,3 +150,197 @@ fn manifests_validate_say_what_they_must_and_run() {
         json(&status.env_remove("FLINT_SECRET").env("FLINT_SECRET_FILE", &secret_file).output().unwrap());
     assert_eq!(status["executors"][0]["id"], "wc-exec-7d9f8-x2x4q", "the executor's id is its pod's name");
 }
+
+#[path = "common/kube_api.rs"]
+mod kube_api;
+
+use kube_api::KubeApi;
+use std::collections::HashMap;
+
+const SECRET: &str = "kubernetes-test-secret-0123456789";
+const NS: &str = "jobs";
+
+/// A driver with the `kubernetes` backend against the test API server, with the
+/// application secret in a Secret there and the driver's own pod registered.
+struct PodCluster {
+    dir: tempfile::TempDir,
+    api: KubeApi,
+    driver: Proc,
+    url: String,
+    driver_uid: String,
+}
+
+impl PodCluster {
+    fn start(image: &str, conf: &[&str]) -> PodCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let pods = dir.path().join("pods");
+        std::fs::create_dir(&pods).unwrap();
+        let api = KubeApi::start(HashMap::from([("flint:test".to_owned(), common::bin())]), pods);
+        api.add_secret(NS, "wc-secret", &[("secret", SECRET)]);
+        let driver_uid = api.add_pod(NS, "wc-driver-0");
+        let url_file = dir.path().join("url");
+        let mut cmd = command(&["driver", "--backend", "kubernetes", "--app-id", "wc"]);
+        cmd.args(["--url-file", url_file.to_str().unwrap()])
+            .args(["--conf", &format!("flint.kubernetes.container.image={image}")])
+            .args(["--conf", "flint.kubernetes.driver.pod.name=wc-driver-0"])
+            .args(["--conf", "flint.executor.cores=1", "--conf", "flint.executor.memory=256m"])
+            .args(["--conf", "flint.kubernetes.allocation.batch.delay=200ms"])
+            .args(conf.iter().flat_map(|c| ["--conf", c]))
+            .env("KUBECONFIG", api.kubeconfig(NS))
+            .env("FLINT_SECRET", SECRET);
+        let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
+        let url = eventually(Duration::from_secs(20), || read_url(&url_file));
+        let url = url.unwrap_or_else(|| panic!("the driver starts: {}", driver.log_text()));
+        PodCluster { dir, api, driver, url, driver_uid }
+    }
+
+    fn client(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = command(args);
+        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET);
+        cmd
+    }
+
+    fn status(&self) -> Value {
+        let out = self.client(&["status", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", lossy(&out.stderr));
+        json(&out)
+    }
+
+    fn logs(&self) -> String {
+        let pods: String = std::fs::read_dir(self.dir.path().join("pods"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+            .map(|e| format!("--- {}\n{}", e.path().display(), std::fs::read_to_string(e.path()).unwrap()))
+            .collect();
+        format!("driver:\n{}\n{pods}", self.driver.log_text())
+    }
+}
+
+#[test]
+fn executor_pods_follow_the_load_and_a_pod_killed_for_memory_says_so() {
+    let cluster = PodCluster::start(
+        "flint:test",
+        &[
+            "flint.dynamicAllocation.enabled=true",
+            "flint.dynamicAllocation.maxExecutors=3",
+            "flint.dynamicAllocation.executorIdleTimeout=2s",
+            "flint.dynamicAllocation.cooldown=1s",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(cluster.api.created(), 0, "minExecutors=0: no pod before there is work");
+
+    // Long enough tasks that a pod can be killed while it runs some.
+    let job = ["examples/pi", "--conf", "points=1200000000", "--partitions", "24", "--json"];
+    let submit = cluster.client(&[&["submit"][..], &job].concat());
+    let submitted = std::thread::spawn(move || { submit }.output().unwrap());
+
+    // The pod exactly as the driver made it, checked field by field.
+    let first = eventually(Duration::from_secs(30), || cluster.api.executor_pods(NS).into_iter().next());
+    let pod = first.unwrap_or_else(|| panic!("a pod is asked for: {}", cluster.logs()));
+    let name = pod["metadata"]["name"].as_str().unwrap();
+    let id = pod["metadata"]["labels"]["flint.dev/executor-id"].as_str().unwrap();
+    assert_eq!(name, format!("wc-exec-{id}"));
+    assert_eq!(pod["metadata"]["namespace"], NS);
+    assert_eq!(pod["metadata"]["labels"]["app.kubernetes.io/instance"], "wc");
+    assert_eq!(pod["metadata"]["labels"]["flint.dev/role"], "executor");
+    let owner = &pod["metadata"]["ownerReferences"][0];
+    assert_eq!((owner["kind"].as_str(), owner["name"].as_str()), (Some("Pod"), Some("wc-driver-0")));
+    assert_eq!(owner["uid"], cluster.driver_uid.as_str(), "Kubernetes deletes executors with the driver");
+    let spec = &pod["spec"];
+    assert_eq!(spec["restartPolicy"], "Never");
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    let container = &spec["containers"][0];
+    assert_eq!(container["image"], "flint:test");
+    assert_eq!(container["args"], serde_json::json!(["executor"]));
+    assert_eq!(container["resources"]["requests"]["cpu"], "1");
+    assert_eq!(container["resources"]["limits"]["memory"], "282Mi", "256 MiB and a tenth for overhead");
+    assert_eq!(
+        env_of(container, "FLINT_EXECUTOR_POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert_eq!(
+        env_of(container, "FLINT_EXECUTOR_POD_IP")["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
+    assert_eq!(env_of(container, "FLINT_DRIVER_URL")["value"], cluster.url.as_str());
+    assert_eq!(env_of(container, "FLINT_SECRET_FILE")["value"], "/etc/flint/secret");
+    let secret_volume =
+        spec["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "flint-secret").unwrap();
+    assert_eq!(secret_volume["secret"]["secretName"], "wc-secret");
+    assert!(!pod.to_string().contains(SECRET), "the secret is never a literal in the pod");
+    let file = cluster.dir.path().join("pod.json");
+    let mut spec_only = pod.clone();
+    spec_only.as_object_mut().unwrap().remove("status");
+    std::fs::write(&file, spec_only.to_string()).unwrap();
+    let check = std::process::Command::new(validator()).arg("--strict").arg(&file).output().unwrap();
+    assert!(check.status.success(), "{}{}", lossy(&check.stdout), lossy(&check.stderr));
+
+    // A pod running tasks is killed for memory: its tasks run elsewhere.
+    let busy = eventually(Duration::from_secs(30), || {
+        let status = cluster.status();
+        let live = status["executors"].as_array().unwrap().iter().filter(|e| e["removed"].is_null()).count();
+        let busy =
+            status["executors"].as_array().unwrap().iter().find(|e| e["running"].as_u64() > Some(0))?;
+        (live > 1).then(|| busy["pod"].as_str().unwrap().to_owned())
+    });
+    let victim =
+        busy.unwrap_or_else(|| panic!("two executors, one busy: {}\n{}", cluster.status(), cluster.logs()));
+    cluster.api.fail(NS, &victim, "OOMKilled", 137);
+
+    let submitted = submitted.join().unwrap();
+    assert!(submitted.status.success(), "{}\n{}", lossy(&submitted.stderr), cluster.logs());
+    let local = flint(&[&["run"][..], &job].concat());
+    assert_eq!(json(&submitted)["result"], json(&local)["result"], "the exact answer");
+
+    let status = cluster.status();
+    let executors = status["executors"].as_array().unwrap();
+    assert!(executors.len() > 1, "the backlog brought up more than one pod: {status}");
+    for e in executors {
+        let id = e["id"].as_str().unwrap();
+        assert_eq!(e["backend"], "kubernetes", "{status}");
+        assert_eq!(e["pod"], format!("wc-exec-{id}").as_str(), "the id comes from the pod's name: {status}");
+    }
+    let killed = executors.iter().find(|e| e["pod"] == victim.as_str()).unwrap();
+    let reason = killed["removed"].as_str().unwrap_or_default();
+    assert!(reason.contains("OOMKilled") && reason.contains("137"), "{status}");
+    let table = cluster.client(&["status"]).output().unwrap();
+    assert!(lossy(&table.stdout).contains("OOMKilled"), "{}", lossy(&table.stdout));
+
+    // Idle past the timeout, every pod is given back and its process has ended.
+    let gone = eventually(Duration::from_secs(30), || {
+        (cluster.api.executor_pods(NS).is_empty() && cluster.api.running() == 0).then_some(())
+    });
+    assert!(gone.is_some(), "pods left: {:?}\n{}", cluster.api.executor_pods(NS), cluster.logs());
+    assert!(cluster.api.created() <= 5, "three at most at once, one replaced: {}", cluster.api.created());
+}
+
+#[test]
+fn a_pod_that_cannot_start_is_not_recreated_forever() {
+    let cluster = PodCluster::start(
+        "flint:no-such-image",
+        &[
+            "flint.dynamicAllocation.enabled=true",
+            "flint.dynamicAllocation.maxExecutors=2",
+            "flint.dynamicAllocation.maxStartFailures=3",
+            "flint.dynamicAllocation.startBackoff=100ms",
+        ],
+    );
+    let out = cluster.client(&["submit", &wasm("noop"), "--partitions", "4", "--json"]).output().unwrap();
+    assert!(!out.status.success(), "no executor can start");
+    let said = format!("{}{}", lossy(&out.stdout), lossy(&out.stderr));
+    assert!(
+        said.contains("ErrImagePull") && said.contains("flint:no-such-image"),
+        "{said}\n{}",
+        cluster.logs()
+    );
+    let created = cluster.api.created();
+    assert!((3..=4).contains(&created), "asked {created} times for a pod");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(cluster.api.created(), created, "no pod is asked for after the cap");
+    assert!(cluster.status()["allocation_stopped"].as_str().unwrap_or_default().contains("ErrImagePull"));
+    let cleaned =
+        eventually(Duration::from_secs(10), || cluster.api.executor_pods(NS).is_empty().then_some(()));
+    assert!(cleaned.is_some(), "failed pods are deleted: {:?}", cluster.api.executor_pods(NS));
+}

@@ -195,8 +195,8 @@ pub fn status(args: StatusArgs) -> u8 {
 fn table(status: &ClusterStatus) -> String {
     let mut out = format!("application {}\n\nexecutors:\n", status.app_id);
     out.push_str(&format!(
-        "  {:<16} {:<8} {:<16} {:>5} {:>8} {:>5} {:>7} {:>6} {:>6}  {}\n",
-        "ID", "BACKEND", "HOST", "CORES", "MEMORY", "SLOTS", "RUNNING", "DONE", "FAILED", "STATE"
+        "  {:<16} {:<10} {:<24} {:>5} {:>8} {:>5} {:>7} {:>6} {:>6}  {}\n",
+        "ID", "BACKEND", "POD OR HOST", "CORES", "MEMORY", "SLOTS", "RUNNING", "DONE", "FAILED", "STATE"
     ));
     for e in &status.executors {
         let state = match (&e.removed, e.last_heartbeat_ms) {
@@ -205,10 +205,10 @@ fn table(status: &ClusterStatus) -> String {
             (None, None) => e.state.clone(),
         };
         out.push_str(&format!(
-            "  {:<16} {:<8} {:<16} {:>5} {:>7}m {:>5} {:>7} {:>6} {:>6}  {}\n",
+            "  {:<16} {:<10} {:<24} {:>5} {:>7}m {:>5} {:>7} {:>6} {:>6}  {}\n",
             e.id,
             e.backend,
-            e.host,
+            e.pod.as_deref().unwrap_or(&e.host),
             e.cores,
             e.memory >> 20,
             e.slots,

@@ -8,7 +8,7 @@ use flint_driver::server::{FrontConfig, serve};
 use flint_driver::{Driver, DriverConfig};
 use flint_executor::remote::{ExecutorOptions, run_executor};
 use flint_net::{DriverUrl, Identity, Secret, server_endpoint};
-use flint_proto::{Settings, Token};
+use flint_proto::{KubernetesSettings, Settings, Token};
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,9 +46,10 @@ pub struct DriverArgs {
     #[arg(long)]
     tokens_file: Option<PathBuf>,
     /// Who starts executors (flint.executor.backend): `static`, people by hand; `local`,
-    /// this driver, as processes on this machine, as many as flint.executor.instances
-    /// or, with flint.dynamicAllocation.enabled=true, as the load asks.
-    #[arg(long, value_parser = ["static", "local"])]
+    /// this driver, as processes on this machine; `kubernetes`, this driver, as pods
+    /// (flint.kubernetes.*). As many as flint.executor.instances or, with
+    /// flint.dynamicAllocation.enabled=true, as the load asks.
+    #[arg(long, value_parser = ["static", "local", "kubernetes"])]
     backend: Option<String>,
     /// Configuration KEY=VALUE (repeatable).
     #[arg(long = "conf", value_name = "KEY=VALUE")]
@@ -130,14 +131,32 @@ pub fn driver(args: DriverArgs) -> u8 {
             Err(e) => return fail(exit::INTERNAL, e),
         };
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
-        // Kept until the driver ends: the local backend's secret file and its processes.
-        let _local = match settings.executor_backend {
-            flint_proto::Backend::Static => None,
+        // Kept until the driver ends: the local backend's secret file and its processes,
+        // the Kubernetes backend's pods.
+        let mut _local = None;
+        let mut pods = None;
+        match settings.executor_backend {
+            flint_proto::Backend::Static => {}
             flint_proto::Backend::Local => match local_backend(&driver, &url, &app_id, &secret, &settings) {
-                Ok(local) => Some(local),
+                Ok(local) => _local = Some(local),
                 Err(e) => return fail(exit::INTERNAL, e),
             },
-        };
+            flint_proto::Backend::Kubernetes => {
+                if let Err(e) = flint_proto::config::dns_label(&format!("{app_id}-exec-x")) {
+                    return fail(exit::USAGE, format!("--app-id {app_id:?} cannot name pods: it {e}"));
+                }
+                match flint_kubernetes::KubernetesBackend::connect(&settings, &app_id, &url.to_string()).await
+                {
+                    Ok(backend) => {
+                        tracing::info!(namespace = backend.namespace(), "executors are Kubernetes pods");
+                        let backend = Arc::new(backend);
+                        driver.set_backend(backend.clone());
+                        pods = Some(backend);
+                    }
+                    Err(e) => return fail(exit::INVALID_JOB, e),
+                }
+            }
+        }
         driver.set_tokens(tokens);
         if let Some(path) = args.tokens_file.clone() {
             tokio::spawn(watch_tokens(driver.clone(), path));
@@ -154,6 +173,9 @@ pub fn driver(args: DriverArgs) -> u8 {
         wait_for_shutdown().await;
         // Running jobs fail with a reason their submitters see before the connections go.
         driver.shutdown("the driver received a signal to stop").await;
+        if let Some(pods) = pods {
+            pods.shutdown().await;
+        }
         tokio::time::sleep(Duration::from_millis(300)).await;
         endpoint.close(0u32.into(), b"driver stopped");
         endpoint.wait_idle().await;
@@ -246,7 +268,8 @@ pub struct ExecutorArgs {
     /// The driver's URL, as `flint driver` printed it.
     #[arg(long, env = "FLINT_DRIVER_URL")]
     driver_url: String,
-    /// This executor's id [default: the driver assigns one, from --pod-name if given].
+    /// This executor's id [default: from --pod-name if given (what follows
+    /// `<app-id>-exec-`), else the driver assigns one].
     #[arg(long, env = "FLINT_EXECUTOR_ID")]
     executor_id: Option<String>,
     /// Cores (flint.executor.cores) [default: this machine's cores].
@@ -313,11 +336,14 @@ pub fn executor(args: ExecutorArgs) -> u8 {
     if let Err(e) = Settings::from_conf(&conf) {
         return fail(exit::USAGE, e);
     }
+    let executor_id = args
+        .executor_id
+        .or_else(|| args.pod_name.as_deref().map(|pod| KubernetesSettings::executor_id(&args.app_id, pod)));
     let options = ExecutorOptions {
         driver_url,
         secret,
         app_id: args.app_id,
-        executor_id: args.executor_id,
+        executor_id,
         pod_name: args.pod_name,
         hostname: args.hostname.unwrap_or_else(hostname),
         resource_profile_id: args.resource_profile_id,

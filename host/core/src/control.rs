@@ -87,6 +87,13 @@ pub enum Event {
         id: ExecutorId,
         reason: String,
     },
+    /// The start of `id` is under way and not stuck (its pod waits for a node or an
+    /// image, or its process runs): it has the whole bootstrap timeout again from now.
+    /// A pod waiting for room is thus never abandoned for being slow to schedule, as
+    /// long as its backend keeps seeing it wait.
+    BackendProgress {
+        id: ExecutorId,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -326,6 +333,11 @@ impl ControlCore {
                     self.remove(now, id, incarnation, reason, &mut actions);
                 } else {
                     self.stale += 1; // gone already (decommissioned, say)
+                }
+            }
+            Event::BackendProgress { id } => {
+                if let Some(by) = self.starting.get_mut(&id) {
+                    *by = now + self.bootstrap_timeout;
                 }
             }
         }
@@ -600,6 +612,7 @@ impl ControlCore {
                 excluded: false,
                 removed: None,
                 backend: if entry.by_backend { self.backend } else { "static" }.to_owned(),
+                pod: entry.pod.clone(),
                 state: match entry.state {
                     Lifecycle::Draining => "draining",
                     _ => "registered",

@@ -50,6 +50,8 @@ pub struct Entry {
     pub tasks_failed: u64,
     /// Started by the driver's backend rather than by hand.
     pub by_backend: bool,
+    /// The pod it runs in, as it said.
+    pub pod: Option<String>,
 }
 
 /// An executor that is gone, with why.
@@ -101,8 +103,8 @@ impl Registry {
             None => loop {
                 let n = self.next_number;
                 self.next_number += 1;
-                let candidate = match &pod_name {
-                    Some(pod) if !self.live.contains_key(pod) => pod.clone(),
+                let candidate = match pod_name.as_deref() {
+                    Some(pod) if !self.live.contains_key(pod) => pod.to_owned(),
                     Some(pod) => format!("{pod}-{n}"),
                     None => format!("exec-{n}"),
                 };
@@ -121,6 +123,7 @@ impl Registry {
             tasks_done: 0,
             tasks_failed: 0,
             by_backend: false,
+            pod: pod_name,
         };
         self.live.insert(id.clone(), entry);
         self.wake_by(now + self.bootstrap_timeout);

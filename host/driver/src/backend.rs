@@ -9,14 +9,40 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 
-/// Tells the driver that the process started for an executor ended, and why.
-pub type ExitReporter = Arc<dyn Fn(ExecutorId, String) + Send + Sync>;
+/// What a backend tells the driver about an executor it started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum News {
+    /// Its process or pod ended, for this reason.
+    Exited(String),
+    /// Its start is under way and not stuck (a pod waits for a node or its image, or
+    /// the process runs): the bootstrap timeout starts again.
+    Progress,
+}
+
+/// Carries a backend's news to the driver.
+#[derive(Clone)]
+pub struct Reporter(Arc<dyn Fn(ExecutorId, News) + Send + Sync>);
+
+impl Reporter {
+    pub fn new(report: impl Fn(ExecutorId, News) + Send + Sync + 'static) -> Reporter {
+        Reporter(Arc::new(report))
+    }
+
+    pub fn exited(&self, id: ExecutorId, reason: String) {
+        (self.0)(id, News::Exited(reason))
+    }
+
+    pub fn progress(&self, id: ExecutorId) {
+        (self.0)(id, News::Progress)
+    }
+}
 
 pub trait ExecutorBackend: Send + Sync {
     /// `flint.executor.backend`'s value for it.
     fn name(&self) -> &'static str;
-    /// Starts executors that register under these ids; `exited` hears of each one's end.
-    fn start(&self, ids: Vec<ExecutorId>, exited: ExitReporter);
+    /// Starts executors that register under these ids; `report` hears of each one's
+    /// progress and end.
+    fn start(&self, ids: Vec<ExecutorId>, report: Reporter);
     /// Makes sure the executor's process is gone: the driver removed it.
     fn stop(&self, id: &str);
 }
@@ -59,7 +85,7 @@ impl ExecutorBackend for LocalBackend {
         "local"
     }
 
-    fn start(&self, ids: Vec<ExecutorId>, exited: ExitReporter) {
+    fn start(&self, ids: Vec<ExecutorId>, report: Reporter) {
         let parent = std::process::id();
         for id in ids {
             let mut command = tokio::process::Command::new(&self.config.program);
@@ -88,12 +114,12 @@ impl ExecutorBackend for LocalBackend {
                 });
             }
             match command.spawn() {
-                Err(e) => exited(id, format!("cannot start {}: {e}", self.config.program.display())),
+                Err(e) => report.exited(id, format!("cannot start {}: {e}", self.config.program.display())),
                 Ok(mut child) => {
                     let pid = child.id().unwrap_or(0);
                     tracing::info!(executor_id = %id, pid, "executor process started");
                     self.children.lock().expect("children lock").insert(id.clone(), pid);
-                    let (children, exited) = (self.children.clone(), exited.clone());
+                    let (children, report) = (self.children.clone(), report.clone());
                     tokio::spawn(async move {
                         let reason = match child.wait().await {
                             Ok(status) => describe(status),
@@ -101,7 +127,7 @@ impl ExecutorBackend for LocalBackend {
                         };
                         children.lock().expect("children lock").remove(&id);
                         tracing::info!(executor_id = %id, pid, %reason, "executor process ended");
-                        exited(id, reason);
+                        report.exited(id, reason);
                     });
                 }
             }

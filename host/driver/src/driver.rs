@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tracing::Instrument;
 
-use crate::backend::{ExecutorBackend, ExitReporter};
+use crate::backend::{ExecutorBackend, News, Reporter};
 
 /// Attempts an executor holds per slot when a job's tasks are short: the next one waits
 /// on the executor, not a round trip away (see `Policy::pipeline`).
@@ -156,10 +156,10 @@ enum Event {
     BackendAttached,
     /// The delegation tokens changed: push them to every live executor.
     TokensChanged,
-    /// The process the backend started for an executor ended.
-    BackendExited {
+    /// The backend's news of an executor it started.
+    Backend {
         id: ExecutorId,
-        reason: String,
+        news: News,
     },
     /// Fail every running job with `reason` and take no more (the driver is stopping).
     Shutdown {
@@ -329,10 +329,10 @@ impl Driver {
     }
 
     /// Tells the loop that a process the backend started ended.
-    fn exit_reporter(&self) -> ExitReporter {
+    fn reporter(&self) -> Reporter {
         let events = self.events.clone();
-        Arc::new(move |id, reason| {
-            let _ = events.send(Event::BackendExited { id, reason });
+        Reporter::new(move |id, news| {
+            let _ = events.send(Event::Backend { id, news });
         })
     }
 
@@ -663,10 +663,11 @@ impl EventLoop {
                 let actions = self.core.handle_timeout(now);
                 self.apply(actions, None);
             }
-            Event::BackendExited { id, reason } => {
+            Event::Backend { id, news: News::Exited(reason) } => {
                 tracing::info!(executor_id = %id, %reason, "executor process ended");
                 self.feed(now, CoreEvent::BackendExited { id, reason });
             }
+            Event::Backend { id, news: News::Progress } => self.feed(now, CoreEvent::BackendProgress { id }),
             Event::Shutdown { reason, done } => {
                 tracing::warn!(%reason, jobs = self.jobs.len(), "driver stopping: failing running jobs");
                 self.stopping = Some(reason.clone());
@@ -942,15 +943,15 @@ impl EventLoop {
                 Action::StartExecutors { ids } => match self.driver.shared.backend.get() {
                     Some(backend) => {
                         tracing::info!(count = ids.len(), backend = backend.name(), "starting executors");
-                        backend.start(ids, self.driver.exit_reporter());
+                        backend.start(ids, self.driver.reporter());
                     }
                     None => {
                         let reason = format!(
                             "flint.executor.backend={} but this driver has no such backend",
                             self.driver.shared.settings.executor_backend.name()
                         );
-                        let report = self.driver.exit_reporter();
-                        ids.into_iter().for_each(|id| report(id, reason.clone()));
+                        let report = self.driver.reporter();
+                        ids.into_iter().for_each(|id| report.exited(id, reason.clone()));
                     }
                 },
                 Action::AbandonStart { executor } => {

@@ -124,6 +124,56 @@ pub struct Settings {
     pub executor_instances: u32,
     /// `flint.dynamicAllocation.*`.
     pub dynamic_allocation: DynamicAllocation,
+    /// `flint.kubernetes.*`: the `kubernetes` backend's executor pods.
+    pub kubernetes: KubernetesSettings,
+}
+
+/// `flint.kubernetes.*`: how the `kubernetes` backend asks for executor pods (Spark's
+/// `spark.kubernetes.*` where Spark has the same thing).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KubernetesSettings {
+    /// `namespace` (default: the client configuration's, in a pod its own).
+    pub namespace: Option<String>,
+    /// `container.image` (default `flint:latest`, what `make image` builds).
+    pub image: String,
+    /// `container.image.pullPolicy` (default `IfNotPresent`).
+    pub image_pull_policy: String,
+    /// `memoryOverheadFactor` (default 0.1): the share of executor memory a pod asks
+    /// for beyond it, for what is not task memory.
+    pub memory_overhead_factor: f64,
+    /// `allocation.batch.size` (default 20, as Spark): pods asked for at once.
+    pub batch_size: u32,
+    /// `allocation.batch.delay` (default 1s): the wait between batches.
+    pub batch_delay: Duration,
+    /// `executor.podTemplateFile` (default none): a pod (YAML or JSON) that executor
+    /// pods start from; what Flint sets wins over it.
+    pub pod_template_file: Option<String>,
+    /// `executor.secretName` (default `<app>-secret`): the Secret whose `secret` key is
+    /// the application secret, mounted into executor pods as a file.
+    pub secret_name: Option<String>,
+    /// `driver.pod.name` (default none): the driver's own pod, made the owner of every
+    /// executor pod so that Kubernetes deletes them with it.
+    pub driver_pod_name: Option<String>,
+    /// `executor.apiPollingInterval` (default 30s, as Spark): how often the whole list
+    /// of executor pods is read, mending any event the watch missed.
+    pub api_polling_interval: Duration,
+}
+
+impl Default for KubernetesSettings {
+    fn default() -> Self {
+        KubernetesSettings {
+            namespace: None,
+            image: "flint:latest".into(),
+            image_pull_policy: "IfNotPresent".into(),
+            memory_overhead_factor: 0.1,
+            batch_size: 20,
+            batch_delay: Duration::from_secs(1),
+            pod_template_file: None,
+            secret_name: None,
+            driver_pod_name: None,
+            api_polling_interval: Duration::from_secs(30),
+        }
+    }
 }
 
 /// Who starts executors (`flint.executor.backend`).
@@ -133,6 +183,8 @@ pub enum Backend {
     Static,
     /// The driver starts `flint executor` processes on its own machine.
     Local,
+    /// The driver asks a Kubernetes API server for executor pods.
+    Kubernetes,
 }
 
 impl Backend {
@@ -140,6 +192,7 @@ impl Backend {
         match self {
             Backend::Static => "static",
             Backend::Local => "local",
+            Backend::Kubernetes => "kubernetes",
         }
     }
 }
@@ -220,6 +273,7 @@ impl Default for Settings {
             executor_backend: Backend::Static,
             executor_instances: 2,
             dynamic_allocation: DynamicAllocation::default(),
+            kubernetes: KubernetesSettings::default(),
         }
     }
 }
@@ -259,6 +313,16 @@ impl Settings {
         "flint.dynamicAllocation.maxPendingExecutors",
         "flint.dynamicAllocation.maxStartFailures",
         "flint.dynamicAllocation.startBackoff",
+        "flint.kubernetes.namespace",
+        "flint.kubernetes.container.image",
+        "flint.kubernetes.container.image.pullPolicy",
+        "flint.kubernetes.memoryOverheadFactor",
+        "flint.kubernetes.allocation.batch.size",
+        "flint.kubernetes.allocation.batch.delay",
+        "flint.kubernetes.executor.podTemplateFile",
+        "flint.kubernetes.executor.secretName",
+        "flint.kubernetes.driver.pod.name",
+        "flint.kubernetes.executor.apiPollingInterval",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -338,7 +402,8 @@ impl Settings {
                     s.executor_backend = match value.trim() {
                         "static" => Backend::Static,
                         "local" => Backend::Local,
-                        _ => return Err(invalid("must be static or local".into())),
+                        "kubernetes" => Backend::Kubernetes,
+                        _ => return Err(invalid("must be static, local or kubernetes".into())),
                     }
                 }
                 "flint.executor.instances" => s.executor_instances = parse_u32(value).map_err(&invalid)?,
@@ -385,6 +450,43 @@ impl Settings {
                 }
                 "flint.dynamicAllocation.startBackoff" => {
                     s.dynamic_allocation.start_backoff = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.kubernetes.namespace" => {
+                    s.kubernetes.namespace = Some(dns_label(value).map_err(&invalid)?)
+                }
+                "flint.kubernetes.container.image" => {
+                    s.kubernetes.image = non_empty(value).map_err(&invalid)?
+                }
+                "flint.kubernetes.container.image.pullPolicy" => {
+                    s.kubernetes.image_pull_policy = match value.trim() {
+                        p @ ("Always" | "IfNotPresent" | "Never") => p.to_owned(),
+                        _ => return Err(invalid("must be Always, IfNotPresent or Never".into())),
+                    }
+                }
+                "flint.kubernetes.memoryOverheadFactor" => {
+                    s.kubernetes.memory_overhead_factor = match value.trim().parse::<f64>() {
+                        Ok(f) if (0.0..=10.0).contains(&f) => f,
+                        _ => return Err(invalid("must be a number in [0, 10]".into())),
+                    }
+                }
+                "flint.kubernetes.allocation.batch.size" => {
+                    s.kubernetes.batch_size = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.kubernetes.allocation.batch.delay" => {
+                    s.kubernetes.batch_delay = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.kubernetes.executor.podTemplateFile" => {
+                    s.kubernetes.pod_template_file = Some(non_empty(value).map_err(&invalid)?)
+                }
+                "flint.kubernetes.executor.secretName" => {
+                    s.kubernetes.secret_name = Some(dns_label(value).map_err(&invalid)?)
+                }
+                "flint.kubernetes.driver.pod.name" => {
+                    s.kubernetes.driver_pod_name = Some(non_empty(value).map_err(&invalid)?)
+                }
+                "flint.kubernetes.executor.apiPollingInterval" => {
+                    let d = parse_duration(value).map_err(&invalid)?;
+                    s.kubernetes.api_polling_interval = Duration::from_millis(positive(d.as_millis() as u64)?)
                 }
                 _ => return Err(ConfError::UnknownKey(key.clone())),
             }
@@ -445,6 +547,41 @@ impl Settings {
     /// The memory cap of one task instance: the pool shared evenly by the slots.
     pub fn instance_memory(&self) -> u64 {
         self.task_memory_pool() / u64::from(self.slots())
+    }
+}
+
+/// A Kubernetes object name that is a DNS label: lowercase letters, digits and '-',
+/// at most 63, starting and ending with a letter or digit.
+pub fn dns_label(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    let ok = !t.is_empty()
+        && t.len() <= 63
+        && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !t.starts_with('-')
+        && !t.ends_with('-');
+    if ok { Ok(t.to_owned()) } else { Err("must be lowercase letters, digits and '-', at most 63".into()) }
+}
+
+fn non_empty(text: &str) -> Result<String, String> {
+    match text.trim() {
+        "" => Err("must not be empty".into()),
+        t => Ok(t.to_owned()),
+    }
+}
+
+impl KubernetesSettings {
+    /// The pod of executor `id` of application `app` (Spark's `<app>-exec-<id>`).
+    pub fn pod_name(app: &str, id: &str) -> String {
+        format!("{app}-exec-{id}")
+    }
+
+    /// The executor id a pod's name gives: what follows `<app>-exec-`, or the whole
+    /// name for a pod named otherwise (one of a Deployment's, say).
+    pub fn executor_id(app: &str, pod: &str) -> String {
+        match pod.strip_prefix(app).and_then(|rest| rest.strip_prefix("-exec-")) {
+            Some(id) if !id.is_empty() => id.to_owned(),
+            _ => pod.to_owned(),
+        }
     }
 }
 

@@ -95,8 +95,11 @@ pub struct ExecutorStatus {
     pub excluded: bool,
     /// Why it was removed, once it has been.
     pub removed: Option<String>,
-    /// Who started it: `static` (by hand) or the driver's backend (`local`).
+    /// Who started it: `static` (by hand) or the driver's backend (`local`,
+    /// `kubernetes`).
     pub backend: String,
+    /// The pod it runs in, on Kubernetes.
+    pub pod: Option<String>,
     /// `registered`, `draining`, `excluded` or `removed`.
     pub state: String,
 }

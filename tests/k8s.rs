@@ -1,8 +1,9 @@
-//! `flint k8s manifests`: the rendered objects pass `kubernetes-validate --strict`, say
-//! what they must field by field, and work: a driver started with the driver
-//! Deployment's arguments and the Secret's files, and an executor with the executor
-//! Deployment's environment (only the host name swapped for loopback: there is no
-//! cluster DNS here), register, pin the rendered certificate and run a job.
+//! Kubernetes: the `kubernetes` backend against a test API server whose kubelet runs
+//! real executors, and `flint k8s manifests`: the rendered objects pass
+//! `kubernetes-validate --strict`, say what they must field by field, and work — a
+//! driver started with the Deployment's arguments and the Secret's and ConfigMap's
+//! files (only the host name swapped for loopback: there is no cluster DNS here) asks
+//! for its executor pods, runs a job on them and deletes them when it stops.
 
 mod common;
 
@@ -47,10 +48,12 @@ fn manifests_validate_say_what_they_must_and_run() {
         "wc",
         "--namespace",
         "jobs",
+        "--image",
+        "flint:test",
         "--executors",
-        "3",
-        "--executor-cores",
         "2",
+        "--executor-cores",
+        "1",
         "--executor-memory-mib",
         "2048",
         "--conf",
@@ -72,74 +75,97 @@ fn manifests_validate_say_what_they_must_and_run() {
     let service = find(&docs, "Service", "wc-driver");
     assert_eq!(service["spec"]["clusterIP"], "None");
     assert_eq!(service["spec"]["ports"][0]["protocol"], "UDP");
+    let role = find(&docs, "Role", "wc-driver");
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{ "apiGroups": [""], "resources": ["pods"],
+            "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"] }]),
+        "the driver may do with pods what its backend does, and nothing else"
+    );
+    let binding = find(&docs, "RoleBinding", "wc-driver");
+    assert_eq!(binding["subjects"][0]["name"], "wc-driver");
+    find(&docs, "ServiceAccount", "wc-driver");
     let driver = find(&docs, "Deployment", "wc-driver");
-    let executors = find(&docs, "Deployment", "wc-exec");
-    assert_eq!(executors["spec"]["replicas"], 3);
-    let exec_pod = &executors["spec"]["template"]["spec"];
-    let exec = &exec_pod["containers"][0];
-    assert_eq!(exec["resources"]["requests"]["cpu"], "2");
-    assert_eq!(exec["resources"]["limits"]["memory"], "2253Mi", "2048 MiB and a tenth more for overhead");
-    assert_eq!(
-        env_of(exec, "FLINT_EXECUTOR_POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"],
-        "metadata.name"
-    );
-    assert_eq!(env_of(exec, "FLINT_EXECUTOR_POD_IP")["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
-    assert_eq!(
-        exec_pod["volumes"][0]["secret"]["items"],
-        serde_json::json!([{ "key": "secret", "path": "secret" }]),
-        "executors get the application secret, not the driver's key"
-    );
-    for pod in [exec_pod, &driver["spec"]["template"]["spec"]] {
-        let security = &pod["containers"][0]["securityContext"];
-        assert_eq!(security["runAsNonRoot"], true);
-        assert_eq!(security["readOnlyRootFilesystem"], true);
-        assert_eq!(pod["automountServiceAccountToken"], false);
-    }
+    let driver_pod = &driver["spec"]["template"]["spec"];
+    assert_eq!(driver_pod["serviceAccountName"], "wc-driver");
+    let template_map = find(&docs, "ConfigMap", "wc-executor-template");
+    let template_text = template_map["data"]["executor-pod.yaml"].as_str().unwrap();
+    let template: Value = serde_json::from_str(template_text).unwrap();
+    assert_eq!(template["kind"], "Pod");
+    let template_file = dir.path().join("template.json");
+    std::fs::write(&template_file, template_text).unwrap();
+    let check = std::process::Command::new(validator()).arg("--strict").arg(&template_file).output().unwrap();
+    assert!(check.status.success(), "the pod template: {}{}", lossy(&check.stdout), lossy(&check.stderr));
+    let security = &driver_pod["containers"][0]["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(template["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"], true);
 
-    // The files the Secret mounts, and the driver as its Deployment starts it (on
-    // loopback, port 0).
+    // The driver as its Deployment starts it (on loopback, port 0), with the Secret's
+    // and the ConfigMap's files, against the test API server with its kubelet: it asks
+    // for the executor pods itself and runs a job on them.
+    let api =
+        KubeApi::start(HashMap::from([("flint:test".to_owned(), common::bin())]), dir.path().join("pods"));
+    std::fs::create_dir(dir.path().join("pods")).unwrap();
+    api.add_secret(NS, "wc-secret", &[("secret", app_secret)]);
+    let uid = api.add_pod(NS, "wc-driver-5f7c9-abcde");
     let etc = dir.path().join("etc");
     std::fs::create_dir(&etc).unwrap();
     for key in ["secret", "tls.crt", "tls.key"] {
         std::fs::write(etc.join(key), secret["stringData"][key].as_str().unwrap()).unwrap();
     }
-    let mut driver_args: Vec<String> = driver["spec"]["template"]["spec"]["containers"][0]["args"]
+    let templates = dir.path().join("template");
+    std::fs::create_dir(&templates).unwrap();
+    std::fs::write(templates.join("executor-pod.yaml"), template_text).unwrap();
+    let mut driver_args: Vec<String> = driver_pod["containers"][0]["args"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| a.as_str().unwrap().replace("/etc/flint", etc.to_str().unwrap()))
+        .map(|a| {
+            a.as_str()
+                .unwrap()
+                .replace("/etc/flint-template", templates.to_str().unwrap())
+                .replace("/etc/flint", etc.to_str().unwrap())
+        })
         .collect();
     let listen = driver_args.iter().position(|a| a == "--listen").unwrap();
     driver_args[listen + 1] = "127.0.0.1:0".into();
+    // No cluster DNS here: the executors reach the driver on loopback.
+    let host = driver_args.iter().position(|a| a == "--advertise-host").unwrap();
+    driver_args[host + 1] = "127.0.0.1".into();
     let url_file = dir.path().join("url");
     driver_args.extend(["--url-file".into(), url_file.to_string_lossy().into_owned()]);
     assert!(driver_args.contains(&"flint.task.maxFailures=6".to_owned()), "{driver_args:?}");
     let refs: Vec<&str> = driver_args.iter().map(String::as_str).collect();
-    let driver = Proc::spawn(command(&refs), dir.path().join("driver.log"));
-    let live = eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver starts");
-    let port = live.rsplit_once(':').unwrap().1.split('?').next().unwrap().to_owned();
-
-    // An executor with the Deployment's environment; the rendered URL's fingerprint is
-    // the certificate the driver serves.
-    let rendered = env_of(exec, "FLINT_DRIVER_URL")["value"].as_str().unwrap().to_owned();
-    assert!(rendered.starts_with("flint://wc-driver.jobs.svc:7077?fingerprint="), "{rendered}");
-    let url = rendered.replace("wc-driver.jobs.svc:7077", &format!("127.0.0.1:{port}"));
-    let mut executor_cmd = command(&["executor"]);
-    for e in exec["env"].as_array().unwrap() {
-        if let Some(value) = e["value"].as_str() {
-            executor_cmd.env(e["name"].as_str().unwrap(), value.replace("/etc/flint", etc.to_str().unwrap()));
-        }
-    }
-    executor_cmd
-        .env("FLINT_DRIVER_URL", &url)
-        .env("FLINT_EXECUTOR_POD_NAME", "wc-exec-7d9f8-x2x4q")
-        .env("FLINT_EXECUTOR_POD_IP", "127.0.0.1")
-        .env("FLINT_WORK_DIR", dir.path().join("work"))
+    let mut driver_cmd = command(&refs);
+    driver_cmd
+        .env("KUBECONFIG", api.kubeconfig(NS))
+        .env("FLINT_DRIVER_POD_NAME", "wc-driver-5f7c9-abcde")
         .env_remove("FLINT_SECRET");
-    let executor = Proc::spawn(executor_cmd, dir.path().join("executor.log"));
-    let registered =
-        eventually(Duration::from_secs(20), || executor.log_text().contains("registered").then_some(()));
-    assert!(registered.is_some(), "{}\n{}", executor.log_text(), driver.log_text());
+    let driver = Proc::spawn(driver_cmd, dir.path().join("driver.log"));
+    let url = eventually(Duration::from_secs(20), || read_url(&url_file));
+    let url = url.unwrap_or_else(|| panic!("the driver starts: {}", driver.log_text()));
+    let fingerprint = url.split("fingerprint=").nth(1).unwrap().to_owned();
+    assert!(lossy(&out.stderr).contains(&fingerprint), "the printed URL pins the rendered certificate");
+
+    let pods = eventually(Duration::from_secs(20), || {
+        let pods = api.executor_pods(NS);
+        (pods.len() == 2 && pods.iter().all(|p| p["status"]["phase"] == "Running")).then_some(pods)
+    });
+    let pods = pods.unwrap_or_else(|| {
+        panic!(
+            "two executor pods run: {:?}
+{}",
+            api.executor_pods(NS),
+            driver.log_text()
+        )
+    });
+    for pod in &pods {
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], uid.as_str());
+        let container = &pod["spec"]["containers"][0];
+        assert_eq!(container["resources"]["limits"]["memory"], "2253Mi", "2048 MiB and a tenth for overhead");
+        assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 600, "from the template");
+    }
     let secret_file = etc.join("secret");
     let mut submit = command(&["submit", "--driver-url", &url, &wasm("noop"), "--partitions", "8", "--json"]);
     let out = submit.env_remove("FLINT_SECRET").env("FLINT_SECRET_FILE", &secret_file).output().unwrap();
@@ -148,7 +174,14 @@ fn manifests_validate_say_what_they_must_and_run() {
     let mut status = command(&["status", "--driver-url", &url, "--json"]);
     let status =
         json(&status.env_remove("FLINT_SECRET").env("FLINT_SECRET_FILE", &secret_file).output().unwrap());
-    assert_eq!(status["executors"][0]["id"], "wc-exec-7d9f8-x2x4q", "the executor's id is its pod's name");
+    let executors = status["executors"].as_array().unwrap();
+    assert_eq!(executors.len(), 2, "{status}");
+    assert!(executors.iter().all(|e| e["backend"] == "kubernetes" && e["removed"].is_null()), "{status}");
+
+    // The driver stops: its executor pods are deleted.
+    driver.signal("TERM");
+    let gone = eventually(Duration::from_secs(20), || api.executor_pods(NS).is_empty().then_some(()));
+    assert!(gone.is_some(), "pods left after the driver: {:?}", api.executor_pods(NS));
 }
 
 #[path = "common/kube_api.rs"]
@@ -232,7 +265,7 @@ fn executor_pods_follow_the_load_and_a_pod_killed_for_memory_says_so() {
     assert_eq!(cluster.api.created(), 0, "minExecutors=0: no pod before there is work");
 
     // Long enough tasks that a pod can be killed while it runs some.
-    let job = ["examples/pi", "--conf", "points=1200000000", "--partitions", "24", "--json"];
+    let job = ["examples/pi", "--conf", "points=60000000", "--partitions", "24", "--json"];
     let submit = cluster.client(&[&["submit"][..], &job].concat());
     let submitted = std::thread::spawn(move || { submit }.output().unwrap());
 

@@ -51,6 +51,10 @@ pub struct DriverArgs {
     /// flint.dynamicAllocation.enabled=true, as the load asks.
     #[arg(long, value_parser = ["static", "local", "kubernetes"])]
     backend: Option<String>,
+    /// The pod this driver runs in, owner of the executor pods it makes
+    /// (flint.kubernetes.driver.pod.name).
+    #[arg(long, env = "FLINT_DRIVER_POD_NAME")]
+    driver_pod_name: Option<String>,
     /// Configuration KEY=VALUE (repeatable).
     #[arg(long = "conf", value_name = "KEY=VALUE")]
     conf: Vec<String>,
@@ -63,6 +67,9 @@ pub fn driver(args: DriverArgs) -> u8 {
     };
     if let Some(backend) = &args.backend {
         conf.insert("flint.executor.backend".into(), backend.clone());
+    }
+    if let Some(pod) = &args.driver_pod_name {
+        conf.insert("flint.kubernetes.driver.pod.name".into(), pod.clone());
     }
     let settings = match Settings::from_conf(&conf) {
         Ok(s) => s,

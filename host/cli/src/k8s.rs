@@ -1,13 +1,15 @@
 //! `flint k8s manifests`: what a Kubernetes cluster needs to run a Flint application —
-//! the application secret and the driver's certificate in a Secret, a headless Service,
-//! the driver Deployment and a Deployment of executors — as multi-document YAML (each
-//! document a JSON object, which YAML reads as it is), ready for `kubectl apply -f -`.
+//! the application secret and the driver's certificate in a Secret, the driver's
+//! service account with a role limited to the pod verbs its `kubernetes` backend uses,
+//! the executor pod template in a ConfigMap, a headless Service and the driver
+//! Deployment — as multi-document YAML (each document a JSON object, which YAML reads
+//! as it is), ready for `kubectl apply -f -`. The driver then asks for executor pods
+//! itself, as many as `--executors` or, with dynamic allocation, as the load asks.
 //!
-//! The driver's certificate is made here, so the executors' driver URL can pin its
-//! fingerprint before the driver ever starts. Executors take their id from their pod's
-//! name and their address from its IP (downward API). The secret reaches pods only as
-//! a mounted file, never as a literal in a pod spec, argv or URL. Containers run as the
-//! image's non-root user, with a read-only root filesystem and no capabilities.
+//! The driver's certificate is made here, so its URL (printed on stderr) can pin the
+//! fingerprint before the driver ever starts. The secret reaches pods only as a mounted
+//! file, never as a literal in a pod spec, argv or URL. Containers run as the image's
+//! non-root user, with a read-only root filesystem and no capabilities.
 
 use crate::common::{fail, parse_confs};
 use crate::exit;
@@ -38,17 +40,18 @@ struct ManifestArgs {
     /// The image (`make image` builds flint:latest).
     #[arg(long, default_value = "flint:latest")]
     image: String,
-    /// Executors to run.
+    /// Executors the driver keeps (flint.executor.instances; with
+    /// flint.dynamicAllocation.enabled=true the load decides instead).
     #[arg(long, default_value_t = 2)]
     executors: u32,
-    /// Cores per executor (its CPU request and limit).
+    /// Cores per executor (its pod's CPU request and limit).
     #[arg(long, default_value_t = 2)]
     executor_cores: u32,
     /// Memory per executor, in MiB; the pod asks for this plus the overhead.
     #[arg(long, default_value_t = 1024)]
     executor_memory_mib: u64,
-    /// The share of executor memory added for what is not task memory
-    /// (flint.kubernetes.memoryOverheadFactor in Spark's spirit).
+    /// The share of executor memory its pod asks for beyond it
+    /// (flint.kubernetes.memoryOverheadFactor).
     #[arg(long, default_value_t = 0.1)]
     memory_overhead_factor: f64,
     /// Driver configuration KEY=VALUE (repeatable).
@@ -58,6 +61,10 @@ struct ManifestArgs {
 
 /// The driver's QUIC port inside the cluster.
 const PORT: u16 = 7077;
+
+/// Where the driver finds the executor pod template (from its ConfigMap).
+const TEMPLATE_DIR: &str = "/etc/flint-template";
+const TEMPLATE_FILE: &str = "executor-pod.yaml";
 
 pub fn k8s(args: K8sArgs) -> u8 {
     match args.command {
@@ -88,14 +95,15 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
         ));
     }
     let conf = parse_confs(&args.conf).map_err(|e| (exit::INVALID_JOB, e.to_string()))?;
-    flint_proto::Settings::from_conf(&conf).map_err(|e| (exit::INVALID_JOB, e.to_string()))?;
     let (app, ns) = (args.app_id.as_str(), args.namespace.as_str());
     let driver_host = format!("{app}-driver.{ns}.svc");
     let certified = rcgen::generate_simple_self_signed(vec![driver_host.clone(), format!("{app}-driver")])
         .map_err(|e| (exit::INTERNAL, format!("cannot make a certificate: {e}")))?;
     let fingerprint = hex::encode(Sha256::digest(certified.cert.der()));
     let secret = flint_net::Secret::generate();
-    let url = format!("flint://{driver_host}:{PORT}?fingerprint={fingerprint}");
+    // Clients in the cluster reach the driver here; the fingerprint pins the certificate
+    // made above.
+    eprintln!("flint: driver URL flint://{driver_host}:{PORT}?fingerprint={fingerprint}");
     let labels = |role: &str| json!({ "app.kubernetes.io/name": "flint", "app.kubernetes.io/instance": app, "flint.dev/role": role });
     let security = json!({
         "runAsNonRoot": true,
@@ -122,21 +130,42 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
         "/etc/flint/tls.crt".into(),
         "--key-file".into(),
         "/etc/flint/tls.key".into(),
+        "--backend".into(),
+        "kubernetes".into(),
     ];
-    for (k, v) in &conf {
+    // What the kubernetes backend needs to make executor pods; the user's --conf wins.
+    let mut settings = flint_proto::Conf::from([
+        ("flint.kubernetes.namespace".to_owned(), ns.to_owned()),
+        ("flint.kubernetes.container.image".to_owned(), args.image.clone()),
+        ("flint.kubernetes.executor.podTemplateFile".to_owned(), format!("{TEMPLATE_DIR}/{TEMPLATE_FILE}")),
+        ("flint.kubernetes.memoryOverheadFactor".to_owned(), args.memory_overhead_factor.to_string()),
+        ("flint.executor.instances".to_owned(), args.executors.to_string()),
+        ("flint.executor.cores".to_owned(), args.executor_cores.to_string()),
+        ("flint.executor.memory".to_owned(), format!("{}m", args.executor_memory_mib)),
+    ]);
+    settings.extend(conf);
+    flint_proto::Settings::from_conf(&settings).map_err(|e| (exit::INVALID_JOB, e.to_string()))?;
+    for (k, v) in &settings {
         driver_args.extend(["--conf".to_owned(), format!("{k}={v}")]);
     }
-    let memory_mib =
-        (args.executor_memory_mib as f64 * (1.0 + args.memory_overhead_factor.max(0.0))).ceil() as u64;
-    let executor_resources = json!({
-        "requests": { "cpu": args.executor_cores.to_string(), "memory": format!("{memory_mib}Mi") },
-        "limits": { "cpu": args.executor_cores.to_string(), "memory": format!("{memory_mib}Mi") },
-    });
     let field = |path: &str| json!({ "valueFrom": { "fieldRef": { "fieldPath": path } } });
     let env = |name: &str, mut value: Value| {
         value["name"] = json!(name);
         value
     };
+    let pod_template = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        // Each pod's name is the backend's: `<app>-exec-<id>`.
+        "metadata": { "name": format!("{app}-exec"), "labels": labels("executor") },
+        "spec": {
+            // Executors leave on SIGTERM once their running tasks end.
+            "terminationGracePeriodSeconds": 600,
+            "automountServiceAccountToken": false,
+            "containers": [{ "name": "executor", "image": args.image, "securityContext": security }],
+        },
+    });
+    let template_text = serde_json::to_string_pretty(&pod_template).expect("JSON values encode");
     Ok(vec![
         json!({
             "apiVersion": "v1",
@@ -148,6 +177,35 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
                 "tls.crt": certified.cert.pem(),
                 "tls.key": certified.signing_key.serialize_pem(),
             },
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": { "name": format!("{app}-driver"), "namespace": ns, "labels": labels("driver") },
+        }),
+        // Exactly what the kubernetes backend does with pods, in this namespace only.
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": { "name": format!("{app}-driver"), "namespace": ns, "labels": labels("driver") },
+            "rules": [{
+                "apiGroups": [""],
+                "resources": ["pods"],
+                "verbs": ["create", "get", "list", "watch", "delete", "deletecollection"],
+            }],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": { "name": format!("{app}-driver"), "namespace": ns, "labels": labels("driver") },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{app}-driver") },
+            "subjects": [{ "kind": "ServiceAccount", "name": format!("{app}-driver"), "namespace": ns }],
+        }),
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": format!("{app}-executor-template"), "namespace": ns, "labels": labels("executor") },
+            "data": { TEMPLATE_FILE: template_text },
         }),
         json!({
             "apiVersion": "v1",
@@ -170,12 +228,18 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
                 "template": {
                     "metadata": { "labels": labels("driver") },
                     "spec": {
-                        "automountServiceAccountToken": false,
+                        "serviceAccountName": format!("{app}-driver"),
+                        // The driver talks to the API server as its service account.
+                        "automountServiceAccountToken": true,
                         "containers": [{
                             "name": "driver",
                             "image": args.image,
                             "args": driver_args,
-                            "env": [env("FLINT_CACHE_DIR", json!({ "value": "/home/flint/work/cache" }))],
+                            "env": [
+                                env("FLINT_CACHE_DIR", json!({ "value": "/home/flint/work/cache" })),
+                                // Owner of the executor pods: they go when it goes.
+                                env("FLINT_DRIVER_POD_NAME", field("metadata.name")),
+                            ],
                             "ports": [{ "name": "quic", "containerPort": PORT, "protocol": "UDP" }],
                             "resources": {
                                 "requests": { "cpu": "1", "memory": "512Mi" },
@@ -184,6 +248,7 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
                             "securityContext": security,
                             "volumeMounts": [
                                 { "name": "flint-secret", "mountPath": "/etc/flint", "readOnly": true },
+                                { "name": "executor-template", "mountPath": TEMPLATE_DIR, "readOnly": true },
                                 { "name": "work", "mountPath": "/home/flint/work" },
                             ],
                         }],
@@ -193,48 +258,9 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
                                 { "key": "tls.crt", "path": "tls.crt" },
                                 { "key": "tls.key", "path": "tls.key" },
                             ])),
-                            work.clone(),
+                            { "name": "executor-template", "configMap": { "name": format!("{app}-executor-template") } },
+                            work,
                         ],
-                    },
-                },
-            },
-        }),
-        json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": { "name": format!("{app}-exec"), "namespace": ns, "labels": labels("executor") },
-            "spec": {
-                "replicas": args.executors,
-                "selector": { "matchLabels": labels("executor") },
-                "template": {
-                    "metadata": { "labels": labels("executor") },
-                    "spec": {
-                        "automountServiceAccountToken": false,
-                        // Executors leave on SIGTERM once their running tasks end.
-                        "terminationGracePeriodSeconds": 600,
-                        "containers": [{
-                            "name": "executor",
-                            "image": args.image,
-                            "args": ["executor"],
-                            "env": [
-                                env("FLINT_DRIVER_URL", json!({ "value": url })),
-                                env("FLINT_APP_ID", json!({ "value": app })),
-                                env("FLINT_EXECUTOR_CORES", json!({ "value": args.executor_cores.to_string() })),
-                                env("FLINT_EXECUTOR_MEMORY", json!({ "value": format!("{}m", args.executor_memory_mib) })),
-                                env("FLINT_EXECUTOR_POD_NAME", field("metadata.name")),
-                                env("FLINT_EXECUTOR_POD_IP", field("status.podIP")),
-                                env("FLINT_SECRET_FILE", json!({ "value": "/etc/flint/secret" })),
-                                env("FLINT_WORK_DIR", json!({ "value": "/home/flint/work" })),
-                            ],
-                            "resources": executor_resources,
-                            "securityContext": security,
-                            "volumeMounts": [
-                                { "name": "flint-secret", "mountPath": "/etc/flint", "readOnly": true },
-                                { "name": "work", "mountPath": "/home/flint/work" },
-                            ],
-                        }],
-                        // The executors get the application secret, not the driver's key.
-                        "volumes": [secret_volume(json!([{ "key": "secret", "path": "secret" }])), work],
                     },
                 },
             },

@@ -165,17 +165,17 @@ fn signal(pid: u32, sig: libc::c_int) {
 }
 
 impl Store {
-    /// Fills in what the server sets on create.
-    fn admit(&mut self, namespace: &str, mut pod: Value) -> Result<Value, Response> {
+    /// Fills in what the server sets on create, or says why not (code, reason, message).
+    fn admit(
+        &mut self,
+        namespace: &str,
+        mut pod: Value,
+    ) -> Result<Value, (StatusCode, &'static str, String)> {
         let Some(name) = pod["metadata"]["name"].as_str().map(str::to_owned) else {
-            return Err(status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", "metadata.name is required"));
+            return Err((StatusCode::UNPROCESSABLE_ENTITY, "Invalid", "metadata.name is required".into()));
         };
         if self.pods.contains_key(&(namespace.to_owned(), name.clone())) {
-            return Err(status(
-                StatusCode::CONFLICT,
-                "AlreadyExists",
-                &format!("pods \"{name}\" already exists"),
-            ));
+            return Err((StatusCode::CONFLICT, "AlreadyExists", format!("pods {name:?} already exists")));
         }
         pod["metadata"]["namespace"] = json!(namespace);
         pod["metadata"]["uid"] = json!(format!("uid-{}-{}", self.version, name));
@@ -303,7 +303,7 @@ async fn create(
         let mut store = inner.store.lock().unwrap();
         let pod = match store.admit(&ns, pod) {
             Ok(pod) => pod,
-            Err(refused) => return refused,
+            Err((code, reason, message)) => return status(code, reason, &message),
         };
         store.created += 1;
         store.put(&inner.changes, "ADDED", pod)

@@ -95,25 +95,30 @@ pub fn submit(args: SubmitArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(connect_code(&e), e),
         };
-        let mut first_failure = 0;
-        for run in 1.. {
-            let started = std::time::Instant::now();
-            let code = submit_once(&client, &bundle, &conf, &inputs, &args).await;
-            let Some(period) = args.every else { return code };
-            if code == exit::UNREACHABLE || code == exit::INVALID_JOB {
-                return code; // no point trying again
+        let code = async {
+            let mut first_failure = 0;
+            for run in 1.. {
+                let started = std::time::Instant::now();
+                let code = submit_once(&client, &bundle, &conf, &inputs, &args).await;
+                let Some(period) = args.every else { return code };
+                if code == exit::UNREACHABLE || code == exit::INVALID_JOB {
+                    return code; // no point trying again
+                }
+                if first_failure == 0 {
+                    first_failure = code;
+                }
+                if args.runs.is_some_and(|n| run >= n) {
+                    break;
+                }
+                if let Some(wait) = period.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
             }
-            if first_failure == 0 {
-                first_failure = code;
-            }
-            if args.runs.is_some_and(|n| run >= n) {
-                break;
-            }
-            if let Some(wait) = period.checked_sub(started.elapsed()) {
-                tokio::time::sleep(wait).await;
-            }
+            first_failure
         }
-        first_failure
+        .await;
+        client.close().await;
+        code
     })
 }
 
@@ -175,7 +180,11 @@ pub fn status(args: StatusArgs) -> u8 {
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
         let status = match Client::connect(&url, &secret).await {
-            Ok(client) => client.status().await,
+            Ok(client) => {
+                let status = client.status().await;
+                client.close().await;
+                status
+            }
             Err(e) => Err(e),
         };
         match status {

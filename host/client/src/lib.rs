@@ -70,6 +70,13 @@ pub struct SubmittedJob {
 }
 
 impl Client {
+    /// Says goodbye to the driver, so that it does not wait for this connection to go
+    /// idle (and log it as lost), and waits a moment for the goodbye to leave.
+    pub async fn close(self) {
+        self.connection.close(0u32.into(), b"client done");
+        let _ = tokio::time::timeout(Duration::from_millis(250), self._endpoint.wait_idle()).await;
+    }
+
     /// Connects (retrying for a few seconds while the driver starts) and proves the
     /// application secret.
     pub async fn connect(url: &DriverUrl, secret: &Secret) -> Result<Client, ClientError> {

@@ -62,6 +62,10 @@ enum Op {
     Exit {
         n: usize,
     },
+    /// The backend says the n-th pending start (or any id at all) is under way.
+    Progress {
+        n: usize,
+    },
     /// A decommissioned executor drains and leaves.
     Leave {
         n: usize,
@@ -89,6 +93,7 @@ fn backend_op() -> impl Strategy<Value = Op> {
         8 => op(),
         3 => (any::<usize>(), prop::bool::weighted(0.7)).prop_map(|(n, ok)| Op::Start { n, ok }),
         1 => any::<usize>().prop_map(|n| Op::Exit { n }),
+        1 => any::<usize>().prop_map(|n| Op::Progress { n }),
         2 => any::<usize>().prop_map(|n| Op::Leave { n }),
         2 => (1..4u64).prop_map(|secs| Op::Advance { secs }),
     ]
@@ -398,6 +403,14 @@ impl World {
                 self.apply(actions);
             }
             Op::Start { n, ok } => self.start(n, ok),
+            Op::Progress { n } => {
+                let id = match self.starts.get(n % self.starts.len().max(1)) {
+                    Some(id) if n % 5 != 0 => id.clone(),
+                    _ => format!("dyn-{n}"),
+                };
+                let actions = self.core.handle(self.now, Event::BackendProgress { id });
+                self.apply(actions);
+            }
             Op::Exit { n } => {
                 let started: Vec<String> =
                     self.live.keys().filter(|id| id.starts_with("dyn-")).cloned().collect();

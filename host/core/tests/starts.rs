@@ -1,0 +1,79 @@
+//! Starts asked of a backend, stepped with fake time: a start that does not register
+//! within the bootstrap timeout is abandoned and counts as a failed start, unless its
+//! backend keeps saying it is under way (a pod waiting for a node or its image).
+
+use flint_core::{Action, AllocationConfig, ControlCore, CoreConfig, Event, Policy};
+use std::time::{Duration, Instant};
+
+const BOOTSTRAP: Duration = Duration::from_secs(60);
+
+fn core() -> ControlCore {
+    ControlCore::new(CoreConfig {
+        policy: Policy { exclude_after: None, pipeline: 1 },
+        heartbeat_timeout: Duration::from_secs(120),
+        bootstrap_timeout: BOOTSTRAP,
+        allocation: Some(AllocationConfig {
+            min_executors: 0,
+            max_executors: 1,
+            initial_executors: 0,
+            backlog_timeout: Duration::from_secs(1),
+            sustained_backlog_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(60),
+            ratio: 1.0,
+            cooldown: Duration::from_secs(0),
+            max_pending: 1,
+            max_start_failures: 5,
+            start_backoff: Duration::from_secs(1),
+            slots_per_executor: 1,
+        }),
+        backend: "kubernetes",
+    })
+}
+
+/// Submits a one-task job and steps until the core asks for an executor; its id.
+fn asked(core: &mut ControlCore, now: Instant) -> String {
+    core.handle(now, Event::JobSubmitted { job: 1, tasks: 1, max_failures: 1, period: None });
+    for s in 0..5 {
+        for action in core.handle_timeout(now + Duration::from_secs(s)) {
+            if let Action::StartExecutors { ids } = action {
+                return ids[0].clone();
+            }
+        }
+    }
+    panic!("no executor asked for");
+}
+
+fn abandoned(actions: &[Action]) -> bool {
+    actions.iter().any(|a| matches!(a, Action::AbandonStart { .. }))
+}
+
+#[test]
+fn a_start_that_never_registers_is_abandoned_at_the_bootstrap_timeout() {
+    let (mut core, t0) = (core(), Instant::now());
+    let id = asked(&mut core, t0);
+    assert!(!abandoned(&core.handle_timeout(t0 + BOOTSTRAP)));
+    let late = core.handle_timeout(t0 + BOOTSTRAP + Duration::from_secs(5));
+    assert!(late.iter().any(|a| *a == Action::AbandonStart { executor: id.clone() }), "{late:?}");
+    assert_eq!(core.executors_starting(), 0);
+}
+
+#[test]
+fn a_start_its_backend_says_is_under_way_is_not_abandoned_while_it_waits() {
+    let (mut core, t0) = (core(), Instant::now());
+    let id = asked(&mut core, t0);
+    // The pod waits for a node for five minutes; the backend sees it wait every 30 s.
+    let mut now = t0;
+    for _ in 0..10 {
+        now += Duration::from_secs(30);
+        core.handle(now, Event::BackendProgress { id: id.clone() });
+        assert!(!abandoned(&core.handle_timeout(now)), "abandoned at {:?}", now - t0);
+    }
+    assert_eq!(core.executors_starting(), 1);
+    // Then it is heard of no more: abandoned one bootstrap timeout after the last word.
+    assert!(!abandoned(&core.handle_timeout(now + BOOTSTRAP - Duration::from_secs(1))));
+    let later = now + BOOTSTRAP + Duration::from_secs(1);
+    assert!(abandoned(&core.handle_timeout(later)));
+    // Word of an id never asked for changes nothing.
+    core.handle(later, Event::BackendProgress { id: "dyn-999".into() });
+    assert_eq!(core.executors_starting(), 0);
+}

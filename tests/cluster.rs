@@ -290,6 +290,29 @@ fn rejected_executors_get_no_config_and_exit_with_their_reason() {
 }
 
 #[test]
+fn a_secret_file_others_can_read_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secret");
+    std::fs::write(&file, SECRET).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for mode in [0o644, 0o640, 0o604] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let url = format!("flint://127.0.0.1:1?fingerprint={}", "0".repeat(64));
+        for role in [&["driver"][..], &["executor", "--driver-url", &url]] {
+            let out =
+                command(role).arg("--secret-file").arg(&file).env_remove("FLINT_SECRET").output().unwrap();
+            let stderr = lossy(&out.stderr);
+            assert!(!out.status.success(), "{role:?} with mode {mode:o} started");
+            assert!(
+                stderr.contains("chmod 600") && stderr.contains(&format!("{mode:o}")),
+                "{role:?}: {stderr}"
+            );
+            assert!(!stderr.contains(SECRET));
+        }
+    }
+}
+
+#[test]
 fn garbage_on_the_driver_port_harms_no_one() {
     let mut cluster = Cluster::start(&[]);
     cluster.executor(&["--cores", "2"]);

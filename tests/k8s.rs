@@ -113,6 +113,8 @@ fn manifests_validate_say_what_they_must_and_run() {
     std::fs::create_dir(&etc).unwrap();
     for key in ["secret", "tls.crt", "tls.key"] {
         std::fs::write(etc.join(key), secret["stringData"][key].as_str().unwrap()).unwrap();
+        // As the Secret's volume mounts them (defaultMode 0400).
+        std::fs::set_permissions(etc.join(key), std::os::unix::fs::PermissionsExt::from_mode(0o400)).unwrap();
     }
     let templates = dir.path().join("template");
     std::fs::create_dir(&templates).unwrap();

@@ -25,6 +25,18 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
     }
     match file {
         Some(path) => {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(path)
+                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                return Err(format!(
+                    "the secret file {} is open to others (mode {:o}): make it private with chmod 600",
+                    path.display(),
+                    mode & 0o777
+                ));
+            }
             let text = std::fs::read(path)
                 .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
             let trimmed = text.trim_ascii().to_vec();

@@ -464,6 +464,96 @@ fn assert_big_result(report: &Value, tasks: usize, bytes: usize) {
     }
 }
 
+/// A token command: each run issues `renewed-token-N` with three seconds of life and
+/// notes `N expires_at_ms` in `issued`.
+fn token_command(dir: &std::path::Path) -> String {
+    let script = dir.join("token.sh");
+    let (count, issued) = (dir.join("count"), dir.join("issued"));
+    std::fs::write(
+        &script,
+        format!(
+            "n=$(( $(cat {c} 2>/dev/null || echo 0) + 1 )); echo $n > {c}\n\
+             at=$(( $(date +%s%3N) + 3000 ))\n\
+             echo \"$n $at\" >> {i}\n\
+             echo \"{{\\\"secret\\\": \\\"renewed-token-$n\\\", \\\"expires_at_ms\\\": $at}}\"\n",
+            c = count.display(),
+            i = issued.display()
+        ),
+    )
+    .unwrap();
+    format!("flint.security.credentials.storage.command=sh {}", script.display())
+}
+
+#[test]
+fn tokens_are_renewed_before_they_expire_and_tasks_read_only_valid_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = token_command(dir.path());
+    let mut cluster =
+        Cluster::start(&["--conf", &command, "--conf", "flint.security.credentials.renewalMargin=1s"]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    let job = dir.path().join("job");
+    std::fs::create_dir(&job).unwrap();
+    let manifest = format!(
+        "name = \"reader\"\ncomponent = {:?}\ntokens = [\"storage\"]\npartitions = 2\n",
+        wasm("chaos")
+    );
+    std::fs::write(job.join("flint.toml"), manifest).unwrap();
+    let job = job.to_str().unwrap();
+    // Runs over some three lifetimes of the token.
+    let mut seen = Vec::new();
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(9) {
+        let submitted_at =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        let report =
+            ok_json(&cluster.submit(&[job, "--conf", "mode=token", "--conf", "service=storage", "--json"]));
+        for secret in report["result"].as_array().unwrap() {
+            seen.push((secret.as_str().unwrap().to_owned(), submitted_at));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let issued: std::collections::HashMap<String, u64> = std::fs::read_to_string(dir.path().join("issued"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (n, at) = l.split_once(' ').unwrap();
+            (format!("renewed-token-{n}"), at.parse().unwrap())
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&str> = seen.iter().map(|(s, _)| s.as_str()).collect();
+    assert!(distinct.len() >= 3, "the token was renewed and pushed as it aged: {distinct:?}");
+    for (secret, submitted_at) in &seen {
+        let expires = issued.get(secret).unwrap_or_else(|| panic!("a task read {secret:?}, never issued"));
+        // Tasks read it after their job was submitted: it had not expired by then.
+        assert!(expires > submitted_at, "{secret} was read after it expired");
+    }
+    assert_eq!(cluster.live_executors().len(), 1);
+    for log in [cluster.driver.log_text(), cluster.executors[0].log_text()] {
+        assert!(!log.contains("renewed-token"), "a token's secret in a log:\n{log}");
+    }
+    assert!(cluster.driver.log_text().contains("token renewed"));
+}
+
+#[test]
+fn a_token_provider_that_fails_at_start_fails_the_driver_with_its_reason() {
+    let out = command(&[
+        "driver",
+        "--conf",
+        "flint.security.credentials.storage.command=echo vault is sealed >&2; exit 2",
+    ])
+    .env("FLINT_SECRET", SECRET)
+    .output()
+    .unwrap();
+    let stderr = lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no token for service storage") && stderr.contains("vault is sealed"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no URL printed: the driver never served: {}", lossy(&out.stdout));
+}
+
 #[test]
 fn results_of_many_megabytes_arrive_whole_and_executors_stay() {
     // Merges of 20 MB outputs run on the driver: give its instances room.

@@ -4,12 +4,14 @@ use crate::common::{fail, load_secret, parse_confs, write_private};
 use crate::exit;
 use crate::run::{cache_dir, parse_size_arg};
 use clap::Args;
+use flint_driver::credentials::{CommandProvider, TokenProvider};
 use flint_driver::server::{FrontConfig, serve};
 use flint_driver::{Driver, DriverConfig};
 use flint_executor::remote::{ExecutorOptions, run_executor};
 use flint_net::{DriverUrl, Identity, Secret, server_endpoint};
 use flint_proto::{KubernetesSettings, Settings, Token};
 use flint_runtime::{Runtime, RuntimeConfig};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -138,6 +140,31 @@ pub fn driver(args: DriverArgs) -> u8 {
             Err(e) => return fail(exit::INTERNAL, e),
         };
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
+        // Every provider gives its first token before any executor can start: one that
+        // cannot fails the driver at once, with its reason.
+        if !settings.credentials.commands.is_empty() {
+            let mut providers: HashMap<String, Arc<dyn TokenProvider>> = HashMap::new();
+            let mut initial = Vec::new();
+            for (service, command) in &settings.credentials.commands {
+                let provider = CommandProvider { service: service.clone(), command: command.clone() };
+                match provider.fetch().await {
+                    Ok(token) => initial.push(token),
+                    Err(e) => {
+                        return fail(exit::INVALID_JOB, format!("no token for service {service}: {e}"));
+                    }
+                }
+                providers.insert(service.clone(), Arc::new(provider));
+            }
+            let c = &settings.credentials;
+            let config = flint_driver::RenewalConfig {
+                ratio: c.renewal_ratio,
+                margin: c.renewal_margin,
+                retry_wait: c.retry_wait,
+                ..Default::default()
+            };
+            tracing::info!(services = ?providers.keys().collect::<Vec<_>>(), "tokens renewed by the driver");
+            driver.renew_tokens(providers, config, initial);
+        }
         // Kept until the driver ends: the local backend's secret file and its processes,
         // the Kubernetes backend's pods.
         let mut _local = None;

@@ -8,6 +8,7 @@
 //! an attempt the executor does not hold changes nothing (it is counted as stale).
 
 use crate::allocation::{AllocationConfig, Allocator, Decision, TICK, View};
+use crate::credentials::{Credentials, Renewal, RenewalConfig};
 use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
 use crate::scheduler::{Input, Output, Policy, Scheduler};
 use flint_proto::wire::Rejection;
@@ -94,6 +95,15 @@ pub enum Event {
     BackendProgress {
         id: ExecutorId,
     },
+    /// A token fetch brought this token; `now_ms` is the wall clock now.
+    TokenObtained {
+        token: flint_proto::Token,
+        now_ms: u64,
+    },
+    /// A token fetch for `service` failed.
+    TokenFailed {
+        service: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +168,21 @@ pub enum Action {
         executor: ExecutorId,
         incarnation: Incarnation,
     },
+    /// Fetch a new token for `service` from its provider (renewal is due).
+    FetchToken {
+        service: String,
+    },
+    /// The valid tokens changed (one renewed, or one expired unrenewed): hand these to
+    /// every executor.
+    TokensChanged {
+        tokens: Vec<flint_proto::Token>,
+    },
+    /// A fetch failed; the next try is in `wait`.
+    TokenRetry {
+        service: String,
+        failures: u32,
+        wait: Duration,
+    },
 }
 
 /// A running job's counts.
@@ -194,6 +219,8 @@ pub struct ControlCore {
     /// The latest `now` the core was given (it reads no clock of its own).
     clock: Option<Instant>,
     backend: &'static str,
+    /// Delegation tokens the driver renews, when it has providers.
+    credentials: Option<Credentials>,
 }
 
 impl ControlCore {
@@ -212,7 +239,31 @@ impl ControlCore {
             recurring: BTreeMap::new(),
             clock: None,
             backend: config.backend,
+            credentials: None,
         }
+    }
+
+    /// Renews the tokens of these services from now on, starting from the tokens
+    /// already fetched (`initial`, fetched at wall time `now_ms`): a service without
+    /// one is fetched at the next timeout.
+    pub fn renew_credentials(
+        &mut self,
+        now: Instant,
+        now_ms: u64,
+        config: RenewalConfig,
+        services: Vec<String>,
+        initial: Vec<flint_proto::Token>,
+    ) {
+        let mut credentials = Credentials::new(config, services, now);
+        for token in initial {
+            credentials.obtained(now, now_ms, token);
+        }
+        self.credentials = Some(credentials);
+    }
+
+    /// The tokens the core renews that are valid now.
+    pub fn tokens(&self) -> Vec<flint_proto::Token> {
+        self.credentials.as_ref().map(Credentials::tokens).unwrap_or_default()
     }
 
     /// Reserves an id and an incarnation for an executor saying hello.
@@ -340,6 +391,21 @@ impl ControlCore {
                     *by = now + self.bootstrap_timeout;
                 }
             }
+            Event::TokenObtained { token, now_ms } => {
+                if let Some(credentials) = &mut self.credentials
+                    && credentials.obtained(now, now_ms, token)
+                {
+                    actions.push(Action::TokensChanged { tokens: credentials.tokens() });
+                }
+            }
+            Event::TokenFailed { service } => {
+                if let Some(credentials) = &mut self.credentials
+                    && let Some(wait) = credentials.failed(now, &service)
+                {
+                    let failures = credentials.failures(&service);
+                    actions.push(Action::TokenRetry { service, failures, wait });
+                }
+            }
         }
         actions
     }
@@ -351,6 +417,18 @@ impl ControlCore {
         let mut actions = Vec::new();
         for (id, incarnation, reason) in self.registry.expired(now) {
             self.remove(now, id, incarnation, reason, &mut actions);
+        }
+        if let Some(credentials) = &mut self.credentials {
+            let mut expired = false;
+            for renewal in credentials.step(now) {
+                match renewal {
+                    Renewal::Fetch(service) => actions.push(Action::FetchToken { service }),
+                    Renewal::Expired(_) => expired = true,
+                }
+            }
+            if expired {
+                actions.push(Action::TokensChanged { tokens: credentials.tokens() });
+            }
         }
         let late: Vec<ExecutorId> =
             self.starting.iter().filter(|(_, by)| now >= **by).map(|(id, _)| id.clone()).collect();
@@ -378,7 +456,8 @@ impl ControlCore {
             (Some(a), None) => (self.clock, a.next_wake()),
             (None, _) => (None, None),
         };
-        [self.registry.poll_timeout(), self.starting.values().min().copied(), tick, wake]
+        let renewal = self.credentials.as_ref().and_then(Credentials::next_wake);
+        [self.registry.poll_timeout(), self.starting.values().min().copied(), tick, wake, renewal]
             .into_iter()
             .flatten()
             .min()

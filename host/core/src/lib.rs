@@ -8,10 +8,12 @@
 
 pub mod allocation;
 pub mod control;
+pub mod credentials;
 pub mod registry;
 pub mod scheduler;
 
 pub use allocation::AllocationConfig;
 pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
+pub use credentials::{Credentials, Renewal, RenewalConfig};
 pub use registry::{ExecutorInfo, Incarnation, MAX_SLOTS};
 pub use scheduler::Policy;

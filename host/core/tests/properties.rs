@@ -245,6 +245,9 @@ impl World {
                     self.placed.clear();
                 }
                 Action::Retrying { .. } | Action::ExecutorExcluded { .. } => {}
+                Action::FetchToken { .. } | Action::TokensChanged { .. } | Action::TokenRetry { .. } => {
+                    panic!("no token is renewed here: {action:?}")
+                }
                 Action::StartExecutors { ids } => {
                     for id in &ids {
                         assert!(

@@ -24,6 +24,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use crate::backend::{ExecutorBackend, News, Reporter};
+use crate::credentials::{self, TokenProvider};
 
 /// Attempts an executor holds per slot when a job's tasks are short: the next one waits
 /// on the executor, not a round trip away (see `Policy::pipeline`).
@@ -96,6 +97,9 @@ struct Shared {
     /// The application's delegation tokens now: handed to executors at bootstrap, and
     /// pushed to every live one when they change.
     tokens: Mutex<Vec<flint_proto::Token>>,
+    /// The tokens the control core renews from providers; for a service in both, these
+    /// win over `tokens`.
+    renewed: Mutex<Vec<flint_proto::Token>>,
 }
 
 /// A component's bytes and the number of running jobs that use it.
@@ -156,6 +160,17 @@ enum Event {
     BackendAttached,
     /// The delegation tokens changed: push them to every live executor.
     TokensChanged,
+    /// Renew tokens from these providers.
+    RenewTokens {
+        providers: HashMap<String, Arc<dyn TokenProvider>>,
+        config: flint_core::RenewalConfig,
+        initial: Vec<flint_proto::Token>,
+    },
+    /// A provider's fetch ended.
+    TokenFetched {
+        service: String,
+        result: Result<flint_proto::Token, String>,
+    },
     /// The backend's news of an executor it started.
     Backend {
         id: ExecutorId,
@@ -196,6 +211,7 @@ impl Driver {
             slots: AtomicU32::new(0),
             backend: std::sync::OnceLock::new(),
             tokens: Mutex::new(Vec::new()),
+            renewed: Mutex::new(Vec::new()),
         });
         let driver = Driver { events, peers, shared };
         let event_loop = EventLoop::new(driver.clone());
@@ -310,7 +326,23 @@ impl Driver {
 
     /// The application's delegation tokens now.
     pub fn tokens(&self) -> Vec<flint_proto::Token> {
-        self.shared.tokens.lock().expect("tokens lock").clone()
+        let renewed = self.shared.renewed.lock().expect("tokens lock").clone();
+        let given = self.shared.tokens.lock().expect("tokens lock").clone();
+        let mut tokens: Vec<_> =
+            given.into_iter().filter(|t| !renewed.iter().any(|r| r.service == t.service)).collect();
+        tokens.extend(renewed);
+        tokens
+    }
+
+    /// Renews each service's token from its provider from now on (the control core
+    /// decides when), starting from `initial`, fetched just before.
+    pub fn renew_tokens(
+        &self,
+        providers: HashMap<String, Arc<dyn TokenProvider>>,
+        config: flint_core::RenewalConfig,
+        initial: Vec<flint_proto::Token>,
+    ) {
+        let _ = self.events.send(Event::RenewTokens { providers, config, initial });
     }
 
     /// Replaces the application's delegation tokens and pushes them to every live
@@ -531,6 +563,8 @@ struct EventLoop {
     slots_changed: bool,
     /// Jobs whose fold worker has outputs waiting for the end of the turn.
     folds_pending: Vec<JobId>,
+    /// Where each renewed service's token comes from.
+    providers: HashMap<String, Arc<dyn TokenProvider>>,
 }
 
 impl EventLoop {
@@ -557,6 +591,15 @@ impl EventLoop {
             stopping: None,
             slots_changed: false,
             folds_pending: Vec::new(),
+            providers: HashMap::new(),
+        }
+    }
+
+    /// Hands the current tokens to every live executor.
+    fn push_tokens(&self) {
+        let tokens = self.driver.tokens();
+        for (_, link) in self.links.values() {
+            link.tokens(tokens.clone());
         }
     }
 
@@ -653,12 +696,31 @@ impl EventLoop {
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
             }
-            Event::TokensChanged => {
-                let tokens = self.driver.tokens();
-                for (_, link) in self.links.values() {
-                    link.tokens(tokens.clone());
-                }
+            Event::TokensChanged => self.push_tokens(),
+            Event::RenewTokens { providers, config, initial } => {
+                let services = providers.keys().cloned().collect();
+                self.providers = providers;
+                self.core.renew_credentials(now, credentials::now_ms(), config, services, initial);
+                *self.driver.shared.renewed.lock().expect("tokens lock") = self.core.tokens();
+                self.push_tokens();
+                let actions = self.core.handle_timeout(now);
+                self.apply(actions, None);
             }
+            Event::TokenFetched { service, result } => match result {
+                Ok(token) if token.service == service => {
+                    let expires_in_s = token.expires_at_ms.saturating_sub(credentials::now_ms()) / 1000;
+                    tracing::info!(%service, expires_in_s, "token renewed; pushed to executors");
+                    self.feed(now, CoreEvent::TokenObtained { token, now_ms: credentials::now_ms() });
+                }
+                Ok(_) => {
+                    tracing::warn!(%service, "a provider gave a token of another service");
+                    self.feed(now, CoreEvent::TokenFailed { service });
+                }
+                Err(error) => {
+                    tracing::warn!(%service, %error, "token renewal failed");
+                    self.feed(now, CoreEvent::TokenFailed { service });
+                }
+            },
             Event::BackendAttached => {
                 let actions = self.core.handle_timeout(now);
                 self.apply(actions, None);
@@ -959,6 +1021,21 @@ impl EventLoop {
                     if let Some(backend) = self.driver.shared.backend.get() {
                         backend.stop(&executor);
                     }
+                }
+                Action::FetchToken { service } => {
+                    let Some(provider) = self.providers.get(&service).cloned() else { continue };
+                    let events = self.driver.events.clone();
+                    tokio::spawn(async move {
+                        let result = provider.fetch().await;
+                        let _ = events.send(Event::TokenFetched { service, result });
+                    });
+                }
+                Action::TokensChanged { tokens } => {
+                    *self.driver.shared.renewed.lock().expect("tokens lock") = tokens;
+                    self.push_tokens();
+                }
+                Action::TokenRetry { service, failures, wait } => {
+                    tracing::warn!(%service, failures, retry_in_ms = wait.as_millis() as u64, "token renewal will be tried again");
                 }
                 Action::Decommission { executor, incarnation } => {
                     tracing::info!(executor_id = %executor, "releasing an idle executor");

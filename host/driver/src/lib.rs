@@ -3,6 +3,7 @@
 //! the embedded cluster behind `flint run`.
 
 pub mod backend;
+pub mod credentials;
 mod driver;
 pub mod fold;
 mod job;
@@ -11,6 +12,6 @@ pub mod local;
 pub mod server;
 
 pub use driver::{Driver, DriverConfig, JobHandle, MAX_TASKS};
-pub use flint_core::{ExecutorInfo, Incarnation};
+pub use flint_core::{ExecutorInfo, Incarnation, RenewalConfig};
 pub use job::{JobRequest, SubmitError};
 pub use link::{Blocks, ChannelLink, ExecutorLink, Fetch};

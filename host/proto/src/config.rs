@@ -126,8 +126,38 @@ pub struct Settings {
     pub dynamic_allocation: DynamicAllocation,
     /// `flint.kubernetes.*`: the `kubernetes` backend's executor pods.
     pub kubernetes: KubernetesSettings,
+    /// `flint.security.credentials.*`: delegation tokens the driver renews.
+    pub credentials: CredentialSettings,
 }
 
+/// `flint.security.credentials.*`: where the driver gets each service's token, and when
+/// it renews them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CredentialSettings {
+    /// `renewalRatio` (default 0.75): a token is renewed after this share of its
+    /// remaining life.
+    pub renewal_ratio: f64,
+    /// `renewalMargin` (default 10s): and at least this long before it expires.
+    pub renewal_margin: Duration,
+    /// `retryWait` (default 1s): the wait after a failed renewal, doubled with each in a
+    /// row (at most 5 minutes).
+    pub retry_wait: Duration,
+    /// `<service>.command`: a command (run by `sh -c` on the driver) that prints the
+    /// service's token as JSON, `{"secret": …, "expires_at_ms": …}` or with
+    /// `"expires_in_s"`: how Vault, `aws sts` or a kinit wrapper plug in.
+    pub commands: BTreeMap<String, String>,
+}
+
+impl Default for CredentialSettings {
+    fn default() -> Self {
+        CredentialSettings {
+            renewal_ratio: 0.75,
+            renewal_margin: Duration::from_secs(10),
+            retry_wait: Duration::from_secs(1),
+            commands: BTreeMap::new(),
+        }
+    }
+}
 /// `flint.kubernetes.*`: how the `kubernetes` backend asks for executor pods (Spark's
 /// `spark.kubernetes.*` where Spark has the same thing).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -274,6 +304,7 @@ impl Default for Settings {
             executor_instances: 2,
             dynamic_allocation: DynamicAllocation::default(),
             kubernetes: KubernetesSettings::default(),
+            credentials: CredentialSettings::default(),
         }
     }
 }
@@ -323,6 +354,10 @@ impl Settings {
         "flint.kubernetes.executor.secretName",
         "flint.kubernetes.driver.pod.name",
         "flint.kubernetes.executor.apiPollingInterval",
+        "flint.security.credentials.renewalRatio",
+        "flint.security.credentials.renewalMargin",
+        "flint.security.credentials.retryWait",
+        "flint.security.credentials.<service>.command",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -488,7 +523,34 @@ impl Settings {
                     let d = parse_duration(value).map_err(&invalid)?;
                     s.kubernetes.api_polling_interval = Duration::from_millis(positive(d.as_millis() as u64)?)
                 }
-                _ => return Err(ConfError::UnknownKey(key.clone())),
+                "flint.security.credentials.renewalRatio" => {
+                    s.credentials.renewal_ratio = match value.trim().parse::<f64>() {
+                        Ok(f) if f > 0.0 && f <= 1.0 => f,
+                        _ => return Err(invalid("must be a number in (0, 1]".into())),
+                    }
+                }
+                "flint.security.credentials.renewalMargin" => {
+                    s.credentials.renewal_margin = parse_duration(value).map_err(&invalid)?
+                }
+                "flint.security.credentials.retryWait" => {
+                    let d = parse_duration(value).map_err(&invalid)?;
+                    s.credentials.retry_wait = Duration::from_millis(positive(d.as_millis() as u64)?)
+                }
+                other => match other
+                    .strip_prefix("flint.security.credentials.")
+                    .and_then(|rest| rest.strip_suffix(".command"))
+                {
+                    Some(service) => {
+                        let named = !service.is_empty()
+                            && service.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+                        if !named {
+                            return Err(invalid(format!("{service:?} is not a service name")));
+                        }
+                        let command = non_empty(value).map_err(&invalid)?;
+                        s.credentials.commands.insert(service.to_owned(), command);
+                    }
+                    None => return Err(ConfError::UnknownKey(key.clone())),
+                },
             }
         }
         let d = &s.dynamic_allocation;

@@ -11,7 +11,9 @@ pub mod task;
 pub mod wire;
 
 pub use bundle::{Bundle, BundleError};
-pub use config::{Backend, Conf, ConfError, DynamicAllocation, KubernetesSettings, Settings};
+pub use config::{
+    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, KubernetesSettings, Settings,
+};
 pub use failure::TaskFailure;
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, World};
 pub use report::{ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus};

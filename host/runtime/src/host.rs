@@ -69,7 +69,11 @@ impl host::Host for HostState {
     }
 
     fn get_token(&mut self, service: String) -> Option<host::Token> {
-        self.tokens.iter().find(|t| t.service == service).map(|t| host::Token {
+        // A token past its expiry is handed out no more, whatever the driver last sent.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.tokens.iter().find(|t| t.service == service && t.expires_at_ms > now_ms).map(|t| host::Token {
             service: t.service.clone(),
             secret: t.secret.clone(),
             expires_at_ms: t.expires_at_ms,

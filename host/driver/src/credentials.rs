@@ -1,0 +1,132 @@
+//! Where the driver gets delegation tokens: providers behind one trait. The control
+//! core decides when each service's token is renewed; a provider only fetches. The
+//! driver fetches, executors never do: new tokens are pushed to every live executor.
+//!
+//! A token's secret never reaches a log or an error: a provider's failure says what
+//! went wrong with the provider (its exit status, the first line of its stderr), and
+//! what it printed on stdout is never repeated.
+
+use flint_proto::Token;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub type Fetch = Pin<Box<dyn Future<Output = Result<Token, String>> + Send>>;
+
+pub trait TokenProvider: Send + Sync {
+    /// The provider's kind, for logs (`command`).
+    fn kind(&self) -> &'static str;
+    /// Fetches a new token for its service.
+    fn fetch(&self) -> Fetch;
+}
+
+/// How long a provider's command may run.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most a command may print: a token, not a file.
+const MAX_OUTPUT: usize = 64 << 10;
+
+/// A command the driver runs (`sh -c`) that prints the service's token as JSON:
+/// `{"secret": "…", "expires_at_ms": N}` or `{"secret": "…", "expires_in_s": N}`.
+pub struct CommandProvider {
+    pub service: String,
+    pub command: String,
+}
+
+impl TokenProvider for CommandProvider {
+    fn kind(&self) -> &'static str {
+        "command"
+    }
+
+    fn fetch(&self) -> Fetch {
+        let (service, command) = (self.service.clone(), self.command.clone());
+        Box::pin(async move {
+            let run = tokio::process::Command::new("/bin/sh")
+                .args(["-c", &command])
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .output();
+            let out = match tokio::time::timeout(COMMAND_TIMEOUT, run).await {
+                Err(_) => return Err(format!("the token command ran over {} s", COMMAND_TIMEOUT.as_secs())),
+                Ok(Err(e)) => return Err(format!("cannot run the token command: {e}")),
+                Ok(Ok(out)) => out,
+            };
+            if !out.status.success() {
+                let said = String::from_utf8_lossy(&out.stderr);
+                let first: String = said.lines().next().unwrap_or("").chars().take(200).collect();
+                return Err(format!("the token command failed ({}): {first}", out.status));
+            }
+            if out.stdout.len() > MAX_OUTPUT {
+                return Err(format!("the token command printed over {MAX_OUTPUT} bytes"));
+            }
+            parse_token(&service, &out.stdout, now_ms())
+        })
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Printed {
+    secret: String,
+    expires_at_ms: Option<u64>,
+    expires_in_s: Option<u64>,
+}
+
+/// A provider's JSON as a token of `service`. The error never quotes the input.
+pub fn parse_token(service: &str, text: &[u8], now_ms: u64) -> Result<Token, String> {
+    let printed: Printed = serde_json::from_slice(text).map_err(|e| {
+        format!(
+            "the token is not JSON with \"secret\" and \"expires_at_ms\" or \"expires_in_s\" (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })?;
+    if printed.secret.is_empty() {
+        return Err("the token's secret is empty".into());
+    }
+    let expires_at_ms = match (printed.expires_at_ms, printed.expires_in_s) {
+        (Some(at), _) => at,
+        (None, Some(secs)) => now_ms.saturating_add(secs.saturating_mul(1000)),
+        (None, None) => return Err("the token has no expiry (expires_at_ms or expires_in_s)".into()),
+    };
+    if expires_at_ms <= now_ms {
+        return Err("the token has expired already".into());
+    }
+    Ok(Token { service: service.to_owned(), secret: printed.secret, expires_at_ms })
+}
+
+/// The wall clock, in milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_printed_token_reads_with_either_expiry_and_errors_never_quote_it() {
+        let t = parse_token("s3", br#"{"secret":"abc","expires_in_s":60}"#, 1_000).unwrap();
+        assert_eq!((t.service.as_str(), t.secret.as_str(), t.expires_at_ms), ("s3", "abc", 61_000));
+        let t = parse_token("s3", br#"{"secret":"abc","expires_at_ms":5000}"#, 1_000).unwrap();
+        assert_eq!(t.expires_at_ms, 5_000);
+        for bad in
+            [&br#"{"secret":"hunter2"}"#[..], br#"{"secret":"hunter2","expires_at_ms":10}"#, b"hunter2"]
+        {
+            let e = parse_token("s3", bad, 1_000).unwrap_err();
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_command_provider_runs_its_command_and_reports_its_failure() {
+        let ok = CommandProvider {
+            service: "s3".into(),
+            command: r#"echo '{"secret":"x","expires_in_s":5}'"#.into(),
+        };
+        assert_eq!(ok.fetch().await.unwrap().secret, "x");
+        let failing =
+            CommandProvider { service: "s3".into(), command: "echo vault sealed >&2; exit 3".into() };
+        let e = failing.fetch().await.unwrap_err();
+        assert!(e.contains("vault sealed") && e.contains('3'), "{e}");
+    }
+}

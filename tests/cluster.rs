@@ -421,6 +421,12 @@ fn a_task_reads_only_the_tokens_its_manifest_names() {
     assert_eq!(read("storage"), serde_json::json!(["storage-token-1"]));
     assert_eq!(read("other"), serde_json::json!(["none"]), "not named in the manifest");
     assert_eq!(read("missing"), serde_json::json!(["none"]));
+    let logged = eventually(Duration::from_secs(5), || {
+        let log = cluster.executors[0].log_text();
+        (log.contains("a task asked for a token it may not read") && log.contains("service=other"))
+            .then_some(())
+    });
+    assert!(logged.is_some(), "the attempt is logged: {}", cluster.executors[0].log_text());
 
     // The file is rotated: the running executor's tasks read the new token, no restart.
     let rotated =

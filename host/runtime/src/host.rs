@@ -73,7 +73,16 @@ impl host::Host for HostState {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        self.tokens.iter().find(|t| t.service == service && t.expires_at_ms > now_ms).map(|t| host::Token {
+        let found = self.tokens.iter().find(|t| t.service == service && t.expires_at_ms > now_ms);
+        if found.is_none() {
+            // Only the tokens of services the job's manifest names reach a task: a task
+            // asking for another is worth an operator's look. The service name is
+            // clipped, as the guest chose it.
+            let TaskInfo { job_id, task_index, attempt, .. } = &self.info;
+            let asked: String = service.chars().take(64).collect();
+            tracing::warn!(job_id, task_index, attempt, service = %asked, "a task asked for a token it may not read or that is not valid now: none given");
+        }
+        found.map(|t| host::Token {
             service: t.service.clone(),
             secret: t.secret.clone(),
             expires_at_ms: t.expires_at_ms,

@@ -4,7 +4,7 @@ use crate::common::{fail, load_secret, parse_confs, write_private};
 use crate::exit;
 use crate::run::{cache_dir, parse_size_arg};
 use clap::Args;
-use flint_driver::credentials::{CommandProvider, TokenProvider};
+use flint_driver::credentials::{CommandProvider, FileProvider, TokenProvider};
 use flint_driver::server::{FrontConfig, serve};
 use flint_driver::{Driver, DriverConfig};
 use flint_executor::remote::{ExecutorOptions, run_executor};
@@ -142,20 +142,34 @@ pub fn driver(args: DriverArgs) -> u8 {
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
         // Every provider gives its first token before any executor can start: one that
         // cannot fails the driver at once, with its reason.
-        if !settings.credentials.commands.is_empty() {
+        let c = &settings.credentials;
+        if !c.commands.is_empty() || !c.files.is_empty() {
             let mut providers: HashMap<String, Arc<dyn TokenProvider>> = HashMap::new();
+            for (service, command) in &c.commands {
+                providers.insert(
+                    service.clone(),
+                    Arc::new(CommandProvider { service: service.clone(), command: command.clone() }),
+                );
+            }
+            for (service, path) in &c.files {
+                providers.insert(
+                    service.clone(),
+                    Arc::new(FileProvider { service: service.clone(), path: path.into() }),
+                );
+            }
             let mut initial = Vec::new();
-            for (service, command) in &settings.credentials.commands {
-                let provider = CommandProvider { service: service.clone(), command: command.clone() };
+            for (service, provider) in &providers {
                 match provider.fetch().await {
                     Ok(token) => initial.push(token),
                     Err(e) => {
-                        return fail(exit::INVALID_JOB, format!("no token for service {service}: {e}"));
+                        let kind = provider.kind();
+                        return fail(
+                            exit::INVALID_JOB,
+                            format!("no token for service {service} ({kind}): {e}"),
+                        );
                     }
                 }
-                providers.insert(service.clone(), Arc::new(provider));
             }
-            let c = &settings.credentials;
             let config = flint_driver::RenewalConfig {
                 ratio: c.renewal_ratio,
                 margin: c.renewal_margin,

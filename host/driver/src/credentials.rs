@@ -64,6 +64,32 @@ impl TokenProvider for CommandProvider {
     }
 }
 
+/// A file the driver re-reads at each renewal, holding the service's token as the
+/// command provider's JSON (a rotated projected service-account token, say, beside its
+/// expiry).
+pub struct FileProvider {
+    pub service: String,
+    pub path: std::path::PathBuf,
+}
+
+impl TokenProvider for FileProvider {
+    fn kind(&self) -> &'static str {
+        "file"
+    }
+
+    fn fetch(&self) -> Fetch {
+        let (service, path) = (self.service.clone(), self.path.clone());
+        Box::pin(async move {
+            let text =
+                tokio::fs::read(&path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            if text.len() > MAX_OUTPUT {
+                return Err(format!("{} is over {MAX_OUTPUT} bytes", path.display()));
+            }
+            parse_token(&service, &text, now_ms()).map_err(|e| format!("{}: {e}", path.display()))
+        })
+    }
+}
+
 #[derive(serde::Deserialize)]
 struct Printed {
     secret: String,
@@ -115,6 +141,20 @@ mod tests {
             let e = parse_token("s3", bad, 1_000).unwrap_err();
             assert!(!e.contains("hunter2"), "{e}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_file_provider_reads_its_file_at_each_fetch() {
+        let dir = std::env::temp_dir().join(format!("flint-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token.json");
+        let provider = FileProvider { service: "s3".into(), path: path.clone() };
+        assert!(provider.fetch().await.unwrap_err().contains("cannot read"));
+        std::fs::write(&path, r#"{"secret":"one","expires_in_s":60}"#).unwrap();
+        assert_eq!(provider.fetch().await.unwrap().secret, "one");
+        std::fs::write(&path, r#"{"secret":"two","expires_in_s":60}"#).unwrap();
+        assert_eq!(provider.fetch().await.unwrap().secret, "two");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

@@ -146,6 +146,9 @@ pub struct CredentialSettings {
     /// service's token as JSON, `{"secret": …, "expires_at_ms": …}` or with
     /// `"expires_in_s"`: how Vault, `aws sts` or a kinit wrapper plug in.
     pub commands: BTreeMap<String, String>,
+    /// `<service>.file`: a file holding the service's token as the same JSON, read
+    /// again at each renewal.
+    pub files: BTreeMap<String, String>,
 }
 
 impl Default for CredentialSettings {
@@ -155,6 +158,7 @@ impl Default for CredentialSettings {
             renewal_margin: Duration::from_secs(10),
             retry_wait: Duration::from_secs(1),
             commands: BTreeMap::new(),
+            files: BTreeMap::new(),
         }
     }
 }
@@ -358,6 +362,7 @@ impl Settings {
         "flint.security.credentials.renewalMargin",
         "flint.security.credentials.retryWait",
         "flint.security.credentials.<service>.command",
+        "flint.security.credentials.<service>.file",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -536,21 +541,32 @@ impl Settings {
                     let d = parse_duration(value).map_err(&invalid)?;
                     s.credentials.retry_wait = Duration::from_millis(positive(d.as_millis() as u64)?)
                 }
-                other => match other
-                    .strip_prefix("flint.security.credentials.")
-                    .and_then(|rest| rest.strip_suffix(".command"))
-                {
-                    Some(service) => {
-                        let named = !service.is_empty()
-                            && service.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-                        if !named {
-                            return Err(invalid(format!("{service:?} is not a service name")));
-                        }
-                        let command = non_empty(value).map_err(&invalid)?;
-                        s.credentials.commands.insert(service.to_owned(), command);
+                other => {
+                    let rest = other.strip_prefix("flint.security.credentials.");
+                    let (service, kind) = match rest.and_then(|r| r.rsplit_once('.')) {
+                        Some((service, kind @ ("command" | "file"))) => (service, kind),
+                        _ => return Err(ConfError::UnknownKey(key.clone())),
+                    };
+                    let named = !service.is_empty()
+                        && service.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+                    if !named {
+                        return Err(invalid(format!("{service:?} is not a service name")));
                     }
-                    None => return Err(ConfError::UnknownKey(key.clone())),
-                },
+                    let given = non_empty(value).map_err(&invalid)?;
+                    let other_kind =
+                        if kind == "command" { &s.credentials.files } else { &s.credentials.commands };
+                    if other_kind.contains_key(service) {
+                        return Err(invalid(format!(
+                            "service {service} has a command and a file: one provider each"
+                        )));
+                    }
+                    let providers = if kind == "command" {
+                        &mut s.credentials.commands
+                    } else {
+                        &mut s.credentials.files
+                    };
+                    providers.insert(service.to_owned(), given);
+                }
             }
         }
         let d = &s.dynamic_allocation;
@@ -657,6 +673,35 @@ mod tests {
 
     fn conf(pairs: &[(&str, &str)]) -> Conf {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn token_providers_are_named_per_service_one_each() {
+        let s = Settings::from_conf(&conf(&[
+            ("flint.security.credentials.s3.command", "vault read"),
+            ("flint.security.credentials.hdfs.file", "/run/token.json"),
+            ("flint.security.credentials.renewalRatio", "0.5"),
+        ]))
+        .unwrap();
+        assert_eq!(s.credentials.commands["s3"], "vault read");
+        assert_eq!(s.credentials.files["hdfs"], "/run/token.json");
+        assert_eq!(s.credentials.renewal_ratio, 0.5);
+        let refused = [
+            ("flint.security.credentials.s3.script", "x"),
+            ("flint.security.credentials..command", "x"),
+            ("flint.security.credentials.s 3.command", "x"),
+            ("flint.security.credentials.s3.command", " "),
+            ("flint.security.credentials.renewalRatio", "1.5"),
+            ("flint.security.credentials.retryWait", "0s"),
+        ];
+        for (k, v) in refused {
+            assert!(Settings::from_conf(&conf(&[(k, v)])).is_err(), "{k}={v:?} accepted");
+        }
+        let both = conf(&[
+            ("flint.security.credentials.s3.command", "a"),
+            ("flint.security.credentials.s3.file", "/b"),
+        ]);
+        assert!(Settings::from_conf(&both).unwrap_err().to_string().contains("one provider each"));
     }
 
     #[test]

@@ -301,7 +301,10 @@ impl Worker {
             let pod: Pod = match serde_json::from_value(self.config.executor_pod(&id)) {
                 Ok(pod) => pod,
                 Err(e) => {
-                    self.report_exit(id, format!("cannot make the executor pod: {e}"));
+                    self.report_exit(
+                        id,
+                        format!("cannot make the executor pod: {}", pod::clip(&e.to_string())),
+                    );
                     continue;
                 }
             };
@@ -310,7 +313,10 @@ impl Worker {
                     tracing::info!(executor_id = %id, pod = %name(&pod), "executor pod created");
                     self.pods.insert(id, Known::Created);
                 }
-                Err(e) => self.report_exit(id, format!("the API server refused the pod: {e}")),
+                Err(e) => self.report_exit(
+                    id,
+                    format!("the API server refused the pod: {}", pod::clip(&e.to_string())),
+                ),
             }
         }
         self.next_batch = Instant::now() + self.batch_delay;

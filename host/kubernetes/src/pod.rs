@@ -231,7 +231,7 @@ pub fn verdict(pod: &Pod) -> Verdict {
 }
 
 /// A message from the API server, cut to a length that fits a status line.
-fn clip(message: &str) -> String {
+pub(crate) fn clip(message: &str) -> String {
     const MAX: usize = 300;
     match message.char_indices().nth(MAX) {
         Some((at, _)) => format!("{}…", &message[..at]),

@@ -379,3 +379,28 @@ fn a_pod_that_cannot_start_is_not_recreated_forever() {
         eventually(Duration::from_secs(10), || cluster.api.executor_pods(NS).is_empty().then_some(()));
     assert!(cleaned.is_some(), "failed pods are deleted: {:?}", cluster.api.executor_pods(NS));
 }
+
+#[test]
+fn a_pod_event_the_watch_missed_is_mended_by_the_periodic_list() {
+    let cluster = PodCluster::start(
+        "flint:test",
+        &["flint.executor.instances=1", "flint.kubernetes.executor.apiPollingInterval=1s"],
+    );
+    let running = eventually(Duration::from_secs(20), || {
+        let status = cluster.status();
+        let e = status["executors"].as_array().unwrap().first()?.clone();
+        e["removed"].is_null().then_some(e)
+    });
+    let executor = running.unwrap_or_else(|| panic!("one executor: {}", cluster.logs()));
+    let pod = executor["pod"].as_str().unwrap().to_owned();
+    cluster.api.vanish(NS, &pod);
+    let removed = eventually(Duration::from_secs(10), || {
+        let status = cluster.status();
+        let e = status["executors"].as_array().unwrap().iter().find(|e| e["pod"] == pod.as_str())?.clone();
+        e["removed"].as_str().map(str::to_owned)
+    });
+    let reason = removed.unwrap_or_else(|| panic!("the lost pod is noticed: {}", cluster.logs()));
+    assert!(reason.contains("vanished"), "{reason}");
+    let replaced = eventually(Duration::from_secs(10), || (cluster.api.created() >= 2).then_some(()));
+    assert!(replaced.is_some(), "flint.executor.instances=1 keeps one: {}", cluster.logs());
+}

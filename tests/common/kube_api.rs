@@ -142,6 +142,14 @@ impl KubeApi {
         signal(pid, libc::SIGKILL);
     }
 
+    /// Forgets a pod without telling any watcher: an event the driver's watch missed.
+    /// Its process, if any, goes on.
+    pub fn vanish(&self, namespace: &str, name: &str) {
+        let mut store = self.inner.store.lock().unwrap();
+        store.pods.remove(&(namespace.to_owned(), name.to_owned()));
+        store.version += 1;
+    }
+
     pub fn log_of(&self, name: &str) -> String {
         std::fs::read_to_string(self.inner.dir.join(format!("{name}.log"))).unwrap_or_default()
     }

@@ -360,7 +360,8 @@ impl Driver {
         let _ = self.events.send(Event::BackendAttached);
     }
 
-    /// Tells the loop that a process the backend started ended.
+    /// Carries a backend's news (an executor's start under way, its process or pod
+    /// ended) to the loop.
     fn reporter(&self) -> Reporter {
         let events = self.events.clone();
         Reporter::new(move |id, news| {

@@ -166,7 +166,8 @@ enum Event {
         config: flint_core::RenewalConfig,
         initial: Vec<flint_proto::Token>,
     },
-    /// A provider's fetch ended.
+    /// A provider's fetch ended. At most one fetch per service is under way (the core
+    /// asks again only after an answer), so these add one event per service at a time.
     TokenFetched {
         service: String,
         result: Result<flint_proto::Token, String>,

@@ -113,6 +113,10 @@ impl KubernetesBackend {
         api.list(&ListParams::default().labels(&config.selector()).limit(1)).await.map_err(|e| {
             KubernetesError::Unreachable { namespace: namespace.clone(), reason: e.to_string() }
         })?;
+        // Unbounded, but bounded by its only sender, the driver's event loop: starts are
+        // capped by flint.dynamicAllocation.maxPendingExecutors (or the fixed fleet), and
+        // there is one stop per executor removed or start abandoned. Nothing from the
+        // wire or the API server is queued here.
         let (commands, rx) = mpsc::unbounded_channel();
         let worker = Worker {
             api,

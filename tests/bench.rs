@@ -58,6 +58,7 @@ fn ctx(config: Conf, index: u32, count: u32) -> TaskContext {
         tokens: Arc::new(Vec::new()),
         memory_limit: None,
         deadline: Duration::from_secs(600),
+        spent: Duration::ZERO,
         deadline_key: "flint.task.deadline",
         max_result_size: 64 << 20,
         kill: KillSwitch::default(),

@@ -19,10 +19,11 @@ pub struct SubmitArgs {
     driver_url: String,
     /// The job: a job folder, a .wasm component or a bundle (as for `flint run`).
     job: PathBuf,
-    /// An input file (repeatable). Executors read it by path: it must be visible to
-    /// every executor, on a shared filesystem.
-    #[arg(long = "input", value_name = "PATH")]
-    inputs: Vec<PathBuf>,
+    /// An input (repeatable): `flint:///path` (a file under the driver's input roots,
+    /// read through the driver), `s3://bucket/key` or `s3://bucket/prefix/`, `https://…`,
+    /// or a path (`file://`) every executor can read at that path itself.
+    #[arg(long = "input", value_name = "URL")]
+    inputs: Vec<String>,
     /// Partitions: generated tasks, or about how many file splits.
     #[arg(long)]
     partitions: Option<u32>,
@@ -83,11 +84,14 @@ pub fn submit(args: SubmitArgs) -> u8 {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };
-    // Executors resolve paths themselves: send absolute ones.
+    // The driver resolves paths: send absolute ones.
     let inputs: Vec<String> = args
         .inputs
         .iter()
-        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()).to_string_lossy().into_owned())
+        .map(|p| match std::path::absolute(p) {
+            Ok(path) if !p.contains("://") => path.to_string_lossy().into_owned(),
+            _ => p.clone(),
+        })
         .collect();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {

@@ -5,11 +5,12 @@ use crate::exit;
 use crate::run::{cache_dir, parse_size_arg};
 use clap::Args;
 use flint_driver::credentials::{CommandProvider, FileProvider, TokenProvider};
+use flint_driver::data::FlintTokens;
 use flint_driver::server::{FrontConfig, serve};
 use flint_driver::{Driver, DriverConfig};
 use flint_executor::remote::{ExecutorOptions, run_executor};
 use flint_net::{DriverUrl, Identity, Secret, server_endpoint};
-use flint_proto::{KubernetesSettings, Settings, Token};
+use flint_proto::{FLINT_SERVICE, KubernetesSettings, Settings, Token};
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -143,8 +144,10 @@ pub fn driver(args: DriverArgs) -> u8 {
         // Every provider gives its first token before any executor can start: one that
         // cannot fails the driver at once, with its reason.
         let c = &settings.credentials;
-        if !c.commands.is_empty() || !c.files.is_empty() {
+        {
             let mut providers: HashMap<String, Arc<dyn TokenProvider>> = HashMap::new();
+            // The driver's own data service's tokens (`flint://` inputs), renewed like any.
+            providers.insert(FLINT_SERVICE.into(), Arc::new(FlintTokens { lifetime: c.flint_lifetime }));
             for (service, command) in &c.commands {
                 providers.insert(
                     service.clone(),

@@ -18,9 +18,10 @@ pub struct RunArgs {
     /// The job: an example's folder (with flint.toml; built with cargo), a .wasm
     /// component, or a bundle from `flint bundle`.
     job: PathBuf,
-    /// An input file, split by byte range into partitions (repeatable).
-    #[arg(long = "input", value_name = "PATH")]
-    inputs: Vec<PathBuf>,
+    /// An input, split by byte range into partitions (repeatable): a path (`file://`),
+    /// `s3://bucket/key` or `s3://bucket/prefix/`, or `https://…`.
+    #[arg(long = "input", value_name = "URL")]
+    inputs: Vec<String>,
     /// Partitions: generated tasks, or about how many file splits
     /// [default: the manifest's, else one per slot; files: no split over 64 MiB].
     #[arg(long)]
@@ -95,6 +96,10 @@ pub fn run(args: RunArgs) -> u8 {
         let named: Vec<String> = args
             .inputs
             .iter()
+            .filter_map(|url| match flint_data::InputUrl::parse(url, true) {
+                Ok(flint_data::InputUrl::Local(path) | flint_data::InputUrl::Driver(path)) => Some(path),
+                _ => None,
+            })
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
@@ -115,7 +120,7 @@ pub fn run(args: RunArgs) -> u8 {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };
-    let inputs = args.inputs.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let inputs = args.inputs.clone();
     let request = match JobRequest::from_manifest(
         &bundle.manifest,
         bundle.component,

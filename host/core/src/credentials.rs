@@ -144,7 +144,7 @@ mod tests {
     const S: Duration = Duration::from_secs(1);
 
     fn token(secret: &str, expires_at_ms: u64) -> Token {
-        Token { service: "s3".into(), secret: secret.into(), expires_at_ms }
+        Token::new("s3", secret, expires_at_ms)
     }
 
     fn machine(now: Instant) -> Credentials {
@@ -214,7 +214,7 @@ mod tests {
     fn a_token_for_a_service_not_renewed_here_is_ignored() {
         let t0 = Instant::now();
         let mut c = machine(t0);
-        assert!(!c.obtained(t0, 0, Token { service: "hdfs".into(), secret: "x".into(), expires_at_ms: 1 }));
+        assert!(!c.obtained(t0, 0, Token::new("hdfs", "x", 1)));
         assert!(c.tokens().is_empty());
         assert_eq!(c.failed(t0, "hdfs"), None);
     }

@@ -92,7 +92,8 @@ impl TokenProvider for FileProvider {
 
 #[derive(serde::Deserialize)]
 struct Printed {
-    secret: String,
+    /// A string, or an object (S3 credentials) kept as its JSON text.
+    secret: serde_json::Value,
     expires_at_ms: Option<u64>,
     expires_in_s: Option<u64>,
 }
@@ -106,7 +107,12 @@ pub fn parse_token(service: &str, text: &[u8], now_ms: u64) -> Result<Token, Str
             e.column()
         )
     })?;
-    if printed.secret.is_empty() {
+    let secret = match printed.secret {
+        serde_json::Value::String(s) => s,
+        object @ serde_json::Value::Object(_) => object.to_string(),
+        _ => return Err("the token's secret is neither a string nor an object".into()),
+    };
+    if secret.is_empty() {
         return Err("the token's secret is empty".into());
     }
     let expires_at_ms = match (printed.expires_at_ms, printed.expires_in_s) {
@@ -117,7 +123,7 @@ pub fn parse_token(service: &str, text: &[u8], now_ms: u64) -> Result<Token, Str
     if expires_at_ms <= now_ms {
         return Err("the token has expired already".into());
     }
-    Ok(Token { service: service.to_owned(), secret: printed.secret, expires_at_ms })
+    Ok(Token::new(service, secret, expires_at_ms))
 }
 
 /// The wall clock, in milliseconds since the epoch.
@@ -135,9 +141,14 @@ mod tests {
         assert_eq!((t.service.as_str(), t.secret.as_str(), t.expires_at_ms), ("s3", "abc", 61_000));
         let t = parse_token("s3", br#"{"secret":"abc","expires_at_ms":5000}"#, 1_000).unwrap();
         assert_eq!(t.expires_at_ms, 5_000);
-        for bad in
-            [&br#"{"secret":"hunter2"}"#[..], br#"{"secret":"hunter2","expires_at_ms":10}"#, b"hunter2"]
-        {
+        let t = parse_token("s3", br#"{"secret":{"access_key_id":"a"},"expires_in_s":1}"#, 0).unwrap();
+        assert_eq!(t.secret, r#"{"access_key_id":"a"}"#);
+        for bad in [
+            &br#"{"secret":"hunter2"}"#[..],
+            br#"{"secret":"hunter2","expires_at_ms":10}"#,
+            b"hunter2",
+            br#"{"secret":["hunter2"],"expires_in_s":1}"#,
+        ] {
             let e = parse_token("s3", bad, 1_000).unwrap_err();
             assert!(!e.contains("hunter2"), "{e}");
         }

@@ -8,12 +8,13 @@ use crate::link::ExecutorLink;
 use flint_core::{
     Action, ControlCore, CoreConfig, Event as CoreEvent, ExecutorInfo, Incarnation, JobCounts, Policy,
 };
-use flint_executor::ComponentSource;
+use flint_data::{InputUrl, ObjectReader};
+use flint_executor::DriverSource;
 use flint_proto::wire::Rejection;
 use flint_proto::{
-    BlockRef, ClusterStatus, Conf, Digest, ExecutorId, FailureRecord, JobDescriptor, JobError, JobId,
-    JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings, StatusUpdate, TaskFailure,
-    TaskLaunch, TaskOutput, TaskState, World,
+    BlockRef, ClusterStatus, Conf, Digest, ExecutorId, FLINT_SERVICE, FailureRecord, JobDescriptor, JobError,
+    JobId, JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings, Source, StatusUpdate,
+    TaskFailure, TaskLaunch, TaskOutput, TaskState, Token, World,
 };
 use flint_runtime::{JobComponent, KillSwitch, Runtime, TaskContext};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -25,6 +26,7 @@ use tracing::Instrument;
 
 use crate::backend::{ExecutorBackend, News, Reporter};
 use crate::credentials::{self, TokenProvider};
+use crate::data::DataService;
 
 /// Attempts an executor holds per slot when a job's tasks are short: the next one waits
 /// on the executor, not a round trip away (see `Policy::pipeline`).
@@ -100,16 +102,34 @@ struct Shared {
     /// The tokens the control core renews from providers; for a service in both, these
     /// win over `tokens`.
     renewed: Mutex<Vec<flint_proto::Token>>,
+    /// `flint://` inputs and their tokens.
+    data: DataService,
+    /// Sizes and listings of `s3://` and `https://` inputs, for planning.
+    objects: ObjectReader,
 }
 
 /// A component's bytes and the number of running jobs that use it.
 type Shipped = (Arc<Vec<u8>>, usize);
 
-impl ComponentSource for Driver {
+impl DriverSource for Driver {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
         self.component(digest)
             .map(|b| b.as_ref().clone())
             .ok_or_else(|| "the driver has no such component (its job has ended)".into())
+    }
+
+    /// In-process executors read the driver's files directly, with the same check of
+    /// which job reads which file; they need no token.
+    fn read_input(
+        &self,
+        _: Option<&Token>,
+        job: JobId,
+        path: &str,
+        start: u64,
+        len: u64,
+        _: Instant,
+    ) -> Result<Vec<u8>, String> {
+        self.shared.data.read_for(job, path, start, len).map_err(|e| e.to_string())
     }
 }
 
@@ -203,6 +223,8 @@ impl Driver {
         let (events, rx) = mpsc::unbounded_channel();
         let (peers, peer_rx) = mpsc::channel(PEER_QUEUE);
         let settings = Settings::from_conf(&config.conf).unwrap_or_default();
+        let data = DataService::new(config.app_id.clone());
+        let objects = ObjectReader::new(settings.objects.clone());
         let shared = Arc::new(Shared {
             app_id: config.app_id,
             conf: config.conf,
@@ -213,6 +235,8 @@ impl Driver {
             backend: std::sync::OnceLock::new(),
             tokens: Mutex::new(Vec::new()),
             renewed: Mutex::new(Vec::new()),
+            data,
+            objects,
         });
         let driver = Driver { events, peers, shared };
         let event_loop = EventLoop::new(driver.clone());
@@ -263,8 +287,7 @@ impl Driver {
             return Err(SubmitError::WorldMismatch { declared, found: component.world });
         }
         let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
-        let roots = &self.shared.settings.input_roots;
-        let plan = plan(&request.inputs, roots, &request.values, request.partitions, slots).await?;
+        let plan = self.plan(&request.inputs, &request.values, request.partitions, slots).await?;
         if plan.len() > MAX_TASKS as usize {
             return Err(SubmitError::Partitions(format!(
                 "{} tasks; at most {MAX_TASKS} per job",
@@ -296,6 +319,71 @@ impl Driver {
             return Err(SubmitError::DriverStopped);
         }
         handle.await.map_err(|_| SubmitError::DriverStopped)
+    }
+
+    /// Splits a job into partitions: byte ranges of its inputs, its values, or generated
+    /// indices. Defaults to one partition per slot, and no split over 64 MiB. A file
+    /// (a path, `file://` or `flint://`) must lie under one of the driver's input roots
+    /// once its links are resolved; the plan names it by that resolved path, so a link
+    /// changed afterwards cannot point a task elsewhere. Objects are sized (and prefixes
+    /// listed) here, with the driver's tokens; executors read them straight from the store.
+    async fn plan(
+        &self,
+        urls: &[String],
+        values: &[serde_json::Value],
+        partitions: Option<u32>,
+        slots: u32,
+    ) -> Result<JobPlan, SubmitError> {
+        if urls.is_empty() {
+            if !values.is_empty() {
+                return Ok(JobPlan::values(values));
+            }
+            return Ok(JobPlan::indices(partitions.unwrap_or(slots)));
+        }
+        let settings = &self.shared.settings;
+        let input_error = |path: &str, reason: String| SubmitError::Input { path: path.to_owned(), reason };
+        let mut allowed = Vec::new();
+        for root in &settings.input_roots {
+            // A root that does not exist allows nothing.
+            if let Ok(root) = tokio::fs::canonicalize(root).await {
+                allowed.push(root);
+            }
+        }
+        let mut inputs = Vec::new();
+        for text in urls {
+            let url = InputUrl::parse(text, settings.objects.allow_http)
+                .map_err(|e| input_error(text, e.to_string()))?;
+            let path = match &url {
+                InputUrl::Local(path) | InputUrl::Driver(path) => path,
+                InputUrl::S3 { .. } | InputUrl::Http(_) => {
+                    let found = self.shared.objects.expand(&url, &self.tokens()).await;
+                    inputs.extend(found.map_err(|e| input_error(text, e))?);
+                    continue;
+                }
+            };
+            let real = tokio::fs::canonicalize(path).await.map_err(|e| input_error(text, e.to_string()))?;
+            if !allowed.iter().any(|root| real.starts_with(root)) {
+                let roots = &settings.input_roots;
+                let set = if roots.is_empty() { "none are set".to_owned() } else { roots.join(", ") };
+                return Err(input_error(
+                    text,
+                    format!(
+                        "outside {INPUT_ROOTS} ({set}); the driver's operator allows directories with --conf {INPUT_ROOTS}=/dir,…"
+                    ),
+                ));
+            }
+            let meta = tokio::fs::metadata(&real).await.map_err(|e| input_error(text, e.to_string()))?;
+            if !meta.is_file() {
+                return Err(input_error(text, "not a regular file".into()));
+            }
+            let real = real.to_string_lossy().into_owned();
+            let source =
+                if matches!(url, InputUrl::Driver(_)) { Source::Driver(real) } else { Source::File(real) };
+            inputs.push((source, meta.len()));
+        }
+        let total: u64 = inputs.iter().map(|(_, n)| n).sum();
+        let target = partitions.unwrap_or_else(|| slots.max(total.div_ceil(MAX_SPLIT) as u32));
+        Ok(JobPlan::file_splits(&inputs, target))
     }
 
     /// Reserves an executor id and incarnation before the executor receives any
@@ -331,8 +419,20 @@ impl Driver {
         let given = self.shared.tokens.lock().expect("tokens lock").clone();
         let mut tokens: Vec<_> =
             given.into_iter().filter(|t| !renewed.iter().any(|r| r.service == t.service)).collect();
-        tokens.extend(renewed);
+        // The `flint` service's token only says until when the jobs' own tokens hold.
+        for token in renewed {
+            if token.service == FLINT_SERVICE {
+                tokens.extend(self.shared.data.job_tokens(token.expires_at_ms));
+            } else {
+                tokens.push(token);
+            }
+        }
         tokens
+    }
+
+    /// The driver's data service (`flint://` inputs).
+    pub fn data(&self) -> &DataService {
+        &self.shared.data
     }
 
     /// Renews each service's token from its provider from now on (the control core
@@ -451,54 +551,6 @@ impl Driver {
 }
 
 const INPUT_ROOTS: &str = "flint.input.roots";
-
-/// Splits a job into partitions: byte ranges of its files, its values, or generated
-/// indices. Defaults to one partition per slot, and no split over 64 MiB. Each file
-/// must lie under one of `roots` once its links are resolved; the plan names it by
-/// that resolved path, so a link changed afterwards cannot point a task elsewhere.
-async fn plan(
-    inputs: &[String],
-    roots: &[String],
-    values: &[serde_json::Value],
-    partitions: Option<u32>,
-    slots: u32,
-) -> Result<JobPlan, SubmitError> {
-    if !inputs.is_empty() {
-        let input_error = |path: &str, reason: String| SubmitError::Input { path: path.to_owned(), reason };
-        let mut allowed = Vec::new();
-        for root in roots {
-            // A root that does not exist allows nothing.
-            if let Ok(root) = tokio::fs::canonicalize(root).await {
-                allowed.push(root);
-            }
-        }
-        let mut files = Vec::new();
-        for path in inputs {
-            let real = tokio::fs::canonicalize(path).await.map_err(|e| input_error(path, e.to_string()))?;
-            if !allowed.iter().any(|root| real.starts_with(root)) {
-                let set = if roots.is_empty() { "none are set".to_owned() } else { roots.join(", ") };
-                return Err(input_error(
-                    path,
-                    format!(
-                        "outside {INPUT_ROOTS} ({set}); the driver's operator allows directories with --conf {INPUT_ROOTS}=/dir,…"
-                    ),
-                ));
-            }
-            let meta = tokio::fs::metadata(&real).await.map_err(|e| input_error(path, e.to_string()))?;
-            if !meta.is_file() {
-                return Err(input_error(path, "not a regular file".into()));
-            }
-            files.push((real.to_string_lossy().into_owned(), meta.len()));
-        }
-        let total: u64 = files.iter().map(|(_, n)| n).sum();
-        let target = partitions.unwrap_or_else(|| slots.max(total.div_ceil(MAX_SPLIT) as u32));
-        return Ok(JobPlan::file_splits(&files, target));
-    }
-    if !values.is_empty() {
-        return Ok(JobPlan::values(values));
-    }
-    Ok(JobPlan::indices(partitions.unwrap_or(slots)))
-}
 
 struct JobRecord {
     descriptor: Arc<JobDescriptor>,
@@ -785,6 +837,20 @@ impl EventLoop {
         });
         let span = tracing::info_span!("job", job_id = id, name = %job.name);
         span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
+        let from_driver: std::collections::HashSet<String> = job
+            .plan
+            .partitions
+            .iter()
+            .filter_map(|p| match p {
+                PartitionSpec::Split { source: Source::Driver(path), .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        if !from_driver.is_empty() {
+            // The job's data token reaches every executor before any of its launches.
+            self.driver.shared.data.register(id, from_driver);
+            self.push_tokens();
+        }
         let fold = match job.component.world {
             World::Aggregate => Fold::Aggregate(spawn_fold(
                 self.driver.clone(),
@@ -1125,6 +1191,7 @@ impl EventLoop {
             }
         }
         self.driver.release_component(&job.descriptor.component);
+        self.driver.shared.data.unregister(id);
         let report = JobReport {
             job: id,
             name: job.descriptor.name.clone(),
@@ -1206,6 +1273,7 @@ fn spawn_fold(
                 tokens: Arc::new(Vec::new()),
                 memory_limit: job.memory_limit,
                 deadline,
+                spent: Duration::ZERO,
                 deadline_key: "flint.merge.deadline",
                 // Merged outputs add up: they answer to the job's limit
                 // (`flint.driver.maxResultSize`), not to one task's.

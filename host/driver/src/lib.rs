@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod credentials;
+pub mod data;
 mod driver;
 pub mod fold;
 mod job;

@@ -6,7 +6,7 @@ use crate::link::{Blocks, ChannelLink, Fetch};
 use flint_core::ExecutorInfo;
 use flint_core::Incarnation;
 use flint_executor::lifecycle::{self, Outbound};
-use flint_executor::{ExecutorCore, INLINE_OUTPUT};
+use flint_executor::{ExecutorCore, INLINE_OUTPUT, InputReader};
 use flint_proto::ExecutorCommand;
 use flint_proto::{BlockRef, Conf, ConfError, Settings};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
@@ -108,8 +108,9 @@ impl LocalCluster {
                 .map_err(LocalError::Rejected)?;
             let runtime = Arc::new(Runtime::new(runtime_config(settings.slots()))?);
             // Large outputs wait as blocks here too, until the driver is ready for them.
-            let core =
-                Arc::new(ExecutorCore::new(id.clone(), runtime, Arc::new(driver.clone()), INLINE_OUTPUT));
+            let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
+            let source = Arc::new(driver.clone());
+            let core = Arc::new(ExecutorCore::new(id.clone(), runtime, source, inputs, INLINE_OUTPUT));
             let (commands, rx) = mpsc::unbounded_channel();
             cores.push(core.clone());
             let span = tracing::info_span!("executor", executor_id = %id);

@@ -10,8 +10,8 @@ use flint_net::{
     FrameError, Secret, read_frame, read_frame_within, read_payload, verify_proof, write_frame, write_payload,
 };
 use flint_proto::wire::{
-    AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, Launch, MAX_HELLO,
-    PROTOCOL_VERSION, Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
+    AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Launch,
+    MAX_HELLO, PROTOCOL_VERSION, Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
 };
 use flint_proto::{BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate};
 use std::collections::HashSet;
@@ -358,7 +358,7 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
     let result: Result<(), PeerError> = async {
         let Some(request) = read_frame::<Request>(&mut recv).await? else { return Ok(()) };
         match (role, &request) {
-            (Role::Executor, Request::FetchComponent(_))
+            (Role::Executor, Request::FetchComponent(_) | Request::ReadInput { .. })
             | (Role::Client, Request::Submit(_) | Request::Status) => {}
             _ => {
                 return Err(PeerError::Protocol(format!(
@@ -376,6 +376,21 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
             Request::Submit(submission) => submit(&driver, *submission, &mut send, &mut recv).await?,
             Request::FetchBlock { .. } => {
                 return Err(PeerError::Protocol("the driver holds no blocks".into()));
+            }
+            Request::ReadInput { token, path, start, len } => {
+                let reader = driver.clone();
+                let read =
+                    tokio::task::spawn_blocking(move || reader.data().read(&token.0, &path, start, len));
+                match read.await.map_err(|e| PeerError::Protocol(e.to_string()))? {
+                    Ok(data) => {
+                        write_frame(&mut send, &InputReply::Data { size: data.len() as u64 }).await?;
+                        write_payload(&mut send, &data).await?;
+                    }
+                    Err(refusal) => {
+                        tracing::warn!(%refusal, "input read refused");
+                        write_frame(&mut send, &InputReply::Refused(refusal)).await?;
+                    }
+                }
             }
         }
         Ok(())
@@ -441,5 +456,6 @@ fn request_name(request: &Request) -> &'static str {
         Request::Submit(_) => "Submit",
         Request::Status => "Status",
         Request::FetchBlock { .. } => "FetchBlock",
+        Request::ReadInput { .. } => "ReadInput",
     }
 }

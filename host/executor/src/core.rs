@@ -3,31 +3,44 @@
 //! running, on request.
 
 use crate::blocks::BlockStore;
-use crate::split::read_split;
+use crate::inputs::InputReader;
 use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, PartitionSpec, StatusUpdate, TaskFailure,
     TaskLaunch, TaskOutput, TaskState, Token,
 };
 use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, Once, RwLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Outputs up to this size ride in the status report; larger ones stay on the executor
 /// as blocks the driver fetches when it is ready for them.
 pub const INLINE_OUTPUT: usize = 64 << 10;
 
-/// Where an executor gets a component's bytes the first time it meets its digest.
-pub trait ComponentSource: Send + Sync {
+/// What an executor asks its driver for: a component's bytes the first time it meets
+/// its digest, and byte ranges of a job's `flint://` inputs. Called from slot threads.
+pub trait DriverSource: Send + Sync {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String>;
+
+    /// `len` bytes of `path` from `offset`, for `job`, under its data token (a remote
+    /// driver refuses a read without one), before `deadline`.
+    fn read_input(
+        &self,
+        token: Option<&Token>,
+        job: JobId,
+        path: &str,
+        offset: u64,
+        len: u64,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, String>;
 }
 
 /// Runs tasks on one runtime. Shared by the executor's slots.
 pub struct ExecutorCore {
     id: ExecutorId,
     runtime: Arc<Runtime>,
-    source: Arc<dyn ComponentSource>,
+    source: Arc<dyn DriverSource>,
+    inputs: InputReader,
     /// Attempts launched here and not yet reported, queued or running, with their kill
     /// switches: a kill finds an attempt still waiting for a slot too.
     running: Mutex<HashMap<Attempt, KillSwitch>>,
@@ -109,12 +122,14 @@ impl ExecutorCore {
     pub fn new(
         id: ExecutorId,
         runtime: Arc<Runtime>,
-        source: Arc<dyn ComponentSource>,
+        source: Arc<dyn DriverSource>,
+        inputs: InputReader,
         inline_limit: usize,
     ) -> Self {
         ExecutorCore {
             id,
             source,
+            inputs,
             running: Mutex::new(HashMap::new()),
             blocks: BlockStore::default(),
             inline_limit,
@@ -203,9 +218,12 @@ impl ExecutorCore {
             let failure = TaskFailure::Killed { reason: "killed before it started".into() };
             (TaskState::Failed(failure), String::new())
         } else {
-            match self.prepare(launch) {
+            let deadline = started + launch.job.deadline;
+            match self.prepare(launch, deadline) {
                 Ok((component, input)) => {
-                    let ctx = self.context(launch, kill);
+                    let mut ctx = self.context(launch, kill);
+                    // Reading the input counted against the deadline.
+                    ctx.spent = started.elapsed();
                     let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
                     let state = match outcome.result {
                         Ok(bytes) if bytes.len() <= self.inline_limit => {
@@ -236,15 +254,22 @@ impl ExecutorCore {
         update
     }
 
-    fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, TaskInput), TaskFailure> {
+    fn prepare(
+        &self,
+        launch: &TaskLaunch,
+        deadline: Instant,
+    ) -> Result<(Arc<JobComponent>, TaskInput), TaskFailure> {
         let component = self.component(&launch.job.component)?;
         let input = match &launch.partition {
             PartitionSpec::Index(i) => TaskInput::Index(*i),
             PartitionSpec::Value(v) => TaskInput::Value(v.clone()),
-            PartitionSpec::FileSplit { path, start, end } => {
-                let data = read_split(Path::new(path), *start, *end)
-                    .map_err(|e| TaskFailure::Host { message: format!("cannot read input {path}: {e}") })?;
-                TaskInput::Lines { path: path.clone(), start: *start, end: *end, data }
+            PartitionSpec::Split { source, start, end, size } => {
+                let tokens = self.tokens.read().expect("tokens lock").clone();
+                let data = self
+                    .inputs
+                    .read_split(&*self.source, &launch.job, &tokens, source, (*start, *end, *size), deadline)
+                    .map_err(|message| TaskFailure::Host { message })?;
+                TaskInput::Lines { path: source.to_string(), start: *start, end: *end, data }
             }
         };
         Ok((component, input))
@@ -273,8 +298,12 @@ impl ExecutorCore {
     fn context(&self, launch: &TaskLaunch, kill: KillSwitch) -> TaskContext {
         let job: &JobDescriptor = &launch.job;
         let tokens = self.tokens.read().expect("tokens lock");
-        let tokens: Vec<Token> =
-            tokens.iter().filter(|t| job.token_services.contains(&t.service)).cloned().collect();
+        // A job's data tokens are the host's: no task sees one.
+        let tokens: Vec<Token> = tokens
+            .iter()
+            .filter(|t| t.job.is_none() && job.token_services.contains(&t.service))
+            .cloned()
+            .collect();
         TaskContext {
             app_id: job.app_id.clone(),
             job_id: job.job.to_string(),
@@ -285,6 +314,7 @@ impl ExecutorCore {
             tokens: Arc::new(tokens),
             memory_limit: job.memory_limit,
             deadline: job.deadline,
+            spent: Duration::ZERO,
             deadline_key: "flint.task.deadline",
             max_result_size: job.max_result_size,
             kill,

@@ -4,9 +4,10 @@
 
 pub mod blocks;
 mod core;
+pub mod inputs;
 pub mod lifecycle;
 pub mod remote;
-pub mod split;
 
 pub use blocks::BlockStore;
-pub use core::{ComponentSource, ExecutorCore, INLINE_OUTPUT};
+pub use core::{DriverSource, ExecutorCore, INLINE_OUTPUT};
+pub use inputs::InputReader;

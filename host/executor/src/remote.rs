@@ -2,17 +2,18 @@
 //! hello, fetch the application's configuration, register, serve launches, heartbeat on
 //! a stream of its own, and leave cleanly when told to (SIGTERM: decommission).
 
-use crate::core::{ComponentSource, ExecutorCore};
+use crate::core::{DriverSource, ExecutorCore};
+use crate::inputs::InputReader;
 use crate::lifecycle::{self, Ended, Outbound};
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Secret, connect, hello, read_frame, read_payload, write_frame,
     write_payload,
 };
 use flint_proto::wire::{
-    AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, Registration, Rejection,
-    Request, Role,
+    AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
+    Registration, Rejection, Request, Role,
 };
-use flint_proto::{Conf, Digest, ExecutorCommand, JobDescriptor, JobId, Settings, TaskLaunch};
+use flint_proto::{Conf, Digest, ExecutorCommand, JobDescriptor, JobId, Settings, TaskLaunch, Token};
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -169,7 +170,8 @@ pub async fn run_executor(
             connection: connection.clone(),
             handle: tokio::runtime::Handle::current(),
         });
-        let core = Arc::new(ExecutorCore::new(id.clone(), Arc::new(runtime), source, INLINE_OUTPUT));
+        let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
+        let core = Arc::new(ExecutorCore::new(id.clone(), Arc::new(runtime), source, inputs, INLINE_OUTPUT));
         core.set_tokens(app.tokens.clone());
         let registration = Registration {
             host: options.hostname.clone(),
@@ -219,7 +221,7 @@ struct RemoteSource {
     handle: tokio::runtime::Handle,
 }
 
-impl ComponentSource for RemoteSource {
+impl DriverSource for RemoteSource {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
         // Called from a slot thread, never from the async runtime itself.
         self.handle.block_on(async {
@@ -227,6 +229,40 @@ impl ComponentSource for RemoteSource {
             write_frame(&mut send, &Request::FetchComponent(*digest)).await.map_err(|e| e.to_string())?;
             let _ = send.finish();
             read_payload(&mut recv, 256 << 20).await.map_err(|e| e.to_string())
+        })
+    }
+
+    fn read_input(
+        &self,
+        token: Option<&Token>,
+        job: JobId,
+        path: &str,
+        start: u64,
+        len: u64,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, String> {
+        let token = token.ok_or_else(|| format!("no data token for job {job} yet"))?;
+        let request =
+            Request::ReadInput { token: DataToken(token.secret.clone()), path: path.to_owned(), start, len };
+        let read = async {
+            let (mut send, mut recv) = self.connection.open_bi().await.map_err(|e| e.to_string())?;
+            write_frame(&mut send, &request).await.map_err(|e| e.to_string())?;
+            let _ = send.finish();
+            match read_frame::<InputReply>(&mut recv).await.map_err(|e| e.to_string())? {
+                Some(InputReply::Data { size }) if size == len => {
+                    read_payload(&mut recv, len as usize).await.map_err(|e| e.to_string())
+                }
+                Some(InputReply::Data { size }) => {
+                    Err(format!("asked the driver for {len} bytes, it has {size}"))
+                }
+                Some(InputReply::Refused(refusal)) => Err(format!("the driver refused: {refusal}")),
+                None => Err("the driver closed the stream".into()),
+            }
+        };
+        self.handle.block_on(async {
+            tokio::time::timeout_at(deadline.into(), read)
+                .await
+                .unwrap_or_else(|_| Err("the task's deadline passed while reading".into()))
         })
     }
 }

@@ -2,9 +2,10 @@
 //! attempt holds the slot while others queue behind it. The real `chaos` component logs
 //! "task N running" when it starts, so an attempt's log says whether it ever ran.
 
-use flint_executor::{ComponentSource, ExecutorCore};
+use flint_executor::{DriverSource, ExecutorCore, InputReader};
 use flint_proto::{
-    Attempt, Digest, JobDescriptor, PartitionSpec, StatusUpdate, TaskFailure, TaskLaunch, TaskState,
+    Attempt, Digest, JobDescriptor, JobId, PartitionSpec, Settings, StatusUpdate, TaskFailure, TaskLaunch,
+    TaskState, Token,
 };
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::sync::Arc;
@@ -13,9 +14,21 @@ use tokio::sync::mpsc;
 
 struct Chaos(Vec<u8>);
 
-impl ComponentSource for Chaos {
+impl DriverSource for Chaos {
     fn fetch(&self, _: &Digest) -> Result<Vec<u8>, String> {
         Ok(self.0.clone())
+    }
+
+    fn read_input(
+        &self,
+        _: Option<&Token>,
+        _: JobId,
+        _: &str,
+        _: u64,
+        _: u64,
+        _: std::time::Instant,
+    ) -> Result<Vec<u8>, String> {
+        Err("no inputs here".into())
     }
 }
 
@@ -32,7 +45,9 @@ fn one_slot_executor() -> (Arc<ExecutorCore>, Digest) {
         component_cache: 64 << 20,
     })
     .unwrap();
-    (Arc::new(ExecutorCore::new("e".into(), Arc::new(runtime), Arc::new(Chaos(bytes)), usize::MAX)), digest)
+    let inputs = InputReader::new(&Settings::default(), tokio::runtime::Handle::current());
+    let core = ExecutorCore::new("e".into(), Arc::new(runtime), Arc::new(Chaos(bytes)), inputs, usize::MAX);
+    (Arc::new(core), digest)
 }
 
 /// A job whose task 0 spins and whose other tasks succeed at once.

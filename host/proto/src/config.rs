@@ -128,7 +128,31 @@ pub struct Settings {
     pub kubernetes: KubernetesSettings,
     /// `flint.security.credentials.*`: delegation tokens the driver renews.
     pub credentials: CredentialSettings,
+    /// `flint.s3.*` and `flint.input.allowHttp`: how executors and the driver reach
+    /// `s3://` and `https://` inputs.
+    pub objects: ObjectSettings,
 }
+
+/// Where `s3://` inputs are served and whether plain `http://` is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectSettings {
+    /// `flint.s3.endpoint` (default: AWS's): an S3-compatible server such as MinIO.
+    pub s3_endpoint: Option<String>,
+    /// `flint.s3.region` (default `us-east-1`).
+    pub s3_region: String,
+    /// `flint.input.allowHttp` (default false): `http://` inputs and S3 endpoints
+    /// without TLS.
+    pub allow_http: bool,
+}
+
+impl Default for ObjectSettings {
+    fn default() -> Self {
+        ObjectSettings { s3_endpoint: None, s3_region: "us-east-1".into(), allow_http: false }
+    }
+}
+
+/// The token service of the driver's own data service (`flint://` inputs).
+pub const FLINT_SERVICE: &str = "flint";
 
 /// `flint.security.credentials.*`: where the driver gets each service's token, and when
 /// it renews them.
@@ -149,6 +173,9 @@ pub struct CredentialSettings {
     /// `<service>.file`: a file holding the service's token as the same JSON, read
     /// again at each renewal.
     pub files: BTreeMap<String, String>,
+    /// `flint.lifetime` (default 1h): how long the tokens the driver mints for its own
+    /// data service (`flint://` inputs, one per job) live; renewed like the others.
+    pub flint_lifetime: Duration,
 }
 
 impl Default for CredentialSettings {
@@ -159,6 +186,7 @@ impl Default for CredentialSettings {
             retry_wait: Duration::from_secs(1),
             commands: BTreeMap::new(),
             files: BTreeMap::new(),
+            flint_lifetime: Duration::from_secs(3600),
         }
     }
 }
@@ -309,6 +337,7 @@ impl Default for Settings {
             dynamic_allocation: DynamicAllocation::default(),
             kubernetes: KubernetesSettings::default(),
             credentials: CredentialSettings::default(),
+            objects: ObjectSettings::default(),
         }
     }
 }
@@ -363,6 +392,10 @@ impl Settings {
         "flint.security.credentials.retryWait",
         "flint.security.credentials.<service>.command",
         "flint.security.credentials.<service>.file",
+        "flint.security.credentials.flint.lifetime",
+        "flint.s3.endpoint",
+        "flint.s3.region",
+        "flint.input.allowHttp",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -541,6 +574,25 @@ impl Settings {
                     let d = parse_duration(value).map_err(&invalid)?;
                     s.credentials.retry_wait = Duration::from_millis(positive(d.as_millis() as u64)?)
                 }
+                "flint.security.credentials.flint.lifetime" => {
+                    let d = parse_duration(value).map_err(&invalid)?;
+                    if d < Duration::from_secs(1) {
+                        return Err(invalid("must be at least 1s".into()));
+                    }
+                    s.credentials.flint_lifetime = d
+                }
+                "flint.s3.endpoint" => {
+                    let url = non_empty(value).map_err(&invalid)?;
+                    if !(url.starts_with("https://") || url.starts_with("http://")) {
+                        return Err(invalid("must be an http:// or https:// URL".into()));
+                    }
+                    s.objects.s3_endpoint = Some(url)
+                }
+                "flint.s3.region" => s.objects.s3_region = non_empty(value).map_err(&invalid)?,
+                "flint.input.allowHttp" => {
+                    s.objects.allow_http =
+                        value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
+                }
                 other => {
                     let rest = other.strip_prefix("flint.security.credentials.");
                     let (service, kind) = match rest.and_then(|r| r.rsplit_once('.')) {
@@ -551,6 +603,11 @@ impl Settings {
                         && service.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
                     if !named {
                         return Err(invalid(format!("{service:?} is not a service name")));
+                    }
+                    if service == FLINT_SERVICE {
+                        return Err(invalid(format!(
+                            "the {FLINT_SERVICE} service's tokens are the driver's own; it has no provider to set"
+                        )));
                     }
                     let given = non_empty(value).map_err(&invalid)?;
                     let other_kind =
@@ -568,6 +625,18 @@ impl Settings {
                     providers.insert(service.to_owned(), given);
                 }
             }
+        }
+        let c = &s.credentials;
+        if c.flint_lifetime <= c.renewal_margin {
+            // Every token would be due for renewal the moment it came.
+            return Err(ConfError::Invalid {
+                key: "flint.security.credentials.flint.lifetime".into(),
+                value: format!("{}ms", c.flint_lifetime.as_millis()),
+                reason: format!(
+                    "must be longer than flint.security.credentials.renewalMargin ({}ms)",
+                    c.renewal_margin.as_millis()
+                ),
+            });
         }
         let d = &s.dynamic_allocation;
         if d.min_executors > d.max_executors {

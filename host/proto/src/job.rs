@@ -114,8 +114,36 @@ pub enum PartitionSpec {
     Index(u32),
     /// One input value, encoded as JSON.
     Value(Vec<u8>),
-    /// The lines of `path` whose first byte falls in `start..end`.
-    FileSplit { path: String, start: u64, end: u64 },
+    /// The lines of `source` whose first byte falls in `start..end`; `size` is the
+    /// whole input's, as the driver found it when it planned the job.
+    Split { source: Source, start: u64, end: u64, size: u64 },
+}
+
+/// Where an input lives, as the driver planned it. Executors read it straight from
+/// there, byte range by byte range; only `Driver` inputs flow through the driver.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Source {
+    /// A file the executor reads itself (a plain path or `file://`), by the path the
+    /// driver resolved; it must lie under the executor's own `flint.input.roots` too.
+    File(String),
+    /// A file under the driver's input roots, read through the driver's data service
+    /// (`flint:///path`) with a token for the job.
+    Driver(String),
+    /// An S3 object (`s3://bucket/key`), read with the `s3` service's token.
+    S3 { bucket: String, key: String },
+    /// An `https://` (or, where allowed, `http://`) URL.
+    Http(String),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::File(path) => f.write_str(path),
+            Source::Driver(path) => write!(f, "flint://{path}"),
+            Source::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
+            Source::Http(url) => f.write_str(url),
+        }
+    }
 }
 
 /// A job split into partitions, one task each.
@@ -139,19 +167,19 @@ impl JobPlan {
         JobPlan { partitions }
     }
 
-    /// Splits files (path, size in bytes) into about `target` byte ranges of equal size,
+    /// Splits inputs (source, size in bytes) into about `target` byte ranges of equal size,
     /// as Hadoop's input format does: a range never spans two files, and every
     /// non-empty file gets at least one. The reader of a range takes the lines whose
     /// first byte falls in it, so ranges need not fall on line boundaries.
-    pub fn file_splits(files: &[(String, u64)], target: u32) -> JobPlan {
+    pub fn file_splits(files: &[(Source, u64)], target: u32) -> JobPlan {
         let total: u64 = files.iter().map(|(_, size)| size).sum();
         let split = total.div_ceil(u64::from(target.max(1))).max(1);
         let mut partitions = Vec::new();
-        for (path, size) in files.iter().filter(|(_, size)| *size > 0) {
+        for (source, size) in files.iter().filter(|(_, size)| *size > 0) {
             let mut start = 0;
             while start < *size {
                 let end = (start + split).min(*size);
-                partitions.push(PartitionSpec::FileSplit { path: path.clone(), start, end });
+                partitions.push(PartitionSpec::Split { source: source.clone(), start, end, size: *size });
                 start = end;
             }
         }
@@ -175,7 +203,7 @@ mod tests {
         plan.partitions
             .iter()
             .map(|p| match p {
-                PartitionSpec::FileSplit { path, start, end } => (path.clone(), *start, *end),
+                PartitionSpec::Split { source, start, end, .. } => (source.to_string(), *start, *end),
                 other => panic!("not a split: {other:?}"),
             })
             .collect()
@@ -183,7 +211,8 @@ mod tests {
 
     #[test]
     fn splits_cover_every_byte_once_and_never_span_files() {
-        let files = vec![("a".to_string(), 10), ("empty".to_string(), 0), ("b".to_string(), 25)];
+        let file = |name: &str| Source::File(name.into());
+        let files = vec![(file("a"), 10), (file("empty"), 0), (file("b"), 25)];
         let plan = JobPlan::file_splits(&files, 4);
         let r = ranges(&plan);
         // 35 bytes in 4 parts: splits of 9 bytes, cut again at the file boundary.

@@ -12,10 +12,11 @@ pub mod wire;
 
 pub use bundle::{Bundle, BundleError};
 pub use config::{
-    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, KubernetesSettings, Settings,
+    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, FLINT_SERVICE, KubernetesSettings,
+    ObjectSettings, Settings,
 };
 pub use failure::TaskFailure;
-pub use job::{JobPlan, Limits, Manifest, PartitionSpec, World};
+pub use job::{JobPlan, Limits, Manifest, PartitionSpec, Source, World};
 pub use report::{ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus};
 pub use task::{
     Attempt, BlockId, BlockRef, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, StatusUpdate,

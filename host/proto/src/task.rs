@@ -53,14 +53,23 @@ impl fmt::Display for Attempt {
     }
 }
 
-/// A delegation token a task may read. Its `Debug` hides the secret, so that no log or
-/// error message can carry it.
+/// A delegation token. Its `Debug` hides the secret, so that no log or error message
+/// can carry it. A token of a job (`job`) is the host's, for reading that job's inputs
+/// from the driver's data service: no task ever sees one.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Token {
     pub service: String,
     pub secret: String,
     /// Milliseconds since the Unix epoch.
     pub expires_at_ms: u64,
+    pub job: Option<JobId>,
+}
+
+impl Token {
+    /// An application-wide token of `service`.
+    pub fn new(service: impl Into<String>, secret: impl Into<String>, expires_at_ms: u64) -> Token {
+        Token { service: service.into(), secret: secret.into(), expires_at_ms, job: None }
+    }
 }
 
 impl fmt::Debug for Token {
@@ -69,6 +78,7 @@ impl fmt::Debug for Token {
             .field("service", &self.service)
             .field("secret", &"<hidden>")
             .field("expires_at_ms", &self.expires_at_ms)
+            .field("job", &self.job)
             .finish()
     }
 }

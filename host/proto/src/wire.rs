@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -26,6 +26,9 @@ pub const MAX_HELLO: usize = 4 << 10;
 
 /// Chunk size for components and other large payloads.
 pub const CHUNK: usize = 1 << 20;
+
+/// The most one `ReadInput` asks for; readers of longer ranges ask again.
+pub const MAX_INPUT_READ: u64 = 16 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Role {
@@ -173,6 +176,49 @@ pub enum Request {
         id: BlockId,
         release: bool,
     },
+    /// Executor → driver: `len` bytes of a `flint://` input from `start`, under a token
+    /// of the job that reads it. Answered by [`InputReply`].
+    ReadInput {
+        token: DataToken,
+        path: String,
+        start: u64,
+        len: u64,
+    },
+}
+
+/// A job's data token on the wire; its `Debug` hides it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataToken(pub String);
+
+impl std::fmt::Debug for DataToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DataToken(<hidden>)")
+    }
+}
+
+/// The answer to `ReadInput`: the bytes (`size` of them, in [`Chunk`]s, fewer than asked
+/// only at the input's end), or why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InputReply {
+    Data { size: u64 },
+    Refused(DataRefusal),
+}
+
+/// Why the driver's data service refused a read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum DataRefusal {
+    #[error("the data token has expired")]
+    Expired,
+    #[error("the data token was not signed by this driver")]
+    Forged,
+    #[error("the data token is job {job}'s, which does not read {path}")]
+    NotTheJobs { job: JobId, path: String },
+    #[error("job {0} has ended; its data token reads nothing")]
+    JobEnded(JobId),
+    #[error("a read of {asked} bytes is over the {limit}-byte limit")]
+    TooLarge { asked: u64, limit: u64 },
+    #[error("cannot read {path}: {reason}")]
+    Unreadable { path: String, reason: String },
 }
 
 /// The answer to `FetchBlock`: then, when found, the bytes in [`Chunk`]s.

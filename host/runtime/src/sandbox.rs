@@ -47,6 +47,9 @@ pub struct TaskContext {
     /// A job's own memory cap; the runtime's instance cap applies when it is larger.
     pub memory_limit: Option<u64>,
     pub deadline: Duration,
+    /// Time the task spent before the call (reading its input): it counts against the
+    /// deadline.
+    pub spent: Duration,
     /// The setting the deadline comes from, named in a `deadline` failure.
     pub deadline_key: &'static str,
     pub max_result_size: u64,
@@ -135,7 +138,7 @@ impl Runtime {
             config: ctx.config.clone(),
             tokens: ctx.tokens.clone(),
             log: log.clone(),
-            deadline: Instant::now() + ctx.deadline,
+            deadline: Instant::now() + ctx.deadline.saturating_sub(ctx.spent),
             kill: ctx.kill.clone(),
             echo: crate::host::EchoBudget::new(),
         };

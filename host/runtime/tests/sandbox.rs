@@ -39,6 +39,7 @@ fn ctx(conf: &[(&str, &str)]) -> TaskContext {
         tokens: Arc::new(Vec::new()),
         memory_limit: None,
         deadline: Duration::from_secs(30),
+        spent: Duration::ZERO,
         deadline_key: "flint.task.deadline",
         max_result_size: 1 << 20,
         kill: KillSwitch::default(),

@@ -1,0 +1,213 @@
+//! `s3://` and `https://` inputs through the `object_store` crate: sizes and prefix
+//! listings for the driver's plan, ranged reads for executors. S3 credentials come from
+//! the `s3` service's delegation token (the driver's providers fetch it; executors get
+//! it pushed), never from an executor's environment.
+
+use crate::inputs::InputUrl;
+use flint_proto::{ObjectSettings, Source, Token};
+use futures::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::http::HttpBuilder;
+use object_store::path::Path;
+use object_store::{ClientOptions, ObjectStore, RetryConfig};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The token service whose secret holds S3 credentials.
+pub const S3_SERVICE: &str = "s3";
+
+/// At most this many objects under one prefix: a plan is kept in memory.
+pub const MAX_OBJECTS: usize = 100_000;
+
+/// Clients kept for reuse (one per bucket and credentials, one per HTTP origin).
+const MAX_STORES: usize = 64;
+
+/// What the `s3` token's secret holds (JSON), as `aws sts assume-role` gives it.
+#[derive(Deserialize)]
+struct S3Credentials {
+    access_key_id: String,
+    secret_access_key: String,
+    #[serde(default)]
+    session_token: Option<String>,
+}
+
+/// Reads objects; clients are reused while the credentials stay the same.
+pub struct ObjectReader {
+    settings: ObjectSettings,
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl ObjectReader {
+    pub fn new(settings: ObjectSettings) -> ObjectReader {
+        ObjectReader { settings, stores: Mutex::new(HashMap::new()) }
+    }
+
+    /// Every object an `s3://` or `https://` input names, with its size, in key order.
+    pub async fn expand(&self, url: &InputUrl, tokens: &[Token]) -> Result<Vec<(Source, u64)>, String> {
+        match url {
+            InputUrl::S3 { bucket, key } => {
+                let store = self.s3(bucket, tokens)?;
+                if !key.is_empty() && !key.ends_with('/') {
+                    match store.head(&Path::from(key.as_str())).await {
+                        Ok(meta) => {
+                            return Ok(vec![(
+                                Source::S3 { bucket: bucket.clone(), key: key.clone() },
+                                meta.size,
+                            )]);
+                        }
+                        Err(object_store::Error::NotFound { .. }) => {} // a prefix, then
+                        Err(e) => return Err(describe(&e)),
+                    }
+                }
+                let prefix = key.trim_end_matches('/');
+                let prefix = (!prefix.is_empty()).then(|| Path::from(prefix));
+                let mut listing = store.list(prefix.as_ref());
+                let mut found = Vec::new();
+                while let Some(meta) = listing.try_next().await.map_err(|e| describe(&e))? {
+                    if found.len() == MAX_OBJECTS {
+                        return Err(format!("more than {MAX_OBJECTS} objects under {url}"));
+                    }
+                    let key = meta.location.to_string();
+                    found.push((Source::S3 { bucket: bucket.clone(), key }, meta.size));
+                }
+                if found.is_empty() {
+                    return Err("no such object, and no objects under it as a prefix".into());
+                }
+                found.sort();
+                Ok(found)
+            }
+            InputUrl::Http(url) => {
+                let (store, path) = self.http(url)?;
+                let meta = store.head(&path).await.map_err(|e| describe(&e))?;
+                Ok(vec![(Source::Http(url.clone()), meta.size)])
+            }
+            other => Err(format!("{other} is not an object")),
+        }
+    }
+
+    /// `len` bytes of an object from `offset`.
+    pub async fn read(
+        &self,
+        source: &Source,
+        offset: u64,
+        len: u64,
+        tokens: &[Token],
+    ) -> Result<Vec<u8>, String> {
+        let (store, path) = match source {
+            Source::S3 { bucket, key } => (self.s3(bucket, tokens)?, Path::from(key.as_str())),
+            Source::Http(url) => self.http(url)?,
+            other => return Err(format!("{other} is not an object")),
+        };
+        let bytes = store.get_range(&path, offset..offset + len).await.map_err(|e| describe(&e))?;
+        if bytes.len() as u64 != len {
+            return Err(format!(
+                "asked for {len} bytes at {offset}, got {}: it changed since it was planned",
+                bytes.len()
+            ));
+        }
+        Ok(bytes.to_vec())
+    }
+
+    fn s3(&self, bucket: &str, tokens: &[Token]) -> Result<Arc<dyn ObjectStore>, String> {
+        let token = tokens.iter().find(|t| t.service == S3_SERVICE && t.job.is_none()).ok_or_else(|| {
+            format!(
+                "no token for service {S3_SERVICE}: the driver gets one with flint.security.credentials.{S3_SERVICE}.command or .file"
+            )
+        })?;
+        // Keyed by a digest of the credentials, so a renewed token makes a new client.
+        let key = format!("s3 {bucket} {}", hex(&Sha256::digest(token.secret.as_bytes())));
+        self.cached(key, || {
+            let creds: S3Credentials = serde_json::from_str(&token.secret).map_err(|_| {
+                format!(
+                    "the {S3_SERVICE} token is not S3 credentials: its secret must be JSON with access_key_id, secret_access_key and optionally session_token"
+                )
+            })?;
+            let mut builder = AmazonS3Builder::new()
+                .with_bucket_name(bucket)
+                .with_region(&self.settings.s3_region)
+                .with_access_key_id(creds.access_key_id)
+                .with_secret_access_key(creds.secret_access_key)
+                .with_allow_http(self.settings.allow_http)
+                .with_client_options(self.client_options())
+                .with_retry(retry());
+            if let Some(token) = creds.session_token {
+                builder = builder.with_token(token);
+            }
+            if let Some(endpoint) = &self.settings.s3_endpoint {
+                builder = builder.with_endpoint(endpoint);
+            }
+            Ok(Arc::new(builder.build().map_err(|e| describe(&e))?))
+        })
+    }
+
+    fn http(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, Path), String> {
+        let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if path.is_empty() {
+            return Err(format!("{url} names no file"));
+        }
+        let origin = format!("{scheme}://{host}");
+        let path = Path::from_url_path(path).map_err(|e| e.to_string())?;
+        let store = self.cached(format!("http {origin}"), || {
+            let store = HttpBuilder::new()
+                .with_url(&origin)
+                .with_client_options(self.client_options())
+                .with_retry(retry())
+                .build()
+                .map_err(|e| describe(&e))?;
+            Ok(Arc::new(store))
+        })?;
+        Ok((store, path))
+    }
+
+    fn cached(
+        &self,
+        key: String,
+        make: impl FnOnce() -> Result<Arc<dyn ObjectStore>, String>,
+    ) -> Result<Arc<dyn ObjectStore>, String> {
+        let mut stores = self.stores.lock().expect("stores lock");
+        if let Some(store) = stores.get(&key) {
+            return Ok(store.clone());
+        }
+        let store = make()?;
+        if stores.len() >= MAX_STORES {
+            stores.clear();
+        }
+        stores.insert(key, store.clone());
+        Ok(store)
+    }
+
+    fn client_options(&self) -> ClientOptions {
+        ClientOptions::new()
+            .with_allow_http(self.settings.allow_http)
+            .with_connect_timeout(Duration::from_secs(10))
+            .with_timeout(Duration::from_secs(60))
+    }
+}
+
+/// A few quick retries: a read that keeps failing fails its task, which is retried
+/// elsewhere, rather than holding its slot for minutes.
+fn retry() -> RetryConfig {
+    RetryConfig { max_retries: 3, retry_timeout: Duration::from_secs(20), ..RetryConfig::default() }
+}
+
+/// An object store's error, cut to a bounded length: it may quote a server's answer.
+fn describe(e: &object_store::Error) -> String {
+    let mut text = e.to_string();
+    if text.len() > 1024 {
+        let mut cut = 1024;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("…");
+    }
+    text
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,151 @@
+//! The driver's data service: executors read byte ranges of `flint://` inputs (files
+//! under the driver's input roots) on the driver's QUIC endpoint, each read under a
+//! token the driver minted for the job that reads it. Tokens are signed with a key made
+//! at start that never leaves the driver, live `flint.security.credentials.flint.lifetime`
+//! and are renewed like every other service's: the control core renews the `flint`
+//! service, and each renewal mints a new token for every job that reads from here.
+
+use crate::credentials::{Fetch, TokenProvider, now_ms};
+use flint_data::{Claims, DataKey};
+use flint_proto::wire::{DataRefusal, MAX_INPUT_READ};
+use flint_proto::{FLINT_SERVICE, JobId, Token};
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub struct DataService {
+    app_id: String,
+    key: DataKey,
+    /// The `flint://` inputs of each running job that has any, by resolved path.
+    jobs: Mutex<HashMap<JobId, Arc<HashSet<String>>>>,
+}
+
+impl DataService {
+    pub fn new(app_id: String) -> DataService {
+        DataService { app_id, key: DataKey::generate(), jobs: Mutex::new(HashMap::new()) }
+    }
+
+    /// A job reads these files through the service until it ends.
+    pub fn register(&self, job: JobId, paths: HashSet<String>) {
+        self.jobs.lock().expect("data jobs lock").insert(job, Arc::new(paths));
+    }
+
+    /// The job ended: its tokens read nothing from now on.
+    pub fn unregister(&self, job: JobId) {
+        self.jobs.lock().expect("data jobs lock").remove(&job);
+    }
+
+    /// A token for each job that reads from here, valid until `expires_at_ms`.
+    pub fn job_tokens(&self, expires_at_ms: u64) -> Vec<Token> {
+        let jobs = self.jobs.lock().expect("data jobs lock");
+        jobs.keys()
+            .map(|&job| {
+                let claims = Claims { app_id: self.app_id.clone(), job, expires_at_ms };
+                Token { job: Some(job), ..Token::new(FLINT_SERVICE, self.key.mint(&claims), expires_at_ms) }
+            })
+            .collect()
+    }
+
+    /// What a remote executor asks: `len` bytes of `path` from `start`, under `token`.
+    /// A blocking call.
+    pub fn read(&self, token: &str, path: &str, start: u64, len: u64) -> Result<Vec<u8>, DataRefusal> {
+        let claims = self.key.verify(token, &self.app_id, now_ms())?;
+        self.read_for(claims.job, path, start, len)
+    }
+
+    /// `len` bytes of `path` from `start` for `job`, if the job reads that file (fewer
+    /// only at its end). The path is resolved again: a link changed since the job was
+    /// planned reads nothing. A blocking call.
+    pub fn read_for(&self, job: JobId, path: &str, start: u64, len: u64) -> Result<Vec<u8>, DataRefusal> {
+        if len > MAX_INPUT_READ {
+            return Err(DataRefusal::TooLarge { asked: len, limit: MAX_INPUT_READ });
+        }
+        let paths = self.jobs.lock().expect("data jobs lock").get(&job).cloned();
+        let paths = paths.ok_or(DataRefusal::JobEnded(job))?;
+        if !paths.contains(path) {
+            return Err(DataRefusal::NotTheJobs { job, path: path.to_owned() });
+        }
+        let unreadable = |reason: String| DataRefusal::Unreadable { path: path.to_owned(), reason };
+        let real = std::fs::canonicalize(path).map_err(|e| unreadable(e.to_string()))?;
+        if real.to_str() != Some(path) {
+            return Err(unreadable("it resolves elsewhere since the job was planned".into()));
+        }
+        let read = || {
+            let file = std::fs::File::open(&real)?;
+            let mut data = vec![0; len as usize];
+            let mut filled = 0;
+            while filled < data.len() {
+                match file.read_at(&mut data[filled..], start + filled as u64)? {
+                    0 => break,
+                    n => filled += n,
+                }
+            }
+            data.truncate(filled);
+            Ok::<_, std::io::Error>(data)
+        };
+        read().map_err(|e| unreadable(e.to_string()))
+    }
+}
+
+/// The `flint` service's provider: each fetch opens a new period of
+/// `flint.security.credentials.flint.lifetime`; the token it gives never leaves the
+/// driver, which mints each job's own token with its expiry.
+pub struct FlintTokens {
+    pub lifetime: Duration,
+}
+
+impl TokenProvider for FlintTokens {
+    fn kind(&self) -> &'static str {
+        "flint"
+    }
+
+    fn fetch(&self) -> Fetch {
+        let expires_at_ms = now_ms() + self.lifetime.as_millis() as u64;
+        Box::pin(async move { Ok(Token::new(FLINT_SERVICE, "", expires_at_ms)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_reads_only_its_own_jobs_files_while_the_job_runs() {
+        let dir = tempdir();
+        let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
+        std::fs::write(&a, b"hello world\n").unwrap();
+        std::fs::write(&b, b"other job\n").unwrap();
+        let (a, b) = (a.to_str().unwrap().to_owned(), b.to_str().unwrap().to_owned());
+        let service = DataService::new("app".into());
+        service.register(1, HashSet::from([a.clone()]));
+        service.register(2, HashSet::from([b.clone()]));
+        let tokens = service.job_tokens(now_ms() + 60_000);
+        let token = |job| tokens.iter().find(|t| t.job == Some(job)).unwrap().secret.clone();
+
+        assert_eq!(service.read(&token(1), &a, 6, 5).unwrap(), b"world");
+        assert_eq!(service.read(&token(1), &a, 6, 100).unwrap(), b"world\n", "short at the end");
+        let refused = service.read(&token(1), &b, 0, 5).unwrap_err();
+        assert_eq!(refused, DataRefusal::NotTheJobs { job: 1, path: b.clone() });
+        let refused = service.read(&token(1), &a, 0, MAX_INPUT_READ + 1).unwrap_err();
+        assert!(matches!(refused, DataRefusal::TooLarge { .. }));
+
+        // Another driver's key, an expired token, a job that ended.
+        let stranger = DataService::new("app".into());
+        stranger.register(1, HashSet::from([a.clone()]));
+        let forged = &stranger.job_tokens(now_ms() + 60_000)[0].secret;
+        assert_eq!(service.read(forged, &a, 0, 5).unwrap_err(), DataRefusal::Forged);
+        let old = service.job_tokens(now_ms() - 1);
+        let old = &old.iter().find(|t| t.job == Some(1)).unwrap().secret;
+        assert_eq!(service.read(old, &a, 0, 5).unwrap_err(), DataRefusal::Expired);
+        service.unregister(1);
+        assert_eq!(service.read(&token(1), &a, 0, 5).unwrap_err(), DataRefusal::JobEnded(1));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn tempdir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("flint-data-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::canonicalize(dir).unwrap()
+    }
+}

@@ -1048,3 +1048,184 @@ fn executors_that_fail_at_start_every_time_stop_being_started_and_the_job_says_w
     let status = json(&status.env("FLINT_SECRET", SECRET).output().unwrap());
     assert!(status["allocation_stopped"].as_str().is_some_and(|r| r.contains("status 2")), "{status}");
 }
+
+impl Cluster {
+    /// An executor in a mount namespace of its own where the driver's input folder is
+    /// an empty tmpfs: it cannot see the driver's files by path, as on another host.
+    fn hidden_executor(&mut self, args: &[&str]) -> usize {
+        let inner = self.executor_command(args);
+        let mut cmd = std::process::Command::new("unshare");
+        let inputs = self.dir.path().join("inputs");
+        cmd.args(["-m", "sh", "-c", "mount -t tmpfs tmpfs \"$0\" && exec \"$@\""]).arg(&inputs);
+        cmd.arg(inner.get_program()).args(inner.get_args());
+        for (key, value) in inner.get_envs() {
+            if let Some(value) = value {
+                cmd.env(key, value);
+            }
+        }
+        let n = self.executors.len();
+        let log = self.dir.path().join(format!("executor-{n}.log"));
+        self.executors.push(Proc::spawn(cmd, log));
+        n
+    }
+
+    /// Every log line, and the status, as one text to search for secrets.
+    fn everything_said(&self) -> String {
+        let mut text = self.driver.log_text();
+        for executor in &self.executors {
+            text.push_str(&executor.log_text());
+        }
+        text.push_str(&self.status().to_string());
+        text.push_str(&lossy(&self.client(&["status"]).stdout));
+        text
+    }
+}
+
+/// A scripted executor: registers, takes the tokens the driver hands it at bootstrap
+/// (a running job's data token among them), and reads the driver's data service.
+struct Spy {
+    connection: quinn::Connection,
+    _endpoint: quinn::Endpoint,
+    tokens: Vec<flint_proto::Token>,
+    _heartbeats: tokio::task::JoinHandle<()>,
+}
+
+impl Spy {
+    async fn join(url: &str, id: &str) -> Spy {
+        use flint_proto::wire::{DriverMessage, ExecutorMessage, Heartbeat, HelloReply, Registration, Role};
+        let url: flint_net::DriverUrl = url.parse().unwrap();
+        let secret = flint_net::Secret::new(SECRET);
+        let (endpoint, connection) =
+            flint_net::connect(&url, Duration::from_secs(5), Duration::from_secs(30)).await.unwrap();
+        let (reply, mut send, mut recv) =
+            flint_net::hello(&connection, &secret, Role::Executor, APP, Some(id.into()), None).await.unwrap();
+        assert!(matches!(reply, HelloReply::Welcome { .. }), "{reply:?}");
+        flint_net::write_frame(&mut send, &ExecutorMessage::FetchConfig { resource_profile_id: 0 })
+            .await
+            .unwrap();
+        let Some(DriverMessage::AppConfig(app)) = flint_net::read_frame(&mut recv).await.unwrap() else {
+            panic!("no app config")
+        };
+        let registration = Registration {
+            host: "spy".into(),
+            cores: 1,
+            memory: 1 << 30,
+            slots: 1,
+            pid: 1,
+            attributes: Default::default(),
+            log_urls: Default::default(),
+        };
+        flint_net::write_frame(&mut send, &ExecutorMessage::Register(registration)).await.unwrap();
+        let answer = flint_net::read_frame::<DriverMessage>(&mut recv).await.unwrap();
+        assert!(matches!(answer, Some(DriverMessage::Registered { .. })), "{answer:?}");
+        // Alive as far as the driver can tell; the launches it sends wait unread.
+        let beating = connection.clone();
+        let heartbeats = tokio::spawn(async move {
+            let mut stream = beating.open_uni().await.unwrap();
+            loop {
+                let beat = Heartbeat { running: 0, tasks_done: 0, rss_bytes: 0 };
+                if flint_net::write_frame(&mut stream, &beat).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        std::mem::forget((send, recv)); // the control stream stays open
+        Spy { connection, _endpoint: endpoint, tokens: app.tokens, _heartbeats: heartbeats }
+    }
+
+    async fn read(&self, token: &str, path: &str) -> flint_proto::wire::InputReply {
+        use flint_proto::wire::{DataToken, InputReply, Request};
+        let (mut send, mut recv) = self.connection.open_bi().await.unwrap();
+        let request =
+            Request::ReadInput { token: DataToken(token.into()), path: path.into(), start: 0, len: 10 };
+        flint_net::write_frame(&mut send, &request).await.unwrap();
+        let _ = send.finish();
+        let reply = flint_net::read_frame::<InputReply>(&mut recv).await.unwrap().unwrap();
+        if let InputReply::Data { size } = reply {
+            let data = flint_net::read_payload(&mut recv, size as usize).await.unwrap();
+            assert_eq!(data.len() as u64, size);
+        }
+        reply
+    }
+}
+
+#[test]
+fn executors_that_cannot_see_an_input_read_it_through_the_driver_under_renewed_job_tokens() {
+    use flint_proto::wire::{DataRefusal, InputReply};
+    let mut cluster = Cluster::start(&[
+        "--conf",
+        "flint.security.credentials.flint.lifetime=3s",
+        "--conf",
+        "flint.security.credentials.renewalMargin=1s",
+    ]);
+    let file = cluster.dir.path().join("inputs/corpus.txt");
+    corpus(&file, 2 << 20);
+    let path = std::fs::canonicalize(&file).unwrap().to_str().unwrap().to_owned();
+    cluster.hidden_executor(&["--cores", "1", "--executor-id", "a"]);
+    cluster.hidden_executor(&["--cores", "1", "--executor-id", "b"]);
+    cluster.wait_live(2);
+
+    // By path, the executors find nothing: the job fails saying so.
+    let out = cluster.submit(&["examples/word-count", "--input", &path, "--json"]);
+    assert!(!out.status.success());
+    let said = format!("{}{}", lossy(&out.stdout), lossy(&out.stderr));
+    assert!(said.contains("No such file"), "{said}");
+
+    // Through the driver, the exact answer `flint run` gives.
+    let url = format!("flint://{path}");
+    let expected =
+        ok_json(&flint(&["run", "examples/word-count", "--input", &path, "--json"]))["result"].clone();
+    let report =
+        ok_json(&cluster.submit(&["examples/word-count", "--input", &url, "--partitions", "6", "--json"]));
+    assert_eq!(report["result"], expected);
+
+    // A job over several lifetimes of its token: 16 tasks of a second each, each
+    // reading its split when it starts.
+    let mut cmd = command(&["submit", "--driver-url", &cluster.url, &wasm("chaos"), "--input", &url]);
+    cmd.args(["--partitions", "16", "--conf", "mode=sleep", "--conf", "secs=1", "--json"]);
+    let job = cmd.env("FLINT_SECRET", SECRET).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let running = eventually(Duration::from_secs(20), || {
+        let jobs = cluster.status()["jobs"].clone();
+        jobs.as_array()?.iter().any(|j| j["state"] == "running").then_some(())
+    });
+    assert!(running.is_some(), "{}", cluster.status());
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let captured = rt.block_on(async {
+        let spy = Spy::join(&cluster.url, "spy").await;
+        let token = spy.tokens.iter().find(|t| t.job.is_some()).expect("the running job's token").clone();
+        assert_eq!(token.service, "flint");
+        assert!(matches!(spy.read(&token.secret, &path).await, InputReply::Data { size: 10 }));
+        // Another file under the same roots is not this job's.
+        let other = cluster.dir.path().join("inputs/other.txt");
+        std::fs::write(&other, "not yours\n").unwrap();
+        let other = std::fs::canonicalize(other).unwrap().to_str().unwrap().to_owned();
+        assert!(matches!(
+            spy.read(&token.secret, &other).await,
+            InputReply::Refused(DataRefusal::NotTheJobs { .. })
+        ));
+        let mut forged = token.secret.clone().into_bytes();
+        forged[3] ^= 1;
+        let forged = String::from_utf8(forged).unwrap();
+        assert_eq!(spy.read(&forged, &path).await, InputReply::Refused(DataRefusal::Forged));
+        // Once its expiry passes, the captured token reads nothing.
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        tokio::time::sleep(Duration::from_millis(token.expires_at_ms.saturating_sub(now) + 200)).await;
+        assert_eq!(spy.read(&token.secret, &path).await, InputReply::Refused(DataRefusal::Expired));
+        spy.connection.close(0u32.into(), b"done");
+        token.secret
+    });
+
+    let report = ok_json(&job.wait_with_output().unwrap());
+    assert_eq!(report["result"].as_array().unwrap().len(), 16, "{report}");
+    let failures = report["task_failures"].to_string();
+    assert!(!failures.contains("refused") && !failures.contains("cannot read"), "{failures}");
+    let log = cluster.driver.log_text();
+    let renewals = log.lines().filter(|l| l.contains("token renewed") && l.contains("service=flint")).count();
+    assert!(renewals >= 3, "the flint tokens were renewed as they aged:\n{}", cluster.driver.log_text());
+    let said = cluster.everything_said();
+    assert!(!said.contains(&captured), "a data token in a log or the status");
+    assert!(!said.contains(SECRET), "the application secret in a log or the status");
+}

@@ -1229,3 +1229,115 @@ fn executors_that_cannot_see_an_input_read_it_through_the_driver_under_renewed_j
     assert!(!said.contains(&captured), "a data token in a log or the status");
     assert!(!said.contains(SECRET), "the application secret in a log or the status");
 }
+
+/// moto's S3 (from PyPI, installed by `.ci/run`) on a free loopback port, enforcing
+/// credentials once `setup.py` made the bucket, an IAM user and its key.
+struct S3Server {
+    _server: Proc,
+    endpoint: String,
+}
+
+impl S3Server {
+    fn start(dir: &std::path::Path) -> S3Server {
+        let bin = common::root().join("target/pyvenv/bin/moto_server");
+        assert!(bin.exists(), "{} is missing: `.ci/run` installs moto[server]", bin.display());
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut cmd = std::process::Command::new(bin);
+        // Anonymous set-up (user, key, policy, bucket), then every request is checked.
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]).env("INITIAL_NO_AUTH_ACTION_COUNT", "4");
+        let server = Proc::spawn(cmd, dir.join("moto.log"));
+        let up =
+            eventually(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
+        assert!(up.is_some(), "moto did not start:\n{}", server.log_text());
+        S3Server { _server: server, endpoint: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// Runs a boto3 script with the endpoint as its first argument.
+    fn python(&self, script: &str, args: &[&str]) -> String {
+        let python = common::root().join("target/pyvenv/bin/python");
+        let out = std::process::Command::new(python)
+            .args(["-c", script, &self.endpoint])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", lossy(&out.stderr));
+        lossy(&out.stdout)
+    }
+}
+
+/// Makes the bucket `data` and a user allowed S3; uploads the corpus (argv[2]) as three
+/// objects under `corpus/` (cut at line ends) and one object elsewhere; prints the
+/// user's key as a token provider's JSON.
+const S3_SETUP: &str = r#"
+import boto3, json, sys
+ep, corpus = sys.argv[1], sys.argv[2]
+anon = dict(endpoint_url=ep, region_name="us-east-1", aws_access_key_id="setup", aws_secret_access_key="setup")
+iam = boto3.client("iam", **anon)
+iam.create_user(UserName="flint")
+key = iam.create_access_key(UserName="flint")["AccessKey"]
+policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+iam.put_user_policy(UserName="flint", PolicyName="s3", PolicyDocument=json.dumps(policy))
+boto3.client("s3", **anon).create_bucket(Bucket="data")
+s3 = boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
+                  aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"])
+lines = open(corpus, "rb").read().splitlines(keepends=True)
+third = len(lines) // 3
+for i, part in enumerate([lines[:third], lines[third:2 * third], lines[2 * third:]]):
+    s3.put_object(Bucket="data", Key=f"corpus/part-{i}", Body=b"".join(part))
+s3.put_object(Bucket="data", Key="elsewhere.txt", Body=b"not part of the corpus\n")
+secret = {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
+print(json.dumps({"secret": secret, "expires_in_s": 3600}))
+"#;
+
+#[test]
+fn word_count_over_an_s3_prefix_reads_with_the_providers_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(dir.path());
+    let corpus_file = dir.path().join("corpus.txt");
+    corpus(&corpus_file, 3 << 20);
+    let token = s3.python(S3_SETUP, &[corpus_file.to_str().unwrap()]);
+    let token_file = dir.path().join("s3-token.json");
+    std::fs::write(&token_file, &token).unwrap();
+    let secret_key = serde_json::from_str::<Value>(&token).unwrap()["secret"]["secret_access_key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let mut cluster = Cluster::start(&[
+        "--conf",
+        &format!("flint.s3.endpoint={}", s3.endpoint),
+        "--conf",
+        "flint.input.allowHttp=true",
+        "--conf",
+        &format!("flint.security.credentials.s3.file={}", token_file.display()),
+    ]);
+    // Credentials in the executors' environment would be refused: they are not used.
+    for id in ["a", "b"] {
+        let mut cmd = cluster.executor_command(&["--cores", "1", "--executor-id", id]);
+        cmd.env("AWS_ACCESS_KEY_ID", "AKIAWRONG").env("AWS_SECRET_ACCESS_KEY", "wrong");
+        let log = cluster.dir.path().join(format!("executor-{id}.log"));
+        cluster.executors.push(Proc::spawn(cmd, log));
+    }
+    cluster.wait_live(2);
+
+    let expected =
+        ok_json(&flint(&["run", "examples/word-count", "--input", corpus_file.to_str().unwrap(), "--json"]));
+    let report = ok_json(&cluster.submit(&[
+        "examples/word-count",
+        "--input",
+        "s3://data/corpus/",
+        "--partitions",
+        "5",
+        "--json",
+    ]));
+    assert_eq!(report["result"], expected["result"], "the three objects under the prefix, and nothing else");
+    assert!(report["tasks"].as_u64().unwrap() >= 3, "{report}");
+
+    // A key that names nothing, under no prefix either, is refused before any task.
+    let out = cluster.submit(&["examples/word-count", "--input", "s3://data/missing", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("s3://data/missing"), "{}", lossy(&out.stderr));
+
+    let said = cluster.everything_said();
+    assert!(!said.contains(&secret_key), "the S3 secret key in a log or the status");
+}

@@ -16,6 +16,8 @@ struct Cluster {
     url: String,
     driver: Proc,
     executors: Vec<Proc>,
+    /// Environment every executor and client of the test's own gets (a certificate).
+    peer_env: Vec<(String, String)>,
 }
 
 impl Cluster {
@@ -33,7 +35,7 @@ impl Cluster {
         let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
         let url =
             eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
-        Cluster { dir, url, driver, executors: Vec::new() }
+        Cluster { dir, url, driver, executors: Vec::new(), peer_env: Vec::new() }
     }
 
     fn executor_command(&self, args: &[&str]) -> std::process::Command {
@@ -41,7 +43,7 @@ impl Cluster {
         if !args.contains(&"--app-id") {
             cmd.args(["--app-id", APP]);
         }
-        cmd.args(args).env("FLINT_SECRET", SECRET);
+        cmd.args(args).env("FLINT_SECRET", SECRET).envs(self.peer_env.iter().cloned());
         cmd
     }
 
@@ -55,7 +57,7 @@ impl Cluster {
 
     fn client(&self, args: &[&str]) -> Output {
         let mut cmd = command(args);
-        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET);
+        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET).envs(self.peer_env.iter().cloned());
         cmd.output().unwrap()
     }
 
@@ -254,7 +256,7 @@ fn an_executor_started_before_its_driver_joins_once_it_is_up() {
     cmd.args(["--cert-file", cert.to_str().unwrap(), "--key-file", key.to_str().unwrap()])
         .env("FLINT_SECRET", SECRET);
     let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
-    let cluster = Cluster { dir, url, driver, executors: vec![] };
+    let cluster = Cluster { dir, url, driver, executors: vec![], peer_env: vec![] };
     cluster.wait_live(1);
     let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "3", "--json"]));
     assert_eq!(report["result"], 3);
@@ -1340,4 +1342,77 @@ fn word_count_over_an_s3_prefix_reads_with_the_providers_credentials() {
 
     let said = cluster.everything_said();
     assert!(!said.contains(&secret_key), "the S3 secret key in a log or the status");
+}
+
+/// A CA, and certificates with their keys (PEM files in `dir`): `name` signed by the
+/// CA, or self-signed when `signed` is false.
+fn certificate(
+    dir: &std::path::Path,
+    name: &str,
+    ca: Option<&rcgen::Issuer<'_, rcgen::KeyPair>>,
+) -> (String, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec![name.to_owned()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = match ca {
+        Some(ca) => params.signed_by(&key, ca).unwrap(),
+        None => params.self_signed(&key).unwrap(),
+    };
+    let (cert_file, key_file) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    (cert_file.to_str().unwrap().to_owned(), key_file.to_str().unwrap().to_owned())
+}
+
+#[test]
+fn with_mutual_tls_only_peers_with_a_certificate_the_ca_signed_get_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages =
+        vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_params.self_signed(&ca_key).unwrap().pem()).unwrap();
+    let ca = rcgen::Issuer::new(ca_params, ca_key);
+    let (cert, key) = certificate(dir.path(), "trusted", Some(&ca));
+    let (stranger_cert, stranger_key) = certificate(dir.path(), "stranger", None);
+
+    let mut cluster = Cluster::start(&["--client-ca-file", ca_file.to_str().unwrap()]);
+    cluster.peer_env = vec![("FLINT_TLS_CERT".into(), cert), ("FLINT_TLS_KEY".into(), key)];
+    cluster.executor(&["--cores", "1", "--executor-id", "trusted"]);
+    cluster.wait_live(1);
+    let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "4", "--json"]));
+    assert_eq!(report["result"], 4);
+
+    // The secret alone, or with a certificate the CA never signed: nothing.
+    for (name, tls, says) in [
+        ("bare", None, "requires a client certificate"),
+        ("stranger", Some((&stranger_cert, &stranger_key)), "refused this peer's certificate"),
+    ] {
+        let mut cmd =
+            command(&["executor", "--driver-url", &cluster.url, "--app-id", APP, "--executor-id", name]);
+        cmd.args(["--connect-timeout", "2s"]).env("FLINT_SECRET", SECRET);
+        let mut client = command(&["status", "--json", "--driver-url", &cluster.url]);
+        client.env("FLINT_SECRET", SECRET);
+        if let Some((cert, key)) = tls {
+            cmd.args(["--tls-cert", cert, "--tls-key", key]);
+            client.args(["--tls-cert", cert, "--tls-key", key]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            !out.status.success() && lossy(&out.stderr).contains(says),
+            "{name} executor: {}",
+            lossy(&out.stderr)
+        );
+        let out = client.output().unwrap();
+        assert!(!out.status.success() && out.stdout.is_empty(), "{name} client: {}", lossy(&out.stdout));
+        assert!(lossy(&out.stderr).contains(says), "{name} client: {}", lossy(&out.stderr));
+    }
+    let status = cluster.status();
+    let ids: Vec<&str> =
+        status["executors"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["trusted"], "{status}");
+    let log = cluster.driver.log_text();
+    assert!(!log.contains("executor_id=bare") && !log.contains("executor_id=stranger"), "{log}");
 }

@@ -1,13 +1,13 @@
 //! `flint submit` and `flint status`: the client side, over the client API.
 
 use crate::bundle;
-use crate::common::{fail, load_secret, parse_confs, progress_bar, show_progress};
+use crate::common::{PeerTls, fail, load_secret, parse_confs, progress_bar, show_progress};
 use crate::exit;
 use crate::report;
 use crate::run::fail_chain;
 use clap::Args;
 use flint_client::{Client, JobEvent};
-use flint_net::{DriverUrl, Secret};
+use flint_net::{DriverUrl, Identity, Secret};
 use flint_proto::ClusterStatus;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -44,6 +44,8 @@ pub struct SubmitArgs {
     /// With --every: stop after this many runs [default: run until stopped].
     #[arg(long, requires = "every")]
     runs: Option<u32>,
+    #[command(flatten)]
+    tls: PeerTls,
 }
 
 fn parse_period(text: &str) -> Result<std::time::Duration, String> {
@@ -62,17 +64,22 @@ pub struct StatusArgs {
     json: bool,
     #[arg(long, env = "FLINT_SECRET_FILE")]
     secret_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: PeerTls,
 }
 
-fn session(url: &str, secret_file: Option<&std::path::Path>) -> Result<(DriverUrl, Secret), String> {
+/// Where the driver is, the secret, and the certificate to show it, if any.
+type Session = (DriverUrl, Secret, Option<Identity>);
+
+fn session(url: &str, secret_file: Option<&std::path::Path>, tls: &PeerTls) -> Result<Session, String> {
     let url: DriverUrl = url.parse().map_err(|e: flint_net::UrlError| e.to_string())?;
     let secret =
         load_secret(secret_file)?.ok_or("no application secret: set FLINT_SECRET or pass --secret-file")?;
-    Ok((url, secret))
+    Ok((url, secret, tls.identity()?))
 }
 
 pub fn submit(args: SubmitArgs) -> u8 {
-    let (url, secret) = match session(&args.driver_url, args.secret_file.as_deref()) {
+    let (url, secret, identity) = match session(&args.driver_url, args.secret_file.as_deref(), &args.tls) {
         Ok(s) => s,
         Err(e) => return fail(exit::USAGE, e),
     };
@@ -95,7 +102,7 @@ pub fn submit(args: SubmitArgs) -> u8 {
         .collect();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
-        let client = match Client::connect(&url, &secret).await {
+        let client = match Client::connect_as(&url, &secret, identity.as_ref()).await {
             Ok(c) => c,
             Err(e) => return fail(connect_code(&e), e),
         };
@@ -177,13 +184,13 @@ fn connect_code(e: &flint_client::ClientError) -> u8 {
 }
 
 pub fn status(args: StatusArgs) -> u8 {
-    let (url, secret) = match session(&args.driver_url, args.secret_file.as_deref()) {
+    let (url, secret, identity) = match session(&args.driver_url, args.secret_file.as_deref(), &args.tls) {
         Ok(s) => s,
         Err(e) => return fail(exit::USAGE, e),
     };
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
-        let status = match Client::connect(&url, &secret).await {
+        let status = match Client::connect_as(&url, &secret, identity.as_ref()).await {
             Ok(client) => {
                 let status = client.status().await;
                 client.close().await;

@@ -1,6 +1,6 @@
 //! `flint driver` and `flint executor`: the two halves of a cluster, as processes.
 
-use crate::common::{fail, load_secret, parse_confs, write_private};
+use crate::common::{PeerTls, fail, load_secret, parse_confs, write_private};
 use crate::exit;
 use crate::run::{cache_dir, parse_size_arg};
 use clap::Args;
@@ -44,6 +44,10 @@ pub struct DriverArgs {
     /// The certificate's PKCS#8 private key (PEM or DER).
     #[arg(long, requires = "cert_file")]
     key_file: Option<PathBuf>,
+    /// Mutual TLS: CA certificates (PEM); executors and clients must show a certificate
+    /// one of them signed (`--tls-cert`), besides proving the secret, or get nothing.
+    #[arg(long, env = "FLINT_CLIENT_CA_FILE")]
+    client_ca_file: Option<PathBuf>,
     /// Delegation tokens to hand executors: a JSON list of
     /// {"service", "secret", "expires_at_ms"}.
     #[arg(long)]
@@ -123,7 +127,21 @@ pub fn driver(args: DriverArgs) -> u8 {
             Ok(i) => i,
             Err(code) => return code,
         };
-        let endpoint = match server_endpoint(args.listen, &identity, settings.network_idle_timeout) {
+        let client_ca = match &args.client_ca_file {
+            None => None,
+            Some(_) if settings.executor_backend != flint_proto::Backend::Static => {
+                return fail(
+                    exit::INVALID_JOB,
+                    "mutual TLS (--client-ca-file) is for executors started by hand: a backend cannot give the executors it starts a certificate yet",
+                );
+            }
+            Some(path) => match flint_net::load_certs(path) {
+                Ok(certs) => Some(certs),
+                Err(e) => return fail(exit::INVALID_JOB, format!("cannot read the client CA: {e}")),
+            },
+        };
+        let idle = settings.network_idle_timeout;
+        let endpoint = match server_endpoint(args.listen, &identity, idle, client_ca.as_deref()) {
             Ok(e) => e,
             Err(e) => return fail(exit::INTERNAL, format!("cannot listen on {}: {e}", args.listen)),
         };
@@ -356,6 +374,8 @@ pub struct ExecutorArgs {
     /// start-up keys (cores, memory) given here.
     #[arg(long = "conf", value_name = "KEY=VALUE")]
     conf: Vec<String>,
+    #[command(flatten)]
+    tls: PeerTls,
 }
 
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
@@ -387,6 +407,10 @@ pub fn executor(args: ExecutorArgs) -> u8 {
     if let Err(e) = Settings::from_conf(&conf) {
         return fail(exit::USAGE, e);
     }
+    let identity = match args.tls.identity() {
+        Ok(identity) => identity,
+        Err(e) => return fail(exit::USAGE, e),
+    };
     let executor_id = args
         .executor_id
         .or_else(|| args.pod_name.as_deref().map(|pod| KubernetesSettings::executor_id(&args.app_id, pod)));
@@ -402,6 +426,7 @@ pub fn executor(args: ExecutorArgs) -> u8 {
         attributes: args.bind_address.map(|a| ("bind_address".to_owned(), a)).into_iter().collect(),
         conf,
         connect_timeout: args.connect_timeout,
+        identity: identity.map(Arc::new),
     };
     // One thread for the connection, the heartbeats and the serving loop: guest code
     // runs on the slot threads, so nothing here waits behind it, and no task hops

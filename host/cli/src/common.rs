@@ -18,6 +18,29 @@ pub fn fail(code: u8, e: impl std::fmt::Display) -> u8 {
     code
 }
 
+/// A peer's own certificate, for a driver that asks for one (mutual TLS).
+#[derive(clap::Args, Debug)]
+pub struct PeerTls {
+    /// This peer's certificate (PEM or DER), signed by a CA the driver trusts
+    /// (`flint driver --client-ca-file`).
+    #[arg(long, env = "FLINT_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's PKCS#8 private key (PEM or DER).
+    #[arg(long, env = "FLINT_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+}
+
+impl PeerTls {
+    pub fn identity(&self) -> Result<Option<flint_net::Identity>, String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => flint_net::Identity::load(cert, key)
+                .map(Some)
+                .map_err(|e| format!("cannot read the TLS certificate: {e}")),
+            _ => Ok(None),
+        }
+    }
+}
+
 /// The application secret: `FLINT_SECRET`, else the file given. Never from argv.
 pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
     if let Some(value) = std::env::var_os("FLINT_SECRET").filter(|v| !v.is_empty()) {

@@ -15,8 +15,8 @@
 //! ```
 
 use flint_net::{
-    ConnectError, DriverUrl, FrameError, Secret, connect, hello, read_frame, read_payload, write_frame,
-    write_payload,
+    ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
+    write_frame, write_payload,
 };
 use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitReply};
 use flint_proto::{ClusterStatus, Conf, JobId, JobProgress, JobReport, Manifest};
@@ -80,9 +80,19 @@ impl Client {
     /// Connects (retrying for a few seconds while the driver starts) and proves the
     /// application secret.
     pub async fn connect(url: &DriverUrl, secret: &Secret) -> Result<Client, ClientError> {
+        Client::connect_as(url, secret, None).await
+    }
+
+    /// [`Client::connect`], showing `identity` to a driver that asks for a client
+    /// certificate (mutual TLS).
+    pub async fn connect_as(
+        url: &DriverUrl,
+        secret: &Secret,
+        identity: Option<&Identity>,
+    ) -> Result<Client, ClientError> {
         let idle = flint_proto::Settings::default().network_idle_timeout;
         let (endpoint, connection) =
-            connect(url, Duration::from_secs(10), idle).await.map_err(|e| match e {
+            connect_as(url, Duration::from_secs(10), idle, identity).await.map_err(|e| match e {
                 ConnectError::FingerprintMismatch { .. } => ClientError::FingerprintMismatch(e.to_string()),
                 ConnectError::Unreachable(reason) => {
                     ClientError::Unreachable { url: url.to_string(), reason }

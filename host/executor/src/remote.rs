@@ -6,8 +6,8 @@ use crate::core::{DriverSource, ExecutorCore};
 use crate::inputs::InputReader;
 use crate::lifecycle::{self, Ended, Outbound};
 use flint_net::{
-    ConnectError, DriverUrl, FrameError, Secret, connect, hello, read_frame, read_payload, write_frame,
-    write_payload,
+    ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
+    write_frame, write_payload,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
@@ -47,6 +47,8 @@ pub struct ExecutorOptions {
     pub conf: Conf,
     /// How long to keep trying to reach the driver at start-up.
     pub connect_timeout: Duration,
+    /// This executor's certificate, for a driver that asks for one (mutual TLS).
+    pub identity: Option<Arc<Identity>>,
 }
 
 /// How an executor's life ended; each maps to a documented exit code.
@@ -112,12 +114,16 @@ pub async fn run_executor(
     let (_endpoint, connection, reply, mut send, mut recv) = loop {
         let within = options.connect_timeout.saturating_sub(started.elapsed());
         let (endpoint, connection) =
-            connect(url, within, local.network_idle_timeout).await.map_err(|e| match e {
-                ConnectError::FingerprintMismatch { .. } => ExecutorExit::FingerprintMismatch(e.to_string()),
-                ConnectError::Unreachable(last) => {
-                    ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last }
-                }
-            })?;
+            connect_as(url, within, local.network_idle_timeout, options.identity.as_deref()).await.map_err(
+                |e| match e {
+                    ConnectError::FingerprintMismatch { .. } => {
+                        ExecutorExit::FingerprintMismatch(e.to_string())
+                    }
+                    ConnectError::Unreachable(last) => {
+                        ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last }
+                    }
+                },
+            )?;
         let said = hello(
             &connection,
             &options.secret,

@@ -13,8 +13,8 @@ pub use auth::{Secret, proof, verify_proof};
 pub use frame::{
     FrameError, decode, read_frame, read_frame_within, read_payload, write_frame, write_payload,
 };
-pub use session::{ConnectError, connect, hello};
-pub use tls::{Identity, client_endpoint, server_endpoint};
+pub use session::{ConnectError, connect, connect_as, hello};
+pub use tls::{Identity, client_endpoint, load_certs, server_endpoint};
 pub use url::{DriverUrl, UrlError};
 
 /// The ALPN protocol name Flint peers speak.

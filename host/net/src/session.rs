@@ -1,7 +1,7 @@
 //! Opening a session with the driver: connect (with backoff) and say hello.
 
 use crate::tls::MISMATCH;
-use crate::{DriverUrl, FrameError, Secret, client_endpoint, proof, read_frame, write_frame};
+use crate::{DriverUrl, FrameError, Identity, Secret, client_endpoint, proof, read_frame, write_frame};
 use flint_proto::wire::{Hello, HelloReply, PROTOCOL_VERSION, Role};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -27,6 +27,17 @@ pub async fn connect(
     within: Duration,
     idle_timeout: Duration,
 ) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
+    connect_as(url, within, idle_timeout, None).await
+}
+
+/// [`connect`], showing `identity` to a driver that asks for a client certificate
+/// (mutual TLS).
+pub async fn connect_as(
+    url: &DriverUrl,
+    within: Duration,
+    idle_timeout: Duration,
+    identity: Option<&Identity>,
+) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
     let mut endpoints: Vec<(bool, quinn::Endpoint)> = Vec::new();
@@ -42,9 +53,9 @@ pub async fn connect(
                         None => {
                             let bind: SocketAddr =
                                 if v6 { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("an address");
-                            let e = client_endpoint(url.fingerprint, idle_timeout, bind).map_err(|e| {
-                                ConnectError::Unreachable(format!("cannot open a QUIC endpoint: {e}"))
-                            })?;
+                            let e = client_endpoint(url.fingerprint, idle_timeout, bind, identity).map_err(
+                                |e| ConnectError::Unreachable(format!("cannot open a QUIC endpoint: {e}")),
+                            )?;
                             endpoints.push((v6, e.clone()));
                             e
                         }
@@ -77,7 +88,40 @@ pub async fn connect(
 }
 
 /// Says hello on a new control stream and returns the driver's answer with the stream.
+/// A driver that refused this peer's certificate (or its lack of one) is said so.
 pub async fn hello(
+    connection: &quinn::Connection,
+    secret: &Secret,
+    role: Role,
+    app_id: &str,
+    executor_id: Option<String>,
+    pod_name: Option<String>,
+) -> Result<(HelloReply, quinn::SendStream, quinn::RecvStream), FrameError> {
+    let said = say_hello(connection, secret, role, app_id, executor_id, pod_name).await;
+    said.map_err(|e| match connection.close_reason().as_ref().and_then(certificate_refusal) {
+        Some(refusal) => FrameError::Io(std::io::Error::other(refusal)),
+        None => e,
+    })
+}
+
+/// What a TLS alert closing the connection says about this peer's certificate. With
+/// TLS 1.3 a client finishes its handshake before the server checks its certificate,
+/// so a driver asking for mutual TLS refuses a peer after the connection is up.
+fn certificate_refusal(reason: &quinn::ConnectionError) -> Option<String> {
+    let quinn::ConnectionError::ConnectionClosed(close) = reason else { return None };
+    let code = u64::from(close.error_code);
+    // QUIC carries TLS alerts as 0x100 + alert.
+    let alert = code.checked_sub(0x100).filter(|a| *a < 0x100)?;
+    Some(match alert {
+        116 => "the driver requires a client certificate (mutual TLS): pass --tls-cert and --tls-key".into(),
+        42..=46 | 48 | 49 | 51 => format!(
+            "the driver refused this peer's certificate (TLS alert {alert}): it must be signed by a CA the driver trusts"
+        ),
+        _ => return None,
+    })
+}
+
+async fn say_hello(
     connection: &quinn::Connection,
     secret: &Secret,
     role: Role,

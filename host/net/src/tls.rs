@@ -17,6 +17,14 @@ pub struct Identity {
     key: PrivatePkcs8KeyDer<'static>,
 }
 
+/// Shows the certificate's fingerprint, never the key.
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fingerprint: String = self.fingerprint().iter().map(|b| format!("{b:02x}")).collect();
+        f.debug_struct("Identity").field("fingerprint", &fingerprint).finish_non_exhaustive()
+    }
+}
+
 impl Identity {
     /// A fresh self-signed certificate for `names` (host names or addresses).
     pub fn generate(names: Vec<String>) -> Result<Identity, rcgen::Error> {
@@ -74,16 +82,49 @@ fn transport(idle_timeout: Duration) -> Arc<quinn::TransportConfig> {
     Arc::new(t)
 }
 
-/// The driver's endpoint on `bind`. Connections idle past `idle_timeout` close.
+/// Reads the certificates of a PEM (or single-certificate DER) file: a CA bundle.
+pub fn load_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !bytes.starts_with(b"-----BEGIN") {
+        return Ok(vec![CertificateDer::from(bytes)]);
+    }
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no certificate in it", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The driver's endpoint on `bind`. Connections idle past `idle_timeout` close. With
+/// `client_ca` (mutual TLS), a peer must show a certificate one of those CAs signed, or
+/// the handshake fails before a byte of Flint's protocol is read.
 pub fn server_endpoint(
     bind: SocketAddr,
     identity: &Identity,
     idle_timeout: Duration,
+    client_ca: Option<&[CertificateDer<'static>]>,
 ) -> std::io::Result<quinn::Endpoint> {
-    let mut tls = rustls::ServerConfig::builder_with_provider(provider())
+    let builder = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(std::io::Error::other)?
-        .with_no_client_auth()
+        .map_err(std::io::Error::other)?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(cas) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for ca in cas {
+                roots.add(ca.clone()).map_err(std::io::Error::other)?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                    .build()
+                    .map_err(std::io::Error::other)?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut tls = builder
         .with_single_cert(vec![identity.cert.clone()], PrivateKeyDer::Pkcs8(identity.key.clone_key()))
         .map_err(std::io::Error::other)?;
     tls.alpn_protocols = vec![ALPN.to_vec()];
@@ -97,19 +138,26 @@ pub fn server_endpoint(
 pub(crate) const MISMATCH: &str = "the driver's certificate does not match the pinned fingerprint";
 
 /// A peer's endpoint, bound on `bind` (the unspecified address of the driver's family),
-/// that trusts only the driver certificate with `fingerprint`.
+/// that trusts only the driver certificate with `fingerprint`, and shows `identity`
+/// (for a driver that asks for mutual TLS).
 pub fn client_endpoint(
     fingerprint: [u8; 32],
     idle_timeout: Duration,
     bind: SocketAddr,
+    identity: Option<&Identity>,
 ) -> std::io::Result<quinn::Endpoint> {
     let provider = provider();
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(std::io::Error::other)?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Pinned { fingerprint, provider }))
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(Arc::new(Pinned { fingerprint, provider }));
+    let mut tls = match identity {
+        None => builder.with_no_client_auth(),
+        Some(id) => builder
+            .with_client_auth_cert(vec![id.cert.clone()], PrivateKeyDer::Pkcs8(id.key.clone_key()))
+            .map_err(std::io::Error::other)?,
+    };
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));

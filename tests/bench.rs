@@ -578,6 +578,8 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
     let roots = format!("flint.input.roots={}", path.parent().unwrap().display());
     let (_driver, url, _dir) = start_driver(std::process::Stdio::null(), &["--conf", &roots]);
     let (_executor, _) = start_executor(&url);
+    // Read by path, as `flint run` reads it: a filesystem the executor shares.
+    let shared = format!("file://{input}");
     let submit = || {
         let (summary, time) = flint_word_count(&[
             "submit",
@@ -585,7 +587,7 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
             &url,
             job,
             "--input",
-            input,
+            &shared,
             "--partitions",
             "32",
             "--json",

@@ -713,8 +713,10 @@ fn jobs_read_inputs_only_under_the_drivers_roots() {
     let outside = cluster.dir.path().join("secret.txt");
     std::fs::write(&outside, "secret words\n").unwrap();
     std::os::unix::fs::symlink(&outside, inputs.join("link.txt")).unwrap();
+    // `file://`: executors read the path themselves (a shared filesystem).
     let wc = |input: &std::path::Path, extra: &[&str]| {
-        let args = ["examples/word-count", "--input", input.to_str().unwrap(), "--json"];
+        let url = format!("file://{}", input.display());
+        let args = ["examples/word-count", "--input", &url, "--json"];
         cluster.submit(&[&args[..], extra].concat())
     };
     let report = ok_json(&wc(&inside, &[]));
@@ -1169,7 +1171,8 @@ fn executors_that_cannot_see_an_input_read_it_through_the_driver_under_renewed_j
     cluster.wait_live(2);
 
     // By path, the executors find nothing: the job fails saying so.
-    let out = cluster.submit(&["examples/word-count", "--input", &path, "--json"]);
+    let shared = format!("file://{path}");
+    let out = cluster.submit(&["examples/word-count", "--input", &shared, "--json"]);
     assert!(!out.status.success());
     let said = format!("{}{}", lossy(&out.stdout), lossy(&out.stderr));
     assert!(said.contains("No such file"), "{said}");
@@ -1181,6 +1184,21 @@ fn executors_that_cannot_see_an_input_read_it_through_the_driver_under_renewed_j
     let report =
         ok_json(&cluster.submit(&["examples/word-count", "--input", &url, "--partitions", "6", "--json"]));
     assert_eq!(report["result"], expected);
+
+    // A file on the client's own disk, outside every root, goes with the job; the
+    // driver keeps it while the job runs.
+    let mine = cluster.dir.path().join("client.txt");
+    corpus(&mine, 1 << 20);
+    let expected =
+        ok_json(&flint(&["run", "examples/word-count", "--input", mine.to_str().unwrap(), "--json"]));
+    let report =
+        ok_json(&cluster.submit(&["examples/word-count", "--input", mine.to_str().unwrap(), "--json"]));
+    assert_eq!(report["result"], expected["result"]);
+    let log = cluster.driver.log_text();
+    let kept =
+        log.lines().find(|l| l.contains("job files received")).expect("the driver says where it kept them");
+    let folder = kept.split("folder=").nth(1).unwrap().split_whitespace().next().unwrap();
+    assert!(!std::path::Path::new(folder).exists(), "{folder} is removed once the job ended");
 
     // A job over several lifetimes of its token: 16 tasks of a second each, each
     // reading its split when it starts.
@@ -1415,4 +1433,74 @@ fn with_mutual_tls_only_peers_with_a_certificate_the_ca_signed_get_anything() {
     assert_eq!(ids, ["trusted"], "{status}");
     let log = cluster.driver.log_text();
     assert!(!log.contains("executor_id=bare") && !log.contains("executor_id=stranger"), "{log}");
+}
+
+/// A file server that answers HEAD and ranged GETs, as object stores and CDNs do, on a
+/// free loopback port, counting the requests that asked for a range.
+fn serve_ranges(
+    body: Vec<u8>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, tokio::runtime::Runtime) {
+    use axum::http::{HeaderMap, StatusCode, header};
+    use axum::response::IntoResponse;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ranged = std::sync::Arc::new(AtomicUsize::new(0));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let url = format!("http://{}/data/corpus.txt", listener.local_addr().unwrap());
+    let (body, counter) = (std::sync::Arc::new(body), ranged.clone());
+    let handler = move |headers: HeaderMap| {
+        let (body, counter) = (body.clone(), counter.clone());
+        async move {
+            let len = body.len();
+            let range = headers.get(header::RANGE).and_then(|r| {
+                r.to_str()
+                    .ok()?
+                    .strip_prefix("bytes=")?
+                    .split_once('-')
+                    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            });
+            match range {
+                None => ([(header::CONTENT_LENGTH, len.to_string())], body.to_vec()).into_response(),
+                Some((a, b)) => {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let start: usize = a.parse().unwrap();
+                    let end: usize = b.parse::<usize>().map_or(len - 1, |e| e.min(len - 1));
+                    let content_range = format!("bytes {start}-{end}/{len}");
+                    (
+                        StatusCode::PARTIAL_CONTENT,
+                        [(header::CONTENT_RANGE, content_range)],
+                        body[start..=end].to_vec(),
+                    )
+                        .into_response()
+                }
+            }
+        }
+    };
+    let app = axum::Router::new().route("/data/corpus.txt", axum::routing::get(handler));
+    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, ranged, rt)
+}
+
+#[test]
+fn an_http_input_is_read_by_ranges_and_plain_http_needs_allowing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("corpus.txt");
+    corpus(&file, 1 << 20);
+    let (url, ranged, _server) = serve_ranges(std::fs::read(&file).unwrap());
+    let mut cluster = Cluster::start(&["--conf", "flint.input.allowHttp=true"]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let expected =
+        ok_json(&flint(&["run", "examples/word-count", "--input", file.to_str().unwrap(), "--json"]));
+    let report =
+        ok_json(&cluster.submit(&["examples/word-count", "--input", &url, "--partitions", "4", "--json"]));
+    assert_eq!(report["result"], expected["result"]);
+    let reads = ranged.load(std::sync::atomic::Ordering::Relaxed);
+    assert!((4..=8).contains(&reads), "four splits, a ranged read or two each: {reads}");
+
+    // A driver that was not told to allow it refuses plain http.
+    let strict = Cluster::start(&[]);
+    let out = strict.submit(&["examples/word-count", "--input", &url, "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("flint.input.allowHttp"), "{}", lossy(&out.stderr));
 }

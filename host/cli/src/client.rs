@@ -6,7 +6,7 @@ use crate::exit;
 use crate::report;
 use crate::run::fail_chain;
 use clap::Args;
-use flint_client::{Client, JobEvent};
+use flint_client::{Client, Input, JobEvent};
 use flint_net::{DriverUrl, Identity, Secret};
 use flint_proto::ClusterStatus;
 use std::io::IsTerminal;
@@ -19,9 +19,10 @@ pub struct SubmitArgs {
     driver_url: String,
     /// The job: a job folder, a .wasm component or a bundle (as for `flint run`).
     job: PathBuf,
-    /// An input (repeatable): `flint:///path` (a file under the driver's input roots,
-    /// read through the driver), `s3://bucket/key` or `s3://bucket/prefix/`, `https://…`,
-    /// or a path (`file://`) every executor can read at that path itself.
+    /// An input (repeatable): a file on this machine (sent to the driver with the job,
+    /// which serves it to executors), `flint:///path` (a file under the driver's input
+    /// roots), `s3://bucket/key` or `s3://bucket/prefix/`, `https://…`, or `file:///path`
+    /// on a filesystem every executor shares.
     #[arg(long = "input", value_name = "URL")]
     inputs: Vec<String>,
     /// Partitions: generated tasks, or about how many file splits.
@@ -91,15 +92,7 @@ pub fn submit(args: SubmitArgs) -> u8 {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };
-    // The driver resolves paths: send absolute ones.
-    let inputs: Vec<String> = args
-        .inputs
-        .iter()
-        .map(|p| match std::path::absolute(p) {
-            Ok(path) if !p.contains("://") => path.to_string_lossy().into_owned(),
-            _ => p.clone(),
-        })
-        .collect();
+    let inputs: Vec<Input> = args.inputs.iter().map(|i| Input::parse(i)).collect();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
         let client = match Client::connect_as(&url, &secret, identity.as_ref()).await {
@@ -138,7 +131,7 @@ async fn submit_once(
     client: &Client,
     bundle: &flint_proto::Bundle,
     conf: &flint_proto::Conf,
-    inputs: &[String],
+    inputs: &[Input],
     args: &SubmitArgs,
 ) -> u8 {
     let submitted = client

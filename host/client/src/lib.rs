@@ -16,9 +16,9 @@
 
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
-    write_frame, write_payload,
+    write_frame, write_payload, write_payload_from,
 };
-use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitReply};
+use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitInput, SubmitReply};
 use flint_proto::{ClusterStatus, Conf, JobId, JobProgress, JobReport, Manifest};
 use std::time::Duration;
 
@@ -34,6 +34,25 @@ pub enum ClientError {
     JobRejected(String),
     #[error("connection to the driver failed: {0}")]
     Protocol(String),
+    #[error("cannot read input {0}")]
+    Input(String),
+}
+
+/// An input as a client gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Where the data lives (`flint:///…`, `s3://…`, `https://…`, `file:///…` on a
+    /// filesystem every executor shares); the driver plans it.
+    Url(String),
+    /// A file on this machine: sent with the job.
+    File(std::path::PathBuf),
+}
+
+impl Input {
+    /// A URL is where data lives; anything else is a path to a file of the client's.
+    pub fn parse(text: &str) -> Input {
+        if text.contains("://") { Input::Url(text.to_owned()) } else { Input::File(text.into()) }
+    }
 }
 
 impl From<FrameError> for ClientError {
@@ -104,29 +123,48 @@ impl Client {
         }
     }
 
-    /// Submits a job. Input files are read by executors by path, so they must be
-    /// visible to every executor (a shared filesystem). `every` marks a run of a
+    /// Submits a job. URL inputs are planned by the driver and read by executors from
+    /// where they live; files (`Input::File`) are sent to the driver, which keeps them
+    /// while the job runs and serves them to executors. `every` marks a run of a
     /// recurring job with its period, which the driver sizes its fleet by.
     pub async fn submit(
         &self,
         manifest: Manifest,
         component: &[u8],
         config: Conf,
-        inputs: Vec<String>,
+        inputs: Vec<Input>,
         partitions: Option<u32>,
         every: Option<std::time::Duration>,
     ) -> Result<SubmittedJob, ClientError> {
+        let mut listed = Vec::new();
+        let mut files = Vec::new();
+        for input in inputs {
+            match input {
+                Input::Url(url) => listed.push(SubmitInput::Url(url)),
+                Input::File(path) => {
+                    let cannot = |e: std::io::Error| ClientError::Input(format!("{}: {e}", path.display()));
+                    let file = tokio::fs::File::open(&path).await.map_err(cannot)?;
+                    let size = file.metadata().await.map_err(cannot)?.len();
+                    let name = path.file_name().map_or("input".into(), |n| n.to_string_lossy().into_owned());
+                    listed.push(SubmitInput::Upload { name, size });
+                    files.push(file);
+                }
+            }
+        }
         let (mut send, mut recv) = self.connection.open_bi().await?;
         let submission = Submission {
             manifest,
             component_size: component.len() as u64,
             config,
-            inputs,
+            inputs: listed,
             partitions,
             every,
         };
         write_frame(&mut send, &Request::Submit(Box::new(submission))).await?;
         write_payload(&mut send, component).await?;
+        for mut file in files {
+            write_payload_from(&mut send, &mut file).await?;
+        }
         let _ = send.finish();
         match read_frame::<SubmitReply>(&mut recv).await? {
             Some(SubmitReply::Accepted { job }) => {

@@ -214,6 +214,8 @@ struct PreparedJob {
     deadline: Duration,
     token_services: Vec<String>,
     every: Option<Duration>,
+    /// Files sent with the job, kept until it ends.
+    uploads: Option<Arc<tempfile::TempDir>>,
 }
 
 impl Driver {
@@ -287,7 +289,8 @@ impl Driver {
             return Err(SubmitError::WorldMismatch { declared, found: component.world });
         }
         let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
-        let plan = self.plan(&request.inputs, &request.values, request.partitions, slots).await?;
+        let uploads = request.uploads.as_deref().map(tempfile::TempDir::path);
+        let plan = self.plan(&request.inputs, uploads, &request.values, request.partitions, slots).await?;
         if plan.len() > MAX_TASKS as usize {
             return Err(SubmitError::Partitions(format!(
                 "{} tasks; at most {MAX_TASKS} per job",
@@ -304,6 +307,7 @@ impl Driver {
             memory_limit: request.memory_limit,
             token_services: request.token_services,
             every: request.every,
+            uploads: request.uploads,
         };
         self.shared
             .components
@@ -330,6 +334,7 @@ impl Driver {
     async fn plan(
         &self,
         urls: &[String],
+        uploads: Option<&std::path::Path>,
         values: &[serde_json::Value],
         partitions: Option<u32>,
         slots: u32,
@@ -343,7 +348,9 @@ impl Driver {
         let settings = &self.shared.settings;
         let input_error = |path: &str, reason: String| SubmitError::Input { path: path.to_owned(), reason };
         let mut allowed = Vec::new();
-        for root in &settings.input_roots {
+        // The job's own files may be read wherever the driver keeps them.
+        let roots = settings.input_roots.iter().map(std::path::Path::new).chain(uploads);
+        for root in roots {
             // A root that does not exist allows nothing.
             if let Ok(root) = tokio::fs::canonicalize(root).await {
                 allowed.push(root);
@@ -567,6 +574,8 @@ struct JobRecord {
     /// Executors that were sent attempts of this job, told when it ends.
     executors: BTreeSet<ExecutorId>,
     span: tracing::Span,
+    /// Files sent with the job: removed when the record goes (the job ended).
+    _uploads: Option<Arc<tempfile::TempDir>>,
 }
 
 /// How a job's outputs become its result.
@@ -878,6 +887,7 @@ impl EventLoop {
                 max_result_bytes: job.settings.driver_max_result_size,
                 executors: BTreeSet::new(),
                 span,
+                _uploads: job.uploads,
             },
         );
         let _ = reply.send(JobHandle { id, progress: progress_rx, report: report_rx });

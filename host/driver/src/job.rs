@@ -28,6 +28,9 @@ pub struct JobRequest {
     /// For a run of a recurring job (`flint submit --every`), its period: the fleet is
     /// sized from each run's time against it.
     pub every: Option<Duration>,
+    /// The folder holding the files sent with the job (named in `inputs` as
+    /// `flint://` URLs), removed once the job has ended and nothing holds it.
+    pub uploads: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +78,7 @@ impl JobRequest {
             token_services: manifest.tokens.clone(),
             world: manifest.world,
             every: None,
+            uploads: None,
         })
     }
 }

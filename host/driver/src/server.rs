@@ -7,11 +7,13 @@ use crate::job::JobRequest;
 use crate::link::{Blocks, ChannelLink, Fetch};
 use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::{
-    FrameError, Secret, read_frame, read_frame_within, read_payload, verify_proof, write_frame, write_payload,
+    FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_into, verify_proof,
+    write_frame, write_payload,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Launch,
-    MAX_HELLO, PROTOCOL_VERSION, Rejection, Request, ResourceProfile, Role, Submission, SubmitReply,
+    MAX_HELLO, PROTOCOL_VERSION, Rejection, Request, ResourceProfile, Role, Submission, SubmitInput,
+    SubmitReply,
 };
 use flint_proto::{BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate};
 use std::collections::HashSet;
@@ -411,8 +413,15 @@ async fn submit(
     let Submission { manifest, component_size, config, inputs, partitions, every } = submission;
     let limit = (component_size as usize).min(MAX_COMPONENT);
     let component = read_payload(recv, limit).await?;
-    let request = match JobRequest::from_manifest(&manifest, component, config, inputs, partitions) {
-        Ok(r) => JobRequest { every, ..r },
+    let (urls, uploads) = match receive_uploads(driver, inputs, recv).await {
+        Ok(received) => received,
+        Err(UploadError::Refused(reason)) => {
+            return Ok(write_frame(send, &SubmitReply::Rejected(reason)).await?);
+        }
+        Err(UploadError::Peer(e)) => return Err(e),
+    };
+    let request = match JobRequest::from_manifest(&manifest, component, config, urls, partitions) {
+        Ok(r) => JobRequest { every, uploads, ..r },
         Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e)).await?),
     };
     let handle = match driver.submit(request).await {
@@ -448,6 +457,75 @@ async fn submit(
             }
         }
     }
+}
+
+enum UploadError {
+    /// The submission asks too much: the client is told why.
+    Refused(String),
+    Peer(PeerError),
+}
+
+impl<E: Into<PeerError>> From<E> for UploadError {
+    fn from(e: E) -> Self {
+        UploadError::Peer(e.into())
+    }
+}
+
+/// Keeps a submission's files (they follow its component) in a folder of their own,
+/// private to the driver and removed when the job ends; each becomes a `flint://` input.
+async fn receive_uploads(
+    driver: &Driver,
+    inputs: Vec<SubmitInput>,
+    recv: &mut quinn::RecvStream,
+) -> Result<(Vec<String>, Option<Arc<tempfile::TempDir>>), UploadError> {
+    let limit = driver.settings().driver_max_upload_size;
+    let declared: u64 = inputs
+        .iter()
+        .map(|i| if let SubmitInput::Upload { size, .. } = i { *size } else { 0 })
+        .fold(0, u64::saturating_add);
+    if declared > limit {
+        return Err(UploadError::Refused(format!(
+            "the job's files hold {declared} bytes, over flint.driver.maxUploadSize ({limit}); put them where executors can read them (s3://, flint:///…)"
+        )));
+    }
+    let mut dir: Option<tempfile::TempDir> = None;
+    let mut urls = Vec::with_capacity(inputs.len());
+    for (n, input) in inputs.into_iter().enumerate() {
+        match input {
+            SubmitInput::Url(url) => urls.push(url),
+            SubmitInput::Upload { name, size } => {
+                let folder = match &mut dir {
+                    Some(d) => d,
+                    None => {
+                        dir.insert(tempfile::Builder::new().prefix("flint-upload-").tempdir().map_err(
+                            |e| UploadError::Refused(format!("the driver cannot keep files: {e}")),
+                        )?)
+                    }
+                };
+                // The client's name, kept readable but never a path of its own.
+                let safe: String = name
+                    .chars()
+                    .take(100)
+                    .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+                    .collect();
+                let path = folder.path().join(format!("{n}-{safe}"));
+                let mut file = tokio::fs::File::create(&path)
+                    .await
+                    .map_err(|e| UploadError::Refused(format!("the driver cannot keep {name}: {e}")))?;
+                let got = read_payload_into(recv, size, &mut file).await?;
+                if got != size {
+                    return Err(UploadError::Refused(format!(
+                        "{name}: {got} bytes arrived, {size} announced"
+                    )));
+                }
+                urls.push(format!("flint://{}", path.display()));
+            }
+        }
+    }
+    if let Some(d) = &dir {
+        tracing::info!(folder = %d.path().display(), files = urls.len(), "job files received");
+    }
+    Ok((urls, dir.map(Arc::new)))
 }
 
 fn request_name(request: &Request) -> &'static str {

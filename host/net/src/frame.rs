@@ -85,18 +85,57 @@ pub async fn write_payload(out: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) ->
     write_frame(out, &Chunk(Vec::new())).await
 }
 
+/// Sends everything `reader` holds as a payload, a chunk at a time (a file of any size
+/// in bounded memory).
+pub async fn write_payload_from(
+    out: &mut (impl AsyncWrite + Unpin),
+    reader: &mut (impl AsyncRead + Unpin),
+) -> Result<u64, FrameError> {
+    use tokio::io::AsyncReadExt;
+    let mut sent = 0;
+    loop {
+        let mut piece = Vec::with_capacity(CHUNK);
+        while piece.len() < CHUNK {
+            if (&mut *reader).take((CHUNK - piece.len()) as u64).read_to_end(&mut piece).await? == 0 {
+                break;
+            }
+        }
+        if piece.is_empty() {
+            write_frame(out, &Chunk(Vec::new())).await?;
+            return Ok(sent);
+        }
+        sent += piece.len() as u64;
+        write_frame(out, &Chunk(piece)).await?;
+    }
+}
+
 /// Reads a payload sent by [`write_payload`], refusing more than `limit` bytes.
 pub async fn read_payload(input: &mut (impl AsyncRead + Unpin), limit: usize) -> Result<Vec<u8>, FrameError> {
     let mut bytes = Vec::new();
+    read_payload_into(input, limit as u64, &mut bytes).await?;
+    Ok(bytes)
+}
+
+/// Reads a payload into `sink` (a file, say), refusing more than `limit` bytes; the
+/// number of bytes read.
+pub async fn read_payload_into(
+    input: &mut (impl AsyncRead + Unpin),
+    limit: u64,
+    sink: &mut (impl AsyncWrite + Unpin),
+) -> Result<u64, FrameError> {
+    use tokio::io::AsyncWriteExt;
+    let mut read = 0;
     loop {
         let Chunk(piece) = read_frame(input).await?.ok_or(FrameError::Truncated)?;
         if piece.is_empty() {
-            return Ok(bytes);
+            sink.flush().await?;
+            return Ok(read);
         }
-        if bytes.len() + piece.len() > limit {
+        if read + piece.len() as u64 > limit {
             return Err(FrameError::Oversized);
         }
-        bytes.extend_from_slice(&piece);
+        read += piece.len() as u64;
+        sink.write_all(&piece).await?;
     }
 }
 

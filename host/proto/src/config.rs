@@ -128,6 +128,10 @@ pub struct Settings {
     pub kubernetes: KubernetesSettings,
     /// `flint.security.credentials.*`: delegation tokens the driver renews.
     pub credentials: CredentialSettings,
+    /// `flint.driver.maxUploadSize` (default 1g): the most a submission's files (inputs
+    /// on the client's own disk) may hold together; the driver keeps them on its disk
+    /// while the job runs.
+    pub driver_max_upload_size: u64,
     /// `flint.s3.*` and `flint.input.allowHttp`: how executors and the driver reach
     /// `s3://` and `https://` inputs.
     pub objects: ObjectSettings,
@@ -338,6 +342,7 @@ impl Default for Settings {
             kubernetes: KubernetesSettings::default(),
             credentials: CredentialSettings::default(),
             objects: ObjectSettings::default(),
+            driver_max_upload_size: 1 << 30,
         }
     }
 }
@@ -396,6 +401,7 @@ impl Settings {
         "flint.s3.endpoint",
         "flint.s3.region",
         "flint.input.allowHttp",
+        "flint.driver.maxUploadSize",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -589,6 +595,9 @@ impl Settings {
                     s.objects.s3_endpoint = Some(url)
                 }
                 "flint.s3.region" => s.objects.s3_region = non_empty(value).map_err(&invalid)?,
+                "flint.driver.maxUploadSize" => {
+                    s.driver_max_upload_size = parse_size(value).map_err(&invalid)?
+                }
                 "flint.input.allowHttp" => {
                     s.objects.allow_http =
                         value.trim().parse().map_err(|_| invalid("must be true or false".into()))?

@@ -157,10 +157,19 @@ pub struct Submission {
     /// The component arrives in [`CHUNK`]-sized frames after this one.
     pub component_size: u64,
     pub config: Conf,
-    pub inputs: Vec<String>,
+    pub inputs: Vec<SubmitInput>,
     pub partitions: Option<u32>,
     /// For a run of a recurring job, its period.
     pub every: Option<std::time::Duration>,
+}
+
+/// An input as a client names it: a URL the driver plans, or a file of the client's
+/// own whose bytes follow the component (in the order listed), for the driver to keep
+/// while the job runs and serve to executors as a `flint://` input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SubmitInput {
+    Url(String),
+    Upload { name: String, size: u64 },
 }
 
 /// A request on a stream of its own. Executors and clients send them to the driver; the

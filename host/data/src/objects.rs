@@ -118,7 +118,7 @@ impl ObjectReader {
             )
         })?;
         // Keyed by a digest of the credentials, so a renewed token makes a new client.
-        let key = format!("s3 {bucket} {}", hex(&Sha256::digest(token.secret.as_bytes())));
+        let key = format!("s3 {bucket} {}", hex::encode(Sha256::digest(token.secret.as_bytes())));
         self.cached(key, || {
             let creds: S3Credentials = serde_json::from_str(&token.secret).map_err(|_| {
                 format!(
@@ -196,18 +196,5 @@ fn retry() -> RetryConfig {
 
 /// An object store's error, cut to a bounded length: it may quote a server's answer.
 fn describe(e: &object_store::Error) -> String {
-    let mut text = e.to_string();
-    if text.len() > 1024 {
-        let mut cut = 1024;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push_str("…");
-    }
-    text
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    flint_proto::failure::head(&e.to_string(), 1024)
 }

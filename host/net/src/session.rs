@@ -97,8 +97,21 @@ pub async fn hello(
     executor_id: Option<String>,
     pod_name: Option<String>,
 ) -> Result<(HelloReply, quinn::SendStream, quinn::RecvStream), FrameError> {
-    let said = say_hello(connection, secret, role, app_id, executor_id, pod_name).await;
-    said.map_err(|e| match connection.close_reason().as_ref().and_then(certificate_refusal) {
+    let hello = Hello {
+        protocol_version: PROTOCOL_VERSION,
+        role,
+        app_id: app_id.to_owned(),
+        proof: proof(secret, connection),
+        executor_id,
+        pod_name,
+    };
+    let said = async {
+        let (mut send, mut recv) = connection.open_bi().await.map_err(|e| FrameError::Io(e.into()))?;
+        write_frame(&mut send, &hello).await?;
+        let reply = read_frame::<HelloReply>(&mut recv).await?.ok_or(FrameError::Truncated)?;
+        Ok((reply, send, recv))
+    };
+    said.await.map_err(|e| match connection.close_reason().as_ref().and_then(certificate_refusal) {
         Some(refusal) => FrameError::Io(std::io::Error::other(refusal)),
         None => e,
     })
@@ -119,26 +132,4 @@ fn certificate_refusal(reason: &quinn::ConnectionError) -> Option<String> {
         ),
         _ => return None,
     })
-}
-
-async fn say_hello(
-    connection: &quinn::Connection,
-    secret: &Secret,
-    role: Role,
-    app_id: &str,
-    executor_id: Option<String>,
-    pod_name: Option<String>,
-) -> Result<(HelloReply, quinn::SendStream, quinn::RecvStream), FrameError> {
-    let (mut send, mut recv) = connection.open_bi().await.map_err(|e| FrameError::Io(e.into()))?;
-    let hello = Hello {
-        protocol_version: PROTOCOL_VERSION,
-        role,
-        app_id: app_id.to_owned(),
-        proof: proof(secret, connection),
-        executor_id,
-        pod_name,
-    };
-    write_frame(&mut send, &hello).await?;
-    let reply = read_frame::<HelloReply>(&mut recv).await?.ok_or(FrameError::Truncated)?;
-    Ok((reply, send, recv))
 }

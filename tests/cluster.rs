@@ -1353,6 +1353,24 @@ fn word_count_over_an_s3_prefix_reads_with_the_providers_credentials() {
     assert_eq!(report["result"], expected["result"], "the three objects under the prefix, and nothing else");
     assert!(report["tasks"].as_u64().unwrap() >= 3, "{report}");
 
+    // `flint run` reads the same objects with the same provider.
+    let endpoint = format!("flint.s3.endpoint={}", s3.endpoint);
+    let provider = format!("flint.security.credentials.s3.file={}", token_file.display());
+    let run = ok_json(&flint(&[
+        "run",
+        "examples/word-count",
+        "--input",
+        "s3://data/corpus/",
+        "--conf",
+        &endpoint,
+        "--conf",
+        "flint.input.allowHttp=true",
+        "--conf",
+        &provider,
+        "--json",
+    ]));
+    assert_eq!(run["result"], expected["result"]);
+
     // A key that names nothing, under no prefix either, is refused before any task.
     let out = cluster.submit(&["examples/word-count", "--input", "s3://data/missing", "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));

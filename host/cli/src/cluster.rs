@@ -4,15 +4,12 @@ use crate::common::{PeerTls, fail, load_secret, parse_confs, write_private};
 use crate::exit;
 use crate::run::{cache_dir, parse_size_arg};
 use clap::Args;
-use flint_driver::credentials::{CommandProvider, FileProvider, TokenProvider};
-use flint_driver::data::FlintTokens;
 use flint_driver::server::{FrontConfig, serve};
 use flint_driver::{Driver, DriverConfig};
 use flint_executor::remote::{ExecutorOptions, run_executor};
 use flint_net::{DriverUrl, Identity, Secret, server_endpoint};
-use flint_proto::{FLINT_SERVICE, KubernetesSettings, Settings, Token};
+use flint_proto::{KubernetesSettings, Settings, Token};
 use flint_runtime::{Runtime, RuntimeConfig};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -161,44 +158,8 @@ pub fn driver(args: DriverArgs) -> u8 {
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
         // Every provider gives its first token before any executor can start: one that
         // cannot fails the driver at once, with its reason.
-        let c = &settings.credentials;
-        {
-            let mut providers: HashMap<String, Arc<dyn TokenProvider>> = HashMap::new();
-            // The driver's own data service's tokens (`flint://` inputs), renewed like any.
-            providers.insert(FLINT_SERVICE.into(), Arc::new(FlintTokens { lifetime: c.flint_lifetime }));
-            for (service, command) in &c.commands {
-                providers.insert(
-                    service.clone(),
-                    Arc::new(CommandProvider { service: service.clone(), command: command.clone() }),
-                );
-            }
-            for (service, path) in &c.files {
-                providers.insert(
-                    service.clone(),
-                    Arc::new(FileProvider { service: service.clone(), path: path.into() }),
-                );
-            }
-            let mut initial = Vec::new();
-            for (service, provider) in &providers {
-                match provider.fetch().await {
-                    Ok(token) => initial.push(token),
-                    Err(e) => {
-                        let kind = provider.kind();
-                        return fail(
-                            exit::INVALID_JOB,
-                            format!("no token for service {service} ({kind}): {e}"),
-                        );
-                    }
-                }
-            }
-            let config = flint_driver::RenewalConfig {
-                ratio: c.renewal_ratio,
-                margin: c.renewal_margin,
-                retry_wait: c.retry_wait,
-                ..Default::default()
-            };
-            tracing::info!(services = ?providers.keys().collect::<Vec<_>>(), "tokens renewed by the driver");
-            driver.renew_tokens(providers, config, initial);
+        if let Err(e) = driver.renew_credentials(&settings.credentials).await {
+            return fail(exit::INVALID_JOB, e);
         }
         // Kept until the driver ends: the local backend's secret file and its processes,
         // the Kubernetes backend's pods.

@@ -151,6 +151,11 @@ async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(exit::INTERNAL, e),
     };
+    // Tokens from the same providers a driver has (an `s3://` input's credentials, say).
+    let credentials = cluster.driver.settings().credentials.clone();
+    if let Err(e) = cluster.driver.renew_credentials(&credentials).await {
+        return fail(exit::INVALID_JOB, e);
+    }
     let handle = match cluster.driver.submit(request).await {
         Ok(h) => h,
         Err(e) => return fail(exit::INVALID_JOB, e),

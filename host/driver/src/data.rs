@@ -14,16 +14,27 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// `flint://` reads the driver serves at once (at most 16 × 16 MiB in memory).
+const CONCURRENT_READS: usize = 16;
+
 pub struct DataService {
     app_id: String,
     key: DataKey,
+    /// Reads under way at once, each holding up to `MAX_INPUT_READ` bytes: executors
+    /// asking for more wait their turn, so the driver's memory for them stays bounded.
+    pub reads: tokio::sync::Semaphore,
     /// The `flint://` inputs of each running job that has any, by resolved path.
     jobs: Mutex<HashMap<JobId, Arc<HashSet<String>>>>,
 }
 
 impl DataService {
     pub fn new(app_id: String) -> DataService {
-        DataService { app_id, key: DataKey::generate(), jobs: Mutex::new(HashMap::new()) }
+        DataService {
+            app_id,
+            key: DataKey::generate(),
+            reads: tokio::sync::Semaphore::new(CONCURRENT_READS),
+            jobs: Mutex::new(HashMap::new()),
+        }
     }
 
     /// A job reads these files through the service until it ends.

@@ -12,9 +12,9 @@ use flint_data::{InputUrl, ObjectReader};
 use flint_executor::DriverSource;
 use flint_proto::wire::Rejection;
 use flint_proto::{
-    BlockRef, ClusterStatus, Conf, Digest, ExecutorId, FLINT_SERVICE, FailureRecord, JobDescriptor, JobError,
-    JobId, JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings, Source, StatusUpdate,
-    TaskFailure, TaskLaunch, TaskOutput, TaskState, Token, World,
+    BlockRef, ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, FailureRecord,
+    JobDescriptor, JobError, JobId, JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings,
+    Source, StatusUpdate, TaskFailure, TaskLaunch, TaskOutput, TaskState, Token, World,
 };
 use flint_runtime::{JobComponent, KillSwitch, Runtime, TaskContext};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -25,8 +25,8 @@ use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use crate::backend::{ExecutorBackend, News, Reporter};
-use crate::credentials::{self, TokenProvider};
-use crate::data::DataService;
+use crate::credentials::{self, CommandProvider, FileProvider, TokenProvider};
+use crate::data::{DataService, FlintTokens};
 
 /// Attempts an executor holds per slot when a job's tasks are short: the next one waits
 /// on the executor, not a round trip away (see `Policy::pipeline`).
@@ -442,6 +442,41 @@ impl Driver {
         &self.shared.data
     }
 
+    /// Fetches the first token of every provider `credentials` names, and of the
+    /// driver's own `flint` service, then renews them from now on. A provider that
+    /// cannot give one is an error naming the service and why.
+    pub async fn renew_credentials(&self, credentials: &CredentialSettings) -> Result<(), String> {
+        let c = credentials;
+        let mut providers: HashMap<String, Arc<dyn TokenProvider>> = HashMap::new();
+        providers.insert(FLINT_SERVICE.into(), Arc::new(FlintTokens { lifetime: c.flint_lifetime }));
+        for (service, command) in &c.commands {
+            let provider = CommandProvider { service: service.clone(), command: command.clone() };
+            providers.insert(service.clone(), Arc::new(provider));
+        }
+        for (service, path) in &c.files {
+            providers.insert(
+                service.clone(),
+                Arc::new(FileProvider { service: service.clone(), path: path.into() }),
+            );
+        }
+        let mut initial = Vec::new();
+        for (service, provider) in &providers {
+            let token = provider.fetch().await;
+            initial.push(
+                token.map_err(|e| format!("no token for service {service} ({}): {e}", provider.kind()))?,
+            );
+        }
+        let config = flint_core::RenewalConfig {
+            ratio: c.renewal_ratio,
+            margin: c.renewal_margin,
+            retry_wait: c.retry_wait,
+            ..Default::default()
+        };
+        tracing::info!(services = ?providers.keys().collect::<Vec<_>>(), "tokens renewed by the driver");
+        self.renew_tokens(providers, config, initial);
+        Ok(())
+    }
+
     /// Renews each service's token from its provider from now on (the control core
     /// decides when), starting from `initial`, fetched just before.
     pub fn renew_tokens(
@@ -450,6 +485,8 @@ impl Driver {
         config: flint_core::RenewalConfig,
         initial: Vec<flint_proto::Token>,
     ) {
+        // In force at once: a job planned before the loop takes them up sees them too.
+        *self.shared.renewed.lock().expect("tokens lock") = initial.clone();
         let _ = self.events.send(Event::RenewTokens { providers, config, initial });
     }
 

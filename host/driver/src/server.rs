@@ -380,6 +380,9 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                 return Err(PeerError::Protocol("the driver holds no blocks".into()));
             }
             Request::ReadInput { token, path, start, len } => {
+                // Held until the bytes are sent: a slow reader slows only the others' turns.
+                let _turn =
+                    driver.data().reads.acquire().await.map_err(|e| PeerError::Protocol(e.to_string()))?;
                 let reader = driver.clone();
                 let read =
                     tokio::task::spawn_blocking(move || reader.data().read(&token.0, &path, start, len));

@@ -31,6 +31,9 @@ impl Cluster {
         let roots = format!("flint.input.roots={}", dir.path().join("inputs").display());
         std::fs::create_dir(dir.path().join("inputs")).unwrap();
         cmd.args(["--conf", &roots]);
+        if !extra.contains(&"--ui-port") {
+            cmd.args(["--ui-port", "0"]); // tests run many drivers at once
+        }
         cmd.args(extra).env("FLINT_SECRET", SECRET);
         let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
         let url =
@@ -1521,4 +1524,88 @@ fn an_http_input_is_read_by_ranges_and_plain_http_needs_allowing() {
     let out = strict.submit(&["examples/word-count", "--input", &url, "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
     assert!(lossy(&out.stderr).contains("flint.input.allowHttp"), "{}", lossy(&out.stderr));
+}
+
+/// A free loopback port (for a server told to bind it).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `GET path` over plain HTTP/1.1: the status code and the body.
+fn http_get(port: u16, path: &str, bearer: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream =
+        eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+            .expect("the status server listens");
+    let auth = bearer.map(|b| format!("Authorization: Bearer {b}\r\n")).unwrap_or_default();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.split(' ').nth(1).unwrap().parse().unwrap(), body.to_owned())
+}
+
+#[test]
+fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
+    let port = free_port();
+    let mut cluster = Cluster::start(&["--ui-port", &port.to_string()]);
+    cluster.executor(&["--cores", "1", "--executor-id", "a"]);
+    cluster.executor(&["--cores", "1", "--executor-id", "b"]);
+    cluster.wait_live(2);
+    let mut attempts = 0;
+    for job in [
+        &["examples/noop", "--partitions", "8", "--json"][..],
+        &["examples/pi", "--partitions", "16", "--json"],
+    ] {
+        attempts += ok_json(&cluster.submit(job))["attempts"].as_u64().unwrap();
+    }
+
+    let (code, body) = http_get(port, "/api/v1/executors", None);
+    assert_eq!(code, 200, "{body}");
+    let api: Vec<Value> = serde_json::from_str(&body).unwrap();
+    let status = cluster.status();
+    let pick = |e: &Value| (e["id"].clone(), e["tasks_done"].clone(), e["slots"].clone(), e["state"].clone());
+    let cli: Vec<_> = status["executors"].as_array().unwrap().iter().map(pick).collect();
+    assert_eq!(api.iter().map(pick).collect::<Vec<_>>(), cli, "the records flint status --json prints");
+    let (_, jobs) = http_get(port, "/api/v1/jobs", None);
+    assert_eq!(serde_json::from_str::<Value>(&jobs).unwrap(), status["jobs"]);
+
+    let (code, text) = http_get(port, "/metrics", None);
+    assert_eq!(code, 200);
+    let samples = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    assert_eq!(scrape.samples.len(), samples, "every line parses:\n{text}");
+    let value = |name: &str, label: (&str, &str)| {
+        let sample =
+            scrape.samples.iter().find(|s| s.metric == name && s.labels.get(label.0) == Some(label.1));
+        match sample.unwrap_or_else(|| panic!("no {name} {label:?}:\n{text}")).value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            ref other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(value("flint_tasks_total", ("outcome", "succeeded")), attempts as f64);
+    assert_eq!(value("flint_executors", ("state", "registered")), 2.0);
+    assert_eq!(value("flint_jobs", ("state", "succeeded")), 2.0);
+    assert_eq!(value("flint_executor_slots", ("executor", "a")), 1.0);
+    for name in scrape.samples.iter().map(|s| &s.metric) {
+        assert!(
+            !name.contains("exec") || name.starts_with("flint_executor"),
+            "ids stay out of names: {name}"
+        );
+    }
+    assert!(!text.contains(SECRET) && !body.contains(SECRET));
+
+    // Reachable beyond loopback, it asks for the secret.
+    let open = free_port();
+    let exposed = Cluster::start(&["--ui-port", &open.to_string(), "--ui-bind", "0.0.0.0"]);
+    assert_eq!(http_get(open, "/api/v1/status", None).0, 401);
+    assert_eq!(http_get(open, "/metrics", Some("wrong")).0, 401);
+    let (code, body) = http_get(open, "/api/v1/status", Some(SECRET));
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&body).unwrap()["app_id"].clone()),
+        (200, Value::from(APP))
+    );
+    drop(exposed);
 }

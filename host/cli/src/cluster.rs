@@ -41,6 +41,14 @@ pub struct DriverArgs {
     /// The certificate's PKCS#8 private key (PEM or DER).
     #[arg(long, requires = "cert_file")]
     key_file: Option<PathBuf>,
+    /// The port of the status API and metrics (`/api/v1/…`, `/metrics`); taken, the
+    /// next 16 are tried; 0 turns it off.
+    #[arg(long, default_value_t = 4040)]
+    ui_port: u16,
+    /// The address the status API listens on. Beyond loopback, requests must show the
+    /// application secret as a bearer token.
+    #[arg(long, default_value = "127.0.0.1")]
+    ui_bind: std::net::IpAddr,
     /// Mutual TLS: CA certificates (PEM); executors and clients must show a certificate
     /// one of them signed (`--tls-cert`), besides proving the secret, or get nothing.
     #[arg(long, env = "FLINT_CLIENT_CA_FILE")]
@@ -156,6 +164,14 @@ pub fn driver(args: DriverArgs) -> u8 {
             Err(e) => return fail(exit::INTERNAL, e),
         };
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
+        if args.ui_port != 0 {
+            let bind = SocketAddr::new(args.ui_bind, args.ui_port);
+            match flint_driver::ui::serve_ui(driver.clone(), bind, &secret).await {
+                Ok(at) => tracing::info!(url = %format!("http://{at}/api/v1/status"), "status API and metrics listening"),
+                // The driver runs on without it.
+                Err(e) => tracing::warn!(error = %e, %bind, "no status API: cannot listen"),
+            }
+        }
         // Every provider gives its first token before any executor can start: one that
         // cannot fails the driver at once, with its reason.
         if let Err(e) = driver.renew_credentials(&settings.credentials).await {

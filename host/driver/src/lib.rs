@@ -11,6 +11,7 @@ mod job;
 pub mod link;
 pub mod local;
 pub mod server;
+pub mod ui;
 
 pub use driver::{Driver, DriverConfig, JobHandle, MAX_TASKS};
 pub use flint_core::{ExecutorInfo, Incarnation, RenewalConfig};

@@ -1461,6 +1461,14 @@ fn with_mutual_tls_only_peers_with_a_certificate_the_ca_signed_get_anything() {
 fn serve_ranges(
     body: Vec<u8>,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, tokio::runtime::Runtime) {
+    serve_ranges_after(body, Duration::ZERO)
+}
+
+/// [`serve_ranges`], answering each ranged GET only after `stall`.
+fn serve_ranges_after(
+    body: Vec<u8>,
+    stall: Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>, tokio::runtime::Runtime) {
     use axum::http::{HeaderMap, StatusCode, header};
     use axum::response::IntoResponse;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1484,6 +1492,7 @@ fn serve_ranges(
                 None => ([(header::CONTENT_LENGTH, len.to_string())], body.to_vec()).into_response(),
                 Some((a, b)) => {
                     counter.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(stall).await;
                     let start: usize = a.parse().unwrap();
                     let end: usize = b.parse::<usize>().map_or(len - 1, |e| e.min(len - 1));
                     let content_range = format!("bytes {start}-{end}/{len}");
@@ -1608,4 +1617,28 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
         (200, Value::from(APP))
     );
     drop(exposed);
+}
+
+#[test]
+fn an_input_that_never_arrives_fails_its_task_at_the_deadline() {
+    let (url, _, _server) = serve_ranges_after(b"one two\nthree\n".to_vec(), Duration::from_secs(3600));
+    let mut cluster = Cluster::start(&["--conf", "flint.input.allowHttp=true"]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    let started = std::time::Instant::now();
+    let out = cluster.submit(&[
+        "examples/word-count",
+        "--input",
+        &url,
+        "--conf",
+        "flint.task.deadline=2s",
+        "--conf",
+        "flint.task.maxFailures=1",
+        "--json",
+    ]);
+    assert!(!out.status.success());
+    let report = json(&out);
+    assert_eq!(report["task_failures"][0]["failure"]["kind"], "deadline", "{report}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert_eq!(cluster.live_executors().len(), 1, "the executor stays");
 }

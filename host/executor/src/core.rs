@@ -218,12 +218,12 @@ impl ExecutorCore {
             let failure = TaskFailure::Killed { reason: "killed before it started".into() };
             (TaskState::Failed(failure), String::new())
         } else {
-            let deadline = started + launch.job.deadline;
-            match self.prepare(launch, deadline) {
-                Ok((component, input)) => {
+            match self.prepare(launch) {
+                Ok((component, input, spent)) => {
                     let mut ctx = self.context(launch, kill);
-                    // Reading the input counted against the deadline.
-                    ctx.spent = started.elapsed();
+                    // Reading the input counted against the deadline (compiling the
+                    // component, once per executor, does not).
+                    ctx.spent = spent;
                     let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
                     let state = match outcome.result {
                         Ok(bytes) if bytes.len() <= self.inline_limit => {
@@ -254,12 +254,11 @@ impl ExecutorCore {
         update
     }
 
-    fn prepare(
-        &self,
-        launch: &TaskLaunch,
-        deadline: Instant,
-    ) -> Result<(Arc<JobComponent>, TaskInput), TaskFailure> {
+    /// The component and the input of an attempt, and the time reading the input took.
+    fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, TaskInput, Duration), TaskFailure> {
         let component = self.component(&launch.job.component)?;
+        let reading = Instant::now();
+        let deadline = reading + launch.job.deadline;
         let input = match &launch.partition {
             PartitionSpec::Index(i) => TaskInput::Index(*i),
             PartitionSpec::Value(v) => TaskInput::Value(v.clone()),
@@ -268,11 +267,18 @@ impl ExecutorCore {
                 let data = self
                     .inputs
                     .read_split(&*self.source, &launch.job, &tokens, source, (*start, *end, *size), deadline)
-                    .map_err(|message| TaskFailure::Host { message })?;
+                    .map_err(|message| match Instant::now() >= deadline {
+                        // Reading took the whole deadline: that is what the task ran into.
+                        true => TaskFailure::Deadline {
+                            deadline_ms: launch.job.deadline.as_millis() as u64,
+                            key: "flint.task.deadline".into(),
+                        },
+                        false => TaskFailure::Host { message },
+                    })?;
                 TaskInput::Lines { path: source.to_string(), start: *start, end: *end, data }
             }
         };
-        Ok((component, input))
+        Ok((component, input, reading.elapsed()))
     }
 
     fn component(&self, digest: &Digest) -> Result<Arc<JobComponent>, TaskFailure> {

@@ -1642,3 +1642,31 @@ fn an_input_that_never_arrives_fails_its_task_at_the_deadline() {
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
     assert_eq!(cluster.live_executors().len(), 1, "the executor stays");
 }
+
+#[test]
+fn executors_log_at_the_drivers_level_and_logs_can_be_json() {
+    let mut cluster = Cluster::start(&["--conf", "flint.log.level=debug", "--log-format", "json"]);
+    let mut cmd = cluster.executor_command(&["--cores", "1"]);
+    cmd.env_remove("FLINT_LOG");
+    let log = cluster.dir.path().join("executor-debug.log");
+    cluster.executors.push(Proc::spawn(cmd, log));
+    cluster.wait_live(1);
+    ok_json(&cluster.submit(&["examples/noop", "--partitions", "4", "--json"]));
+    let executor = cluster.executors[0].log_text();
+    assert!(executor.contains("DEBUG"), "the executor took the driver's level:\n{executor}");
+    let driver = cluster.driver.log_text();
+    assert!(driver.lines().count() > 3, "{driver}");
+    for line in driver.lines() {
+        let record: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(record["level"].is_string() && record["fields"].is_object(), "{line}");
+    }
+    // FLINT_LOG on an executor wins over the driver's level.
+    let mut cmd = cluster.executor_command(&["--cores", "1", "--executor-id", "quiet"]);
+    cmd.env("FLINT_LOG", "warn");
+    let quiet = cluster.dir.path().join("executor-quiet.log");
+    cluster.executors.push(Proc::spawn(cmd, quiet));
+    cluster.wait_live(2);
+    ok_json(&cluster.submit(&["examples/noop", "--partitions", "4", "--json"]));
+    let quiet = cluster.executors[1].log_text();
+    assert!(!quiet.contains("DEBUG") && !quiet.contains("INFO"), "{quiet}");
+}

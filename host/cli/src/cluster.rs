@@ -207,7 +207,7 @@ pub fn driver(args: DriverArgs) -> u8 {
         if let Some(path) = args.tokens_file.clone() {
             tokio::spawn(watch_tokens(driver.clone(), path));
         }
-        let front = FrontConfig { secret, log_level: "info".into() };
+        let front = FrontConfig { secret, log_level: settings.executor_log_level.clone() };
         tokio::spawn(serve(driver.clone(), endpoint.clone(), front));
         println!("{url}");
         if let Some(path) = &args.url_file
@@ -359,7 +359,7 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     flint_proto::config::parse_duration(text)
 }
 
-pub fn executor(args: ExecutorArgs) -> u8 {
+pub fn executor(args: ExecutorArgs, set_log_level: crate::SetLogLevel) -> u8 {
     let driver_url: DriverUrl = match args.driver_url.parse() {
         Ok(u) => u,
         Err(e) => return fail(exit::USAGE, e),
@@ -404,6 +404,7 @@ pub fn executor(args: ExecutorArgs) -> u8 {
         conf,
         connect_timeout: args.connect_timeout,
         identity: identity.map(Arc::new),
+        set_log_level: Some(flint_executor::remote::LogLevelHook(set_log_level)),
     };
     // One thread for the connection, the heartbeats and the serving loop: guest code
     // runs on the slot threads, so nothing here waits behind it, and no task hops

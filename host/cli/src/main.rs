@@ -34,7 +34,14 @@ pub mod exit {
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written to stderr: `text`, or `json` (one object a line, for
+    /// log collectors).
+    #[arg(long, global = true, env = "FLINT_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
 }
+
+/// Changes the log level of a running process, unless `FLINT_LOG` set it.
+pub type SetLogLevel = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Subcommand)]
 enum Command {
@@ -63,19 +70,41 @@ fn main() -> ExitCode {
         }
         Command::Driver(_) | Command::Executor(_) => "info",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLINT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let from_env = tracing_subscriber::EnvFilter::try_from_env("FLINT_LOG").ok();
+    let pinned = from_env.is_some();
+    let filter = from_env.unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
+    let (filter, reload) = tracing_subscriber::reload::Layer::new(filter);
+    let registry = tracing_subscriber::registry().with(filter);
+    let text = cli.log_format == "text";
+    let _ = if text {
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr);
+        registry.with(fmt).try_init()
+    } else {
+        registry.with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr)).try_init()
+    };
+    // An executor takes the level its driver gives, unless FLINT_LOG said otherwise.
+    let set_level: SetLogLevel = std::sync::Arc::new(move |level: &str| {
+        if pinned {
+            return;
+        }
+        match tracing_subscriber::EnvFilter::try_new(level) {
+            Ok(filter) => {
+                let _ = reload.reload(filter);
+            }
+            Err(e) => {
+                tracing::warn!(%level, error = %e, "the driver's log level does not parse; kept the default")
+            }
+        }
+    });
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Bundle(args) => run::bundle(args),
         Command::Driver(args) => cluster::driver(args),
-        Command::Executor(args) => cluster::executor(args),
+        Command::Executor(args) => cluster::executor(args, set_level),
         Command::Submit(args) => client::submit(args),
         Command::Status(args) => client::status(args),
         Command::K8s(args) => k8s::k8s(args),

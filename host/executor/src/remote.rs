@@ -49,6 +49,18 @@ pub struct ExecutorOptions {
     pub connect_timeout: Duration,
     /// This executor's certificate, for a driver that asks for one (mutual TLS).
     pub identity: Option<Arc<Identity>>,
+    /// Applies the log level the driver gives (`flint.log.level`).
+    pub set_log_level: Option<LogLevelHook>,
+}
+
+/// What applies a log level to the running process.
+#[derive(Clone)]
+pub struct LogLevelHook(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl std::fmt::Debug for LogLevelHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LogLevelHook")
+    }
 }
 
 /// How an executor's life ended; each maps to a documented exit code.
@@ -160,7 +172,10 @@ pub async fn run_executor(
             Some(DriverMessage::Rejected(r)) => return Err(ExecutorExit::Rejected(r)),
             other => return Err(ExecutorExit::DriverLost(format!("expected the app config, got {other:?}"))),
         };
-        tracing::info!(properties = app.properties.len(), tokens = app.tokens.len(), "app config received");
+        if let Some(LogLevelHook(set)) = &options.set_log_level {
+            set(&app.log_level);
+        }
+        tracing::info!(properties = app.properties.len(), tokens = app.tokens.len(), level = %app.log_level, "app config received");
         let conf = merge_conf(&options.conf, &app);
         let settings = Settings::from_conf(&conf).map_err(|e| ExecutorExit::Config(e.to_string()))?;
         let runtime = Runtime::new(RuntimeConfig {

@@ -132,6 +132,9 @@ pub struct Settings {
     /// on the client's own disk) may hold together; the driver keeps them on its disk
     /// while the job runs.
     pub driver_max_upload_size: u64,
+    /// `flint.log.level` (default `info`): the log filter executors apply (`FLINT_LOG`
+    /// on an executor wins), as `tracing` filters read: `debug`, `flint=debug,info`.
+    pub executor_log_level: String,
     /// `flint.s3.*` and `flint.input.allowHttp`: how executors and the driver reach
     /// `s3://` and `https://` inputs.
     pub objects: ObjectSettings,
@@ -343,6 +346,7 @@ impl Default for Settings {
             credentials: CredentialSettings::default(),
             objects: ObjectSettings::default(),
             driver_max_upload_size: 1 << 30,
+            executor_log_level: "info".into(),
         }
     }
 }
@@ -402,6 +406,7 @@ impl Settings {
         "flint.s3.region",
         "flint.input.allowHttp",
         "flint.driver.maxUploadSize",
+        "flint.log.level",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -595,6 +600,7 @@ impl Settings {
                     s.objects.s3_endpoint = Some(url)
                 }
                 "flint.s3.region" => s.objects.s3_region = non_empty(value).map_err(&invalid)?,
+                "flint.log.level" => s.executor_log_level = non_empty(value).map_err(&invalid)?,
                 "flint.driver.maxUploadSize" => {
                     s.driver_max_upload_size = parse_size(value).map_err(&invalid)?
                 }

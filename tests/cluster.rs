@@ -1581,7 +1581,10 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
 
     let (code, text) = http_get(port, "/metrics", None);
     assert_eq!(code, 200);
-    let samples = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count();
+    // A histogram's buckets read as one sample, its sum and count as one each.
+    let histogram = "flint_task_duration_seconds";
+    let plain = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty() && !l.starts_with(histogram));
+    let samples = plain.count() + 3;
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
     assert_eq!(scrape.samples.len(), samples, "every line parses:\n{text}");
     let value = |name: &str, label: (&str, &str)| {
@@ -1598,6 +1601,14 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
     assert_eq!(value("flint_executors", ("state", "registered")), 2.0);
     assert_eq!(value("flint_jobs", ("state", "succeeded")), 2.0);
     assert_eq!(value("flint_executor_slots", ("executor", "a")), 1.0);
+    let durations =
+        scrape.samples.iter().find(|s| s.metric == "flint_task_duration_seconds").expect("a histogram");
+    let prometheus_parse::Value::Histogram(buckets) = &durations.value else {
+        panic!("{:?}", durations.value)
+    };
+    let inf = buckets.iter().find(|b| b.less_than == f64::INFINITY).expect("+Inf").count;
+    assert_eq!(inf, attempts as f64, "every attempt's duration is counted once");
+    assert!(buckets.windows(2).all(|w| w[0].count <= w[1].count), "cumulative buckets");
     for name in scrape.samples.iter().map(|s| &s.metric) {
         assert!(
             !name.contains("exec") || name.starts_with("flint_executor"),

@@ -106,6 +106,8 @@ struct Shared {
     data: DataService,
     /// Sizes and listings of `s3://` and `https://` inputs, for planning.
     objects: ObjectReader,
+    /// How long accepted attempts ran (`/metrics`).
+    durations: crate::ui::Durations,
 }
 
 /// A component's bytes and the number of running jobs that use it.
@@ -239,6 +241,7 @@ impl Driver {
             renewed: Mutex::new(Vec::new()),
             data,
             objects,
+            durations: Default::default(),
         });
         let driver = Driver { events, peers, shared };
         let event_loop = EventLoop::new(driver.clone());
@@ -435,6 +438,11 @@ impl Driver {
             }
         }
         tokens
+    }
+
+    /// How long the attempts the driver accepted ran.
+    pub fn durations(&self) -> &crate::ui::Durations {
+        &self.shared.durations
     }
 
     /// The driver's data service (`flint://` inputs).
@@ -953,6 +961,7 @@ impl EventLoop {
             self.feed(now, event);
             return;
         }
+        self.driver.shared.durations.record(update.elapsed);
         let output = match &update.state {
             TaskState::Failed(failure) => {
                 let failure = failure.clone();

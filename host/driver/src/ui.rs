@@ -14,6 +14,46 @@ use flint_proto::ClusterStatus;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
+/// Upper bounds (seconds) of the task duration histogram's buckets.
+const DURATION_BUCKETS: [f64; 11] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0];
+
+/// How long task attempts ran, as the driver accepted their reports: a Prometheus
+/// histogram kept in atomics, written by the event loop, read by `/metrics`.
+#[derive(Default)]
+pub struct Durations {
+    /// Attempts at or under each bound (not cumulative; summed when rendered).
+    buckets: [std::sync::atomic::AtomicU64; DURATION_BUCKETS.len()],
+    count: std::sync::atomic::AtomicU64,
+    sum_micros: std::sync::atomic::AtomicU64,
+}
+
+impl Durations {
+    pub fn record(&self, elapsed: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let seconds = elapsed.as_secs_f64();
+        if let Some(i) = DURATION_BUCKETS.iter().position(|bound| seconds <= *bound) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(elapsed.as_micros() as u64, Relaxed);
+    }
+
+    fn render(&self, out: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let name = "flint_task_duration_seconds";
+        let _ = writeln!(out, "# HELP {name} How long task attempts ran.\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, bucket) in DURATION_BUCKETS.iter().zip(&self.buckets) {
+            cumulative += bucket.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_sum {}", self.sum_micros.load(Relaxed) as f64 / 1e6);
+        let _ = writeln!(out, "{name}_count {count}");
+    }
+}
+
 /// Ports tried after the one asked for when it is taken, as Spark's UI does.
 pub const PORT_RETRIES: u16 = 16;
 
@@ -93,7 +133,8 @@ async fn jobs(State(ui): Shared) -> Response {
 }
 
 async fn metrics(State(ui): Shared) -> Response {
-    let text = render_metrics(&ui.driver.snapshot().await);
+    let mut text = render_metrics(&ui.driver.snapshot().await);
+    ui.driver.durations().render(&mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -11,15 +11,21 @@ pub const LOOKAHEAD: u64 = 64 << 10;
 /// The most one further read asks for while a long line goes on.
 const MAX_STEP: u64 = 16 << 20;
 
+/// How far past its split's end a last line may run: an input without newlines must
+/// not make one task's host read (and hold) the rest of it.
+pub const MAX_OVERRUN: u64 = 64 << 20;
+
 /// Reads the split of an input `size` bytes long through `read_at(offset, len)`, which
 /// must return exactly `len` bytes (it is never asked past `size`). Usually one read:
-/// the split, the byte before it and [`LOOKAHEAD`] after.
-pub fn read_lines<E>(
+/// the split, the byte before it and [`LOOKAHEAD`] after. A last line running more
+/// than [`MAX_OVERRUN`] past `end` is an error.
+pub fn read_lines<E: std::fmt::Display>(
     mut read_at: impl FnMut(u64, u64) -> Result<Vec<u8>, E>,
     start: u64,
     end: u64,
     size: u64,
-) -> Result<Vec<u8>, E> {
+) -> Result<Vec<u8>, String> {
+    let mut read_at = |offset, len| read_at(offset, len).map_err(|e| e.to_string());
     let end = end.min(size);
     if start >= end {
         return Ok(Vec::new());
@@ -46,6 +52,9 @@ pub fn read_lines<E>(
         let have = from + buf.len() as u64;
         if have >= size {
             break buf.len();
+        }
+        if have.saturating_sub(end) > MAX_OVERRUN {
+            return Err(format!("a line runs over {MAX_OVERRUN} bytes past its split's end at {end}"));
         }
         scan = buf.len();
         step = (step * 2).min(MAX_STEP);
@@ -95,6 +104,15 @@ mod tests {
         assert_eq!(first.len(), 6 + 3 * LOOKAHEAD as usize + 1);
         assert_eq!(read_lines(reader(&text), 10, 20, len).unwrap(), b"");
         assert_eq!(read_lines(reader(&text), 20, len, len).unwrap(), b"tail\n");
+    }
+
+    #[test]
+    fn a_line_without_end_stops_being_read_past_the_overrun() {
+        let text = vec![b'x'; (2 * MAX_OVERRUN) as usize];
+        match read_lines(reader(&text), 0, 1 << 20, text.len() as u64) {
+            Ok(data) => panic!("read {} bytes of one line", data.len()),
+            Err(error) => assert!(error.contains("past its split's end"), "{error}"),
+        }
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub const PORT_RETRIES: u16 = 16;
 struct Ui {
     driver: Driver,
     /// The secret a request must show, when the page is reachable beyond loopback.
-    bearer: Option<Vec<u8>>,
+    bearer: Option<flint_net::Secret>,
 }
 
 /// Binds `bind`, or the next free port of the following [`PORT_RETRIES`], and serves
@@ -77,7 +77,7 @@ pub async fn serve_ui(
         match tokio::net::TcpListener::bind(SocketAddr::new(bind.ip(), port)).await {
             Ok(listener) => {
                 let bound = listener.local_addr()?;
-                let bearer = (!bind.ip().is_loopback()).then(|| secret.expose().to_vec());
+                let bearer = (!bind.ip().is_loopback()).then(|| secret.clone());
                 let ui = std::sync::Arc::new(Ui { driver, bearer });
                 let app = Router::new()
                     .route("/api/v1/status", get(status))
@@ -109,10 +109,7 @@ async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response 
             .get(header::AUTHORIZATION)
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
             .unwrap_or_default();
-        // Constant time over the secret's length: how long a refusal takes says nothing.
-        let equal = shown.len() == secret.len()
-            && shown.iter().zip(secret).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-        if !equal {
+        if !secret.matches(shown) {
             return (StatusCode::UNAUTHORIZED, "the application secret is required as a bearer token\n")
                 .into_response();
         }

@@ -26,6 +26,17 @@ impl Secret {
     pub fn expose(&self) -> &[u8] {
         &self.0
     }
+
+    /// Whether `shown` is the secret, in time that does not depend on where they differ:
+    /// the two are compared as HMACs of one message, by the HMAC's own constant-time check.
+    pub fn matches(&self, shown: &[u8]) -> bool {
+        let tag = |key: &[u8]| {
+            let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+            mac.update(LABEL);
+            mac
+        };
+        tag(shown).verify_slice(&tag(&self.0).finalize().into_bytes()).is_ok()
+    }
 }
 
 impl fmt::Debug for Secret {
@@ -54,4 +65,14 @@ pub fn verify_proof(secret: &Secret, connection: &quinn::Connection, claimed: &[
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.expose()).expect("HMAC takes any key length");
     mac.update(&material);
     mac.verify_slice(claimed).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_secret_matches_itself_only() {
+        let secret = super::Secret::new("s3cret");
+        assert!(secret.matches(b"s3cret"));
+        assert!(!secret.matches(b"s3cret!") && !secret.matches(b"") && !secret.matches(b"S3cret"));
+    }
 }

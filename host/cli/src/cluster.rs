@@ -163,7 +163,14 @@ pub fn driver(args: DriverArgs) -> u8 {
             Ok(r) => Arc::new(r),
             Err(e) => return fail(exit::INTERNAL, e),
         };
-        let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime });
+        let event_log = match flint_driver::eventlog::EventLogWriter::from_settings(&settings, &app_id) {
+            Ok(log) => log,
+            Err((dir, e)) => return fail(exit::USAGE, format!("cannot write the event log under {dir}: {e}")),
+        };
+        if let Some(log) = &event_log {
+            tracing::info!(folder = %log.folder.display(), "writing the event log");
+        }
+        let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime, event_log });
         if args.ui_port != 0 {
             let bind = SocketAddr::new(args.ui_bind, args.ui_port);
             match flint_driver::ui::serve_ui(driver.clone(), bind, &secret).await {

@@ -671,58 +671,67 @@ impl ControlCore {
 
     /// Registered and recently removed executors, for status.
     pub fn executors(&self, now: Instant) -> Vec<ExecutorStatus> {
-        let status = |id: &ExecutorId, entry: &crate::registry::Entry| {
-            let info = entry.info.clone().unwrap_or(ExecutorInfo {
-                host: String::new(),
-                cores: 0,
-                memory: 0,
-                slots: 0,
-            });
-            ExecutorStatus {
-                id: id.clone(),
-                host: info.host,
-                cores: info.cores,
-                memory: info.memory,
-                slots: info.slots,
-                running: 0,
-                tasks_done: entry.tasks_done,
-                tasks_failed: entry.tasks_failed,
-                last_heartbeat_ms: None,
-                excluded: false,
-                removed: None,
-                backend: if entry.by_backend { self.backend } else { "static" }.to_owned(),
-                pod: entry.pod.clone(),
-                state: match entry.state {
-                    Lifecycle::Draining => "draining",
-                    _ => "registered",
-                }
-                .to_owned(),
-            }
-        };
         // The latest life of each id: a live one, else its last removal.
         let mut by_id: BTreeMap<ExecutorId, ExecutorStatus> = BTreeMap::new();
         for r in self.registry.removed() {
-            by_id.insert(
-                r.id.clone(),
-                ExecutorStatus {
-                    removed: Some(r.reason.clone()),
-                    state: "removed".into(),
-                    ..status(&r.id, &r.entry)
-                },
-            );
+            by_id.insert(r.id.clone(), self.removed_status(r));
         }
         for (id, e) in self.registry.live().filter(|(_, e)| e.state != Lifecycle::Pending) {
-            let excluded = self.scheduler.is_excluded(id);
-            let base = status(id, e);
-            let live = ExecutorStatus {
-                running: self.scheduler.running_on(id),
-                last_heartbeat_ms: Some(now.saturating_duration_since(e.last_heard).as_millis() as u64),
-                excluded,
-                state: if excluded { "excluded".into() } else { base.state.clone() },
-                ..base
-            };
-            by_id.insert(id.clone(), live);
+            by_id.insert(id.clone(), self.live_status(now, id, e));
         }
         by_id.into_values().collect()
+    }
+
+    /// One executor's latest life, as [`ControlCore::executors`] lists it.
+    pub fn executor(&self, now: Instant, id: &str) -> Option<ExecutorStatus> {
+        match self.registry.get(id).filter(|(_, e)| e.state != Lifecycle::Pending) {
+            Some((id, e)) => Some(self.live_status(now, id, e)),
+            None => self.registry.removed().filter(|r| r.id == id).last().map(|r| self.removed_status(r)),
+        }
+    }
+
+    fn entry_status(&self, id: &ExecutorId, entry: &crate::registry::Entry) -> ExecutorStatus {
+        let info =
+            entry.info.clone().unwrap_or(ExecutorInfo { host: String::new(), cores: 0, memory: 0, slots: 0 });
+        ExecutorStatus {
+            id: id.clone(),
+            host: info.host,
+            cores: info.cores,
+            memory: info.memory,
+            slots: info.slots,
+            running: 0,
+            tasks_done: entry.tasks_done,
+            tasks_failed: entry.tasks_failed,
+            last_heartbeat_ms: None,
+            excluded: false,
+            removed: None,
+            backend: if entry.by_backend { self.backend } else { "static" }.to_owned(),
+            pod: entry.pod.clone(),
+            state: match entry.state {
+                Lifecycle::Draining => "draining",
+                _ => "registered",
+            }
+            .to_owned(),
+        }
+    }
+
+    fn removed_status(&self, r: &crate::registry::Removed) -> ExecutorStatus {
+        ExecutorStatus {
+            removed: Some(r.reason.clone()),
+            state: "removed".into(),
+            ..self.entry_status(&r.id, &r.entry)
+        }
+    }
+
+    fn live_status(&self, now: Instant, id: &ExecutorId, e: &crate::registry::Entry) -> ExecutorStatus {
+        let excluded = self.scheduler.is_excluded(id);
+        let base = self.entry_status(id, e);
+        ExecutorStatus {
+            running: self.scheduler.running_on(id),
+            last_heartbeat_ms: Some(now.saturating_duration_since(e.last_heard).as_millis() as u64),
+            excluded,
+            state: if excluded { "excluded".into() } else { base.state.clone() },
+            ..base
+        }
     }
 }

@@ -259,6 +259,11 @@ impl Registry {
     }
 
     /// Live executors (pending ones included), in no particular order.
+    /// The executor's live entry, of whatever incarnation.
+    pub fn get(&self, id: &str) -> Option<(&ExecutorId, &Entry)> {
+        self.live.get_key_value(id)
+    }
+
     pub fn live(&self) -> impl Iterator<Item = (&ExecutorId, &Entry)> {
         self.live.iter()
     }

@@ -27,6 +27,8 @@ use tracing::Instrument;
 use crate::backend::{ExecutorBackend, News, Reporter};
 use crate::credentials::{self, CommandProvider, FileProvider, TokenProvider};
 use crate::data::{DataService, FlintTokens};
+use crate::eventlog::EventLogWriter;
+use crate::journal::{AppEvent, Envelope, Store};
 
 /// Attempts an executor holds per slot when a job's tasks are short: the next one waits
 /// on the executor, not a round trip away (see `Policy::pipeline`).
@@ -59,6 +61,8 @@ pub struct DriverConfig {
     pub conf: Conf,
     /// The runtime merges and finishes run on.
     pub runtime: Arc<Runtime>,
+    /// Where the application's events are written (`flint.eventLog.dir`), if anywhere.
+    pub event_log: Option<crate::eventlog::EventLogWriter>,
 }
 
 /// A submitted job: its progress as it runs, and its report when it ends.
@@ -108,6 +112,9 @@ struct Shared {
     objects: ObjectReader,
     /// How long accepted attempts ran (`/metrics`).
     durations: crate::ui::Durations,
+    /// The records the status page shows, built from the loop's events at the end of
+    /// each of its turns.
+    store: Mutex<Store>,
 }
 
 /// A component's bytes and the number of running jobs that use it.
@@ -227,6 +234,7 @@ impl Driver {
         let (events, rx) = mpsc::unbounded_channel();
         let (peers, peer_rx) = mpsc::channel(PEER_QUEUE);
         let settings = Settings::from_conf(&config.conf).unwrap_or_default();
+        let retained = settings.retained_jobs as usize;
         let data = DataService::new(config.app_id.clone());
         let objects = ObjectReader::new(settings.objects.clone());
         let shared = Arc::new(Shared {
@@ -242,9 +250,10 @@ impl Driver {
             data,
             objects,
             durations: Default::default(),
+            store: Mutex::new(Store::new(retained)),
         });
         let driver = Driver { events, peers, shared };
-        let event_loop = EventLoop::new(driver.clone());
+        let event_loop = EventLoop::new(driver.clone(), config.event_log);
         tokio::spawn(event_loop.run(rx, peer_rx));
         driver
     }
@@ -443,6 +452,12 @@ impl Driver {
     /// How long the attempts the driver accepted ran.
     pub fn durations(&self) -> &crate::ui::Durations {
         &self.shared.durations
+    }
+
+    /// The application's records as the status page shows them: jobs, their tasks and
+    /// failures. Held briefly; the event loop writes it at the end of each turn.
+    pub fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.shared.store.lock().expect("store lock")
     }
 
     /// The driver's data service (`flint://` inputs).
@@ -673,10 +688,13 @@ struct EventLoop {
     folds_pending: Vec<JobId>,
     /// Where each renewed service's token comes from.
     providers: HashMap<String, Arc<dyn TokenProvider>>,
+    /// Events of this turn, for the store and the event log at its end.
+    journal: Vec<Envelope>,
+    event_log: Option<EventLogWriter>,
 }
 
 impl EventLoop {
-    fn new(driver: Driver) -> Self {
+    fn new(driver: Driver, event_log: Option<EventLogWriter>) -> Self {
         let settings = &driver.shared.settings;
         let core = ControlCore::new(CoreConfig {
             policy: Policy {
@@ -700,6 +718,49 @@ impl EventLoop {
             slots_changed: false,
             folds_pending: Vec::new(),
             providers: HashMap::new(),
+            journal: Vec::new(),
+            event_log,
+        }
+    }
+
+    /// Notes an event for the status store and the event log.
+    fn record(&mut self, event: AppEvent) {
+        self.journal.push(Envelope::now(event));
+    }
+
+    /// Notes the executor's state as the core has it now.
+    fn record_executor(&mut self, now: Instant, id: &str, wrap: fn(flint_proto::ExecutorStatus) -> AppEvent) {
+        if let Some(status) = self.core.executor(now, id) {
+            self.record(wrap(status));
+        }
+    }
+
+    /// Applies the turn's events to the store and hands them to the event log.
+    fn flush_journal(&mut self) {
+        if self.journal.is_empty() {
+            return;
+        }
+        let events = std::mem::take(&mut self.journal);
+        {
+            let mut store = self.driver.shared.store.lock().expect("store lock");
+            events.iter().for_each(|e| store.apply(e));
+        }
+        if let Some(log) = &self.event_log {
+            log.send(events);
+        }
+    }
+
+    /// Says the application ended, with the last word on each executor, and closes the
+    /// event log.
+    fn close_journal(&mut self, now: Instant) {
+        if self.event_log.is_none() && self.stopping.is_none() {
+            return;
+        }
+        let executors = self.core.executors(now);
+        self.record(AppEvent::ApplicationEnd { executors });
+        self.flush_journal();
+        if let Some(mut log) = self.event_log.take() {
+            log.close();
         }
     }
 
@@ -712,6 +773,9 @@ impl EventLoop {
     }
 
     async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>, mut peers: mpsc::Receiver<Event>) {
+        let app_id = self.driver.shared.app_id.clone();
+        self.record(AppEvent::ApplicationStart { app_id, flint_version: env!("CARGO_PKG_VERSION").into() });
+        self.flush_journal();
         loop {
             let wake = self.core.poll_timeout();
             let timer = async {
@@ -750,6 +814,10 @@ impl EventLoop {
             if std::mem::take(&mut self.slots_changed) {
                 self.driver.shared.slots.store(self.core.total_slots(), Ordering::Relaxed);
             }
+            self.flush_journal();
+        }
+        if self.event_log.is_some() {
+            self.close_journal(Instant::now());
         }
     }
 
@@ -773,13 +841,15 @@ impl EventLoop {
                 // Tokens that changed while it was bootstrapping reach it now.
                 link.tokens(self.driver.tokens());
                 self.links.insert(id.clone(), (incarnation, link));
-                self.feed(now, CoreEvent::Registered { id, incarnation, info });
+                self.feed(now, CoreEvent::Registered { id: id.clone(), incarnation, info });
+                self.record_executor(now, &id, |executor| AppEvent::ExecutorAdded { executor });
                 self.slots_changed = true;
             }
             Event::Heartbeat { id, incarnation } => self.feed(now, CoreEvent::Heartbeat { id, incarnation }),
             Event::Decommissioning { id, incarnation } => {
                 tracing::info!(executor_id = %id, "executor decommissioning");
-                self.feed(now, CoreEvent::Draining { id, incarnation });
+                self.feed(now, CoreEvent::Draining { id: id.clone(), incarnation });
+                self.record_executor(now, &id, |executor| AppEvent::ExecutorUpdated { executor });
                 self.slots_changed = true;
             }
             Event::ExecutorLost { id, incarnation, reason } => {
@@ -788,6 +858,7 @@ impl EventLoop {
             Event::Status { incarnation, update } => self.status(now, incarnation, update),
             Event::Fetched { incarnation, update, result } => match result {
                 Ok(bytes) => {
+                    self.task_succeeded(incarnation, &update);
                     let StatusUpdate { executor, attempt, elapsed, .. } = update;
                     let event = CoreEvent::TaskSucceeded { id: executor, incarnation, attempt, elapsed };
                     let actions = self.core.handle(now, event);
@@ -818,6 +889,8 @@ impl EventLoop {
                 Ok(token) if token.service == service => {
                     let expires_in_s = token.expires_at_ms.saturating_sub(credentials::now_ms()) / 1000;
                     tracing::info!(%service, expires_in_s, "token renewed; pushed to executors");
+                    let expires_at_ms = token.expires_at_ms;
+                    self.record(AppEvent::TokenRenewed { service: service.clone(), expires_at_ms });
                     self.feed(now, CoreEvent::TokenObtained { token, now_ms: credentials::now_ms() });
                 }
                 Ok(_) => {
@@ -826,6 +899,7 @@ impl EventLoop {
                 }
                 Err(error) => {
                     tracing::warn!(%service, %error, "token renewal failed");
+                    self.record(AppEvent::TokenRenewalFailed { service: service.clone() });
                     self.feed(now, CoreEvent::TokenFailed { service });
                 }
             },
@@ -846,6 +920,7 @@ impl EventLoop {
                     let reason = format!("the driver is stopping: {reason}");
                     self.feed(now, CoreEvent::CancelJob { job, reason });
                 }
+                self.close_journal(now);
                 let _ = done.send(());
             }
         }
@@ -889,6 +964,7 @@ impl EventLoop {
             deadline: job.deadline,
             max_result_size: job.settings.task_max_result_size,
         });
+        self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
         let span = tracing::info_span!("job", job_id = id, name = %job.name);
         span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
         let from_driver: std::collections::HashSet<String> = job
@@ -979,6 +1055,7 @@ impl EventLoop {
         }
         match output {
             TaskOutput::Inline(bytes) => {
+                self.task_succeeded(incarnation, &update);
                 let StatusUpdate { executor, attempt, elapsed, .. } = update;
                 let actions = self
                     .core
@@ -1050,8 +1127,34 @@ impl EventLoop {
         {
             job.span.in_scope(|| tracing::warn!(%attempt, executor_id = %executor, %failure, "task failed"));
             job.failures.push(FailureRecord::new(attempt, executor.clone(), failure.clone(), &log));
+            self.record(AppEvent::TaskEnd {
+                job: attempt.job,
+                index: attempt.index,
+                attempt: attempt.number,
+                executor: executor.clone(),
+                duration_ms: update.elapsed.as_millis() as u64,
+                failure: Some(failure.clone()),
+                log_tail: Some(flint_proto::log_tail(&log)),
+            });
         }
         self.feed(now, CoreEvent::TaskFailed { id: executor, incarnation, attempt, failure });
+    }
+
+    /// Notes an accepted success (its output is in, or being fetched and checked).
+    fn task_succeeded(&mut self, incarnation: Incarnation, update: &StatusUpdate) {
+        if !self.core.accepts(&update.executor, incarnation, update.attempt) {
+            return;
+        }
+        let attempt = update.attempt;
+        self.record(AppEvent::TaskEnd {
+            job: attempt.job,
+            index: attempt.index,
+            attempt: attempt.number,
+            executor: update.executor.clone(),
+            duration_ms: update.elapsed.as_millis() as u64,
+            failure: None,
+            log_tail: (!update.log.is_empty()).then(|| flint_proto::log_tail(&update.log)),
+        });
     }
 
     fn feed(&mut self, now: Instant, event: CoreEvent) {
@@ -1073,6 +1176,12 @@ impl EventLoop {
                         .filter_map(|attempt| {
                             let job = self.jobs.get_mut(&attempt.job)?;
                             job.executors.insert(executor.clone());
+                            self.journal.push(Envelope::now(AppEvent::TaskStart {
+                                job: attempt.job,
+                                index: attempt.index,
+                                attempt: attempt.number,
+                                executor: executor.clone(),
+                            }));
                             if attempt.number > 0 {
                                 job.span.in_scope(
                                     || tracing::info!(%attempt, executor_id = %executor, "attempt relaunched"),
@@ -1116,6 +1225,9 @@ impl EventLoop {
                 Action::ExecutorRemoved { executor, incarnation, reason } => {
                     self.slots_changed = true;
                     tracing::warn!(executor_id = %executor, %reason, "executor removed");
+                    self.record_executor(Instant::now(), &executor, |executor| AppEvent::ExecutorRemoved {
+                        executor,
+                    });
                     if self.links.get(&executor).is_some_and(|(i, _)| *i == incarnation)
                         && let Some((_, link)) = self.links.remove(&executor)
                     {
@@ -1170,6 +1282,9 @@ impl EventLoop {
                 Action::ExecutorExcluded { executor, failed_tasks } => {
                     self.slots_changed = true;
                     tracing::warn!(executor_id = %executor, failed_tasks, "executor excluded: too many task failures");
+                    self.record_executor(Instant::now(), &executor, |executor| AppEvent::ExecutorUpdated {
+                        executor,
+                    });
                 }
                 Action::JobSucceeded { job, counts } => {
                     if let Some(record) = self.jobs.get_mut(&job) {
@@ -1257,6 +1372,12 @@ impl EventLoop {
             failures: std::mem::take(&mut job.failures),
             elapsed: job.started.elapsed(),
         };
+        self.record(AppEvent::JobEnd {
+            job: id,
+            succeeded: report.outcome.is_ok(),
+            error: report.outcome.as_ref().err().map(ToString::to_string),
+            attempts: report.attempts,
+        });
         job.span.in_scope(|| match &report.outcome {
             Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),
             Err(e) => tracing::warn!(error = %e, "job failed"),

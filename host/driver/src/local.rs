@@ -34,6 +34,8 @@ pub enum LocalError {
     Runtime(#[from] RuntimeError),
     #[error("the driver refused an in-process executor: {0}")]
     Rejected(flint_proto::wire::Rejection),
+    #[error("cannot write the event log under {dir}: {error}")]
+    EventLog { dir: String, error: std::io::Error },
 }
 
 /// An in-process executor's blocks, read straight from its store.
@@ -95,10 +97,13 @@ impl LocalCluster {
         };
         // The driver's own runtime runs merges and finishes, a few at a time.
         let driver_runtime = Arc::new(Runtime::new(runtime_config(2))?);
+        let event_log = crate::eventlog::EventLogWriter::from_settings(&settings, &config.app_id)
+            .map_err(|(dir, error)| LocalError::EventLog { dir, error })?;
         let driver = Driver::start(DriverConfig {
             app_id: config.app_id.clone(),
             conf: config.conf.clone(),
             runtime: driver_runtime,
+            event_log,
         });
         let (mut executors, mut cores) = (Vec::new(), Vec::new());
         for n in 1..=config.executors {
@@ -143,6 +148,8 @@ impl LocalCluster {
     /// nothing outlives the job that started it.
     pub async fn shutdown(self) {
         let LocalCluster { driver, executors, cores } = self;
+        // Closes the event log, its last word the executors' counts.
+        driver.shutdown("the run ended").await;
         drop(driver);
         for core in &cores {
             core.kill_all();

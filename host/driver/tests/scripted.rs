@@ -37,7 +37,12 @@ fn driver(timeout: &str) -> Driver {
         component_cache: 64 << 20,
     })
     .unwrap();
-    Driver::start(DriverConfig { app_id: "scripted".into(), conf, runtime: Arc::new(runtime) })
+    Driver::start(DriverConfig {
+        app_id: "scripted".into(),
+        conf,
+        runtime: Arc::new(runtime),
+        event_log: None,
+    })
 }
 
 /// Blocks that never arrive.

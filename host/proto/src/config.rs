@@ -132,6 +132,12 @@ pub struct Settings {
     /// on the client's own disk) may hold together; the driver keeps them on its disk
     /// while the job runs.
     pub driver_max_upload_size: u64,
+    /// `flint.eventLog.dir` (unset: no event log): where the driver writes its event log
+    /// (a folder per application) for `flint history`.
+    pub event_log_dir: Option<String>,
+    /// `flint.eventLog.rollSize` (default 128m): a log file this large is closed and the
+    /// next one started.
+    pub event_log_roll_size: u64,
     /// `flint.log.level` (default `info`): the log filter executors apply (`FLINT_LOG`
     /// on an executor wins), as `tracing` filters read: `debug`, `flint=debug,info`.
     pub executor_log_level: String,
@@ -346,6 +352,8 @@ impl Default for Settings {
             credentials: CredentialSettings::default(),
             objects: ObjectSettings::default(),
             driver_max_upload_size: 1 << 30,
+            event_log_dir: None,
+            event_log_roll_size: 128 << 20,
             executor_log_level: "info".into(),
         }
     }
@@ -407,6 +415,8 @@ impl Settings {
         "flint.input.allowHttp",
         "flint.driver.maxUploadSize",
         "flint.log.level",
+        "flint.eventLog.dir",
+        "flint.eventLog.rollSize",
     ];
 
     /// Reads the settings from `conf` over the defaults. An unknown `flint.` key or a
@@ -603,6 +613,13 @@ impl Settings {
                 "flint.log.level" => s.executor_log_level = non_empty(value).map_err(&invalid)?,
                 "flint.driver.maxUploadSize" => {
                     s.driver_max_upload_size = parse_size(value).map_err(&invalid)?
+                }
+                "flint.eventLog.dir" => s.event_log_dir = Some(non_empty(value).map_err(&invalid)?),
+                "flint.eventLog.rollSize" => {
+                    s.event_log_roll_size = parse_size(value).map_err(&invalid)?;
+                    if s.event_log_roll_size < 1 << 20 {
+                        return Err(invalid("must be at least 1m".into()));
+                    }
                 }
                 "flint.input.allowHttp" => {
                     s.objects.allow_http =

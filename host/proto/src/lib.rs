@@ -17,7 +17,10 @@ pub use config::{
 };
 pub use failure::TaskFailure;
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, Source, World};
-pub use report::{ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus};
+pub use report::{
+    ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus, LOG_TAIL,
+    TaskRecord, log_tail,
+};
 pub use task::{
     Attempt, BlockId, BlockRef, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, StatusUpdate,
     TaskLaunch, TaskOutput, TaskState, Token,

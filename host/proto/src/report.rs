@@ -49,19 +49,26 @@ pub struct FailureRecord {
 
 impl FailureRecord {
     pub fn new(attempt: Attempt, executor: ExecutorId, failure: TaskFailure, log: &str) -> Self {
-        const TAIL: usize = 2048;
-        let mut cut = log.len().saturating_sub(TAIL);
-        while !log.is_char_boundary(cut) {
-            cut += 1;
-        }
         FailureRecord {
             task: attempt.index,
             attempt: attempt.number,
             executor,
             failure,
-            log_tail: log[cut..].to_owned(),
+            log_tail: log_tail(log),
         }
     }
+}
+
+/// The bytes of a task's log that reports and the status page keep: its end.
+pub const LOG_TAIL: usize = 2048;
+
+/// The last [`LOG_TAIL`] bytes of `log`, cut at a character boundary.
+pub fn log_tail(log: &str) -> String {
+    let mut cut = log.len().saturating_sub(LOG_TAIL);
+    while !log.is_char_boundary(cut) {
+        cut += 1;
+    }
+    log[cut..].to_owned()
 }
 
 /// How a job ended.
@@ -112,6 +119,26 @@ pub struct JobStatus {
     /// `running`, `succeeded` or `failed`.
     pub state: String,
     pub progress: JobProgress,
+}
+
+/// A task of a job as the status page shows it: its latest attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub index: u32,
+    /// The latest attempt's number (0 for the first).
+    pub attempt: u32,
+    pub executor: ExecutorId,
+    /// `running`, `succeeded` or `failed`.
+    pub state: String,
+    /// When the attempt was launched, in milliseconds since the Unix epoch.
+    pub launched_ms: u64,
+    /// How long it ran, as its executor measured it, once it has ended.
+    pub duration_ms: Option<u64>,
+    /// Why it failed, when it did.
+    pub failure: Option<TaskFailure>,
+    /// The end of what it printed, while the job's budget for logs lasts (failed
+    /// attempts always keep theirs in the job's failures).
+    pub log_tail: Option<String>,
 }
 
 /// The driver's view of its application.

@@ -1,0 +1,261 @@
+//! The event log on disk: an application's events as JSON lines, compressed with zstd,
+//! in files rolled by size under `<flint.eventLog.dir>/<app-id>/`.
+//!
+//! Each write is a whole zstd frame (a batch of lines, at most a second old), so a log
+//! being written is always readable up to its last batch, and a driver that dies loses
+//! at most that batch. A log whose last event is not `application_end` belongs to an
+//! application that is still running (or died without saying so).
+
+use crate::journal::{Envelope, Store};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Batches of events waiting for the writer before new ones are dropped (and counted):
+/// the event loop never waits on a disk.
+const QUEUE: usize = 4096;
+
+/// The writer compresses what it holds once it is this large, or a second old.
+const FRAME: usize = 1 << 20;
+const FRAME_AGE: Duration = Duration::from_secs(1);
+
+/// zstd's level: its default, fast to write, several times smaller than the text.
+const LEVEL: i32 = 3;
+
+const PREFIX: &str = "events-";
+const SUFFIX: &str = ".jsonl.zst";
+
+/// Writes one application's events on a thread of its own.
+pub struct EventLogWriter {
+    sender: Option<std::sync::mpsc::SyncSender<Vec<Envelope>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    dropped: Arc<AtomicU64>,
+    pub folder: PathBuf,
+}
+
+impl EventLogWriter {
+    /// Starts the log of `app_id` in a new folder under `dir` (created if missing),
+    /// rolling to a new file past `roll_size` bytes.
+    pub fn create(dir: &Path, app_id: &str, roll_size: u64) -> std::io::Result<EventLogWriter> {
+        std::fs::create_dir_all(dir)?;
+        let name: String = app_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+            .collect();
+        let name = if name.starts_with('.') || name.is_empty() { format!("app{name}") } else { name };
+        // A second run of the same application id gets a folder of its own.
+        let mut folder = dir.join(&name);
+        let mut n = 1;
+        loop {
+            match std::fs::create_dir(&folder) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    folder = dir.join(format!("{name}-{n}"));
+                    n += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let (sender, rx) = std::sync::mpsc::sync_channel::<Vec<Envelope>>(QUEUE);
+        let mut files = Files { folder: folder.clone(), number: 0, file: None, written: 0, roll_size };
+        files.roll()?;
+        let thread = std::thread::Builder::new().name("flint-event-log".into()).spawn(move || {
+            let mut text = Vec::new();
+            let mut oldest: Option<Instant> = None;
+            loop {
+                let wait = oldest.map_or(FRAME_AGE, |t| FRAME_AGE.saturating_sub(t.elapsed()));
+                let closed = match rx.recv_timeout(wait) {
+                    Ok(batch) => {
+                        for envelope in batch {
+                            if serde_json::to_writer(&mut text, &envelope).is_ok() {
+                                text.push(b'\n');
+                            }
+                        }
+                        oldest.get_or_insert_with(Instant::now);
+                        false
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => true,
+                };
+                let due = oldest.is_some_and(|t| t.elapsed() >= FRAME_AGE) || text.len() >= FRAME || closed;
+                if due && !text.is_empty() {
+                    if let Err(e) = files.write_frame(&text) {
+                        tracing::warn!(error = %e, folder = %files.folder.display(), "the event log cannot be written");
+                    }
+                    text.clear();
+                    oldest = None;
+                }
+                if closed {
+                    if let Some(file) = &files.file {
+                        let _ = file.sync_all();
+                    }
+                    return;
+                }
+            }
+        })?;
+        Ok(EventLogWriter { sender: Some(sender), thread: Some(thread), dropped: Default::default(), folder })
+    }
+
+    /// The writer `flint.eventLog.*` asks for, if any; an error names the folder.
+    pub fn from_settings(
+        settings: &flint_proto::Settings,
+        app_id: &str,
+    ) -> Result<Option<EventLogWriter>, (String, std::io::Error)> {
+        let Some(dir) = &settings.event_log_dir else { return Ok(None) };
+        let writer = EventLogWriter::create(Path::new(dir), app_id, settings.event_log_roll_size);
+        writer.map(Some).map_err(|e| (dir.clone(), e))
+    }
+
+    /// Queues a batch; a batch the writer has no room for is dropped and counted.
+    pub fn send(&self, batch: Vec<Envelope>) {
+        let Some(sender) = &self.sender else { return };
+        if let Err(std::sync::mpsc::TrySendError::Full(lost)) = sender.try_send(batch) {
+            let before = self.dropped.fetch_add(lost.len() as u64, Ordering::Relaxed);
+            if before == 0 {
+                tracing::warn!("the event log falls behind: events are being dropped");
+            }
+        }
+    }
+
+    /// Events dropped because the writer fell behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Writes what is queued and closes the log.
+    pub fn close(&mut self) {
+        self.sender = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for EventLogWriter {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+struct Files {
+    folder: PathBuf,
+    number: u32,
+    file: Option<std::fs::File>,
+    written: u64,
+    roll_size: u64,
+}
+
+impl Files {
+    fn roll(&mut self) -> std::io::Result<()> {
+        self.number += 1;
+        let path = self.folder.join(format!("{PREFIX}{:05}{SUFFIX}", self.number));
+        self.file = Some(std::fs::OpenOptions::new().create_new(true).append(true).open(path)?);
+        self.written = 0;
+        Ok(())
+    }
+
+    fn write_frame(&mut self, text: &[u8]) -> std::io::Result<()> {
+        if self.written >= self.roll_size {
+            self.roll()?;
+        }
+        let frame = zstd::bulk::compress(text, LEVEL)?;
+        let file = self.file.as_mut().ok_or_else(|| std::io::Error::other("no file"))?;
+        file.write_all(&frame)?;
+        self.written += frame.len() as u64;
+        Ok(())
+    }
+}
+
+/// An application found in an event log directory.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct LoggedApp {
+    /// The folder's name, which `flint history` addresses it by.
+    pub id: String,
+    pub app_id: String,
+    pub started_ms: u64,
+    pub ended_ms: Option<u64>,
+    /// No `application_end` in its log: still running, or died without saying.
+    pub running: bool,
+}
+
+/// The log files of the application in `folder`, in order, with their sizes (which
+/// change while it is written).
+pub fn log_files(folder: &Path) -> std::io::Result<Vec<(PathBuf, u64)>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(folder)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(PREFIX) && name.ends_with(SUFFIX) {
+            files.push((entry.path(), entry.metadata()?.len()));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Rebuilds an application's store from its log. A torn last frame (a driver that
+/// died mid-write) ends the reading there; a line this flint cannot read is skipped and
+/// counted in the second value.
+pub fn read_app(folder: &Path, retained_jobs: usize) -> std::io::Result<(Store, u64)> {
+    let mut store = Store::new(retained_jobs);
+    let mut skipped = 0;
+    for (path, _) in log_files(folder)? {
+        let decoder = zstd::stream::read::Decoder::new(std::fs::File::open(&path)?)?;
+        for line in std::io::BufReader::new(decoder).lines() {
+            let Ok(line) = line else { break };
+            match Envelope::parse(&line) {
+                Ok(envelope) => store.apply(&envelope),
+                Err(_) => skipped += 1,
+            }
+        }
+    }
+    Ok((store, skipped))
+}
+
+/// What the first events of an application's log say of it.
+pub fn describe(folder: &Path, store: &Store) -> LoggedApp {
+    LoggedApp {
+        id: folder.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        app_id: store.app_id.clone(),
+        started_ms: store.started_ms,
+        ended_ms: store.ended_ms,
+        running: store.ended_ms.is_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::AppEvent;
+
+    #[test]
+    fn a_log_reads_back_across_rolled_files_and_a_torn_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = EventLogWriter::create(dir.path(), "app/../x", 1).unwrap();
+        assert_eq!(writer.folder.parent().unwrap(), dir.path(), "the id cannot leave the directory");
+        let start = AppEvent::ApplicationStart { app_id: "app/../x".into(), flint_version: "0".into() };
+        writer.send(vec![Envelope::now(start)]);
+        for job in 1..=3 {
+            writer.send(vec![Envelope::now(AppEvent::JobStart { job, name: "j".into(), tasks: 1 })]);
+            // Each batch a frame of its own, so that the tiny roll size rolls files.
+            std::thread::sleep(FRAME_AGE + Duration::from_millis(100));
+        }
+        writer.close();
+        let files = log_files(&writer.folder).unwrap();
+        assert!(files.len() >= 2, "rolled: {files:?}");
+        // A driver killed mid-write leaves half a frame at the end.
+        let last = &files.last().unwrap().0;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(last)
+            .unwrap()
+            .write_all(&[0x28, 0xb5, 0x2f, 0xfd, 1])
+            .unwrap();
+        let (store, skipped) = read_app(&writer.folder, 10).unwrap();
+        assert_eq!((store.app_id.as_str(), skipped), ("app/../x", 0));
+        assert_eq!(store.status().jobs.len(), 3);
+        assert!(describe(&writer.folder, &store).running, "no application_end yet");
+    }
+}

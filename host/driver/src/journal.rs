@@ -1,0 +1,427 @@
+//! What happened to the application, as events, and the status store built from them.
+//!
+//! The event loop says what it did as [`AppEvent`]s; a [`Store`] applies them into the
+//! records the status page shows (jobs, their tasks and failures, executors), and the
+//! event log writes the same events to disk, so `flint history` rebuilds the same store
+//! from the files the live driver left. One piece of code turns events into pages, live
+//! or after the driver is gone.
+
+use flint_proto::{
+    ClusterStatus, ExecutorId, ExecutorStatus, FailureRecord, JobId, JobProgress, JobStatus, TaskFailure,
+    TaskRecord,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The event log's format version. A reader accepts this one and every earlier one.
+pub const EVENT_LOG_VERSION: u32 = 1;
+
+/// Bytes of task log tails a job's records keep beyond its failures' own.
+const JOB_LOG_BUDGET: usize = 4 << 20;
+
+/// Removed executors a store keeps, as the control core does.
+const REMOVED_KEPT: usize = 1000;
+
+/// Something that happened to the application. Tokens are named by service, never
+/// carried; a job's configuration is never carried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum AppEvent {
+    ApplicationStart {
+        app_id: String,
+        flint_version: String,
+    },
+    /// The driver stopped; `executors` are the last word on every executor it had.
+    ApplicationEnd {
+        executors: Vec<ExecutorStatus>,
+    },
+    ExecutorAdded {
+        executor: ExecutorStatus,
+    },
+    /// Draining or excluded.
+    ExecutorUpdated {
+        executor: ExecutorStatus,
+    },
+    /// Its `removed` says why.
+    ExecutorRemoved {
+        executor: ExecutorStatus,
+    },
+    JobStart {
+        job: JobId,
+        name: String,
+        tasks: u32,
+    },
+    JobEnd {
+        job: JobId,
+        succeeded: bool,
+        error: Option<String>,
+        attempts: u32,
+    },
+    TaskStart {
+        job: JobId,
+        index: u32,
+        attempt: u32,
+        executor: ExecutorId,
+    },
+    TaskEnd {
+        job: JobId,
+        index: u32,
+        attempt: u32,
+        executor: ExecutorId,
+        duration_ms: u64,
+        failure: Option<TaskFailure>,
+        log_tail: Option<String>,
+    },
+    TokenRenewed {
+        service: String,
+        expires_at_ms: u64,
+    },
+    TokenRenewalFailed {
+        service: String,
+    },
+}
+
+/// An event as one line of the log: its version and time beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub v: u32,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    #[serde(flatten)]
+    pub event: AppEvent,
+}
+
+impl Envelope {
+    pub fn now(event: AppEvent) -> Envelope {
+        Envelope { v: EVENT_LOG_VERSION, at_ms: now_ms(), event }
+    }
+
+    /// Reads one line of an event log, of this version or an earlier one.
+    pub fn parse(line: &str) -> Result<Envelope, String> {
+        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        match value.get("v").and_then(serde_json::Value::as_u64) {
+            Some(1) => serde_json::from_value(value).map_err(|e| e.to_string()),
+            Some(v) => Err(format!("event log version {v}; this flint reads up to {EVENT_LOG_VERSION}")),
+            None => Err("no version".into()),
+        }
+    }
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A job as the store keeps it.
+#[derive(Debug, Clone)]
+pub struct JobEntry {
+    pub status: JobStatus,
+    pub started_ms: u64,
+    pub ended_ms: Option<u64>,
+    pub error: Option<String>,
+    /// By task index; `None` until the task's first launch.
+    pub tasks: Vec<Option<TaskRecord>>,
+    /// Every failed attempt, in the order they were reported.
+    pub failures: Vec<FailureRecord>,
+    log_budget: usize,
+}
+
+/// The application's records, built from its events.
+#[derive(Debug, Clone, Default)]
+pub struct Store {
+    pub app_id: String,
+    pub started_ms: u64,
+    /// When the driver stopped; `None` while it runs (or if it died without saying).
+    pub ended_ms: Option<u64>,
+    executors: BTreeMap<ExecutorId, ExecutorStatus>,
+    removed: VecDeque<ExecutorId>,
+    jobs: BTreeMap<JobId, JobEntry>,
+    finished: VecDeque<JobId>,
+    retained_jobs: usize,
+}
+
+impl Store {
+    /// A store keeping up to `retained_jobs` finished jobs (the oldest go first).
+    pub fn new(retained_jobs: usize) -> Store {
+        Store { retained_jobs: retained_jobs.max(1), ..Store::default() }
+    }
+
+    pub fn apply(&mut self, envelope: &Envelope) {
+        let at = envelope.at_ms;
+        match &envelope.event {
+            AppEvent::ApplicationStart { app_id, .. } => {
+                self.app_id = app_id.clone();
+                self.started_ms = at;
+            }
+            AppEvent::ApplicationEnd { executors } => {
+                self.ended_ms = Some(at);
+                for executor in executors {
+                    self.set_executor(executor.clone());
+                }
+                for job in self.jobs.values_mut().filter(|j| j.ended_ms.is_none()) {
+                    job.end(at, false, Some("the driver stopped".into()));
+                }
+            }
+            AppEvent::ExecutorAdded { executor } | AppEvent::ExecutorUpdated { executor } => {
+                self.set_executor(executor.clone())
+            }
+            AppEvent::ExecutorRemoved { executor } => {
+                let reason = executor.removed.clone().unwrap_or_default();
+                // Its running attempts are lost with it (the core requeues them).
+                for job in self.jobs.values_mut().filter(|j| j.ended_ms.is_none()) {
+                    for task in job.tasks.iter_mut().flatten() {
+                        if task.state == "running" && task.executor == executor.id {
+                            task.state = "failed".into();
+                            task.failure = Some(TaskFailure::ExecutorLost {
+                                executor: executor.id.clone(),
+                                reason: reason.clone(),
+                            });
+                            job.status.progress.running = job.status.progress.running.saturating_sub(1);
+                        }
+                    }
+                }
+                self.set_executor(executor.clone());
+            }
+            AppEvent::JobStart { job, name, tasks } => {
+                let tasks = (*tasks).min(crate::MAX_TASKS);
+                self.jobs.insert(
+                    *job,
+                    JobEntry {
+                        status: JobStatus {
+                            job: *job,
+                            name: name.clone(),
+                            state: "running".into(),
+                            progress: JobProgress { total: tasks, ..JobProgress::default() },
+                        },
+                        started_ms: at,
+                        ended_ms: None,
+                        error: None,
+                        tasks: vec![None; tasks as usize],
+                        failures: Vec::new(),
+                        log_budget: JOB_LOG_BUDGET,
+                    },
+                );
+            }
+            AppEvent::JobEnd { job, succeeded, error, .. } => {
+                if let Some(entry) = self.jobs.get_mut(job).filter(|j| j.ended_ms.is_none()) {
+                    entry.end(at, *succeeded, error.clone());
+                    self.finished.push_back(*job);
+                    while self.finished.len() > self.retained_jobs {
+                        if let Some(old) = self.finished.pop_front() {
+                            self.jobs.remove(&old);
+                        }
+                    }
+                }
+            }
+            AppEvent::TaskStart { job, index, attempt, executor } => {
+                let Some(entry) = self.jobs.get_mut(job) else { return };
+                let Some(slot) = entry.tasks.get_mut(*index as usize) else { return };
+                if slot.as_ref().is_none_or(|t| t.state != "running") {
+                    entry.status.progress.running += 1;
+                }
+                *slot = Some(TaskRecord {
+                    index: *index,
+                    attempt: *attempt,
+                    executor: executor.clone(),
+                    state: "running".into(),
+                    launched_ms: at,
+                    duration_ms: None,
+                    failure: None,
+                    log_tail: None,
+                });
+            }
+            AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail } => {
+                let Some(entry) = self.jobs.get_mut(job) else { return };
+                let Some(slot) = entry.tasks.get_mut(*index as usize) else { return };
+                let progress = &mut entry.status.progress;
+                let record = slot.get_or_insert_with(|| TaskRecord {
+                    index: *index,
+                    attempt: *attempt,
+                    executor: executor.clone(),
+                    state: "running".into(),
+                    launched_ms: at.saturating_sub(*duration_ms),
+                    duration_ms: None,
+                    failure: None,
+                    log_tail: None,
+                });
+                if record.attempt > *attempt {
+                    return; // a later attempt already holds the record
+                }
+                if record.state == "running" {
+                    progress.running = progress.running.saturating_sub(1);
+                }
+                if record.state == "succeeded" {
+                    return; // the task's output was already taken
+                }
+                let tail = log_tail.as_deref().unwrap_or_default();
+                match failure {
+                    None => {
+                        progress.done += 1;
+                        record.state = "succeeded".into();
+                        record.failure = None;
+                    }
+                    Some(failure) => {
+                        progress.failed_attempts += 1;
+                        record.state = "failed".into();
+                        record.failure = Some(failure.clone());
+                        let at = flint_proto::Attempt { job: *job, index: *index, number: *attempt };
+                        entry.failures.push(FailureRecord::new(at, executor.clone(), failure.clone(), tail));
+                    }
+                }
+                record.attempt = *attempt;
+                record.executor = executor.clone();
+                record.duration_ms = Some(*duration_ms);
+                record.log_tail = None;
+                if !tail.is_empty() && entry.log_budget >= tail.len() {
+                    entry.log_budget -= tail.len();
+                    record.log_tail = Some(tail.to_owned());
+                }
+            }
+            AppEvent::TokenRenewed { .. } | AppEvent::TokenRenewalFailed { .. } => {}
+        }
+    }
+
+    fn set_executor(&mut self, executor: ExecutorStatus) {
+        if executor.removed.is_some() && !self.removed.contains(&executor.id) {
+            self.removed.push_back(executor.id.clone());
+            if self.removed.len() > REMOVED_KEPT
+                && let Some(old) = self.removed.pop_front()
+            {
+                self.executors.remove(&old);
+            }
+        }
+        self.executors.insert(executor.id.clone(), ExecutorStatus { last_heartbeat_ms: None, ..executor });
+    }
+
+    /// The application as `flint status` shows a live one.
+    pub fn status(&self) -> ClusterStatus {
+        ClusterStatus {
+            app_id: self.app_id.clone(),
+            executors: self.executors.values().cloned().collect(),
+            jobs: self.jobs.values().map(|j| j.status.clone()).collect(),
+            executors_starting: 0,
+            allocation_stopped: None,
+        }
+    }
+
+    pub fn job(&self, job: JobId) -> Option<&JobEntry> {
+        self.jobs.get(&job)
+    }
+}
+
+impl JobEntry {
+    fn end(&mut self, at: u64, succeeded: bool, error: Option<String>) {
+        self.ended_ms = Some(at);
+        self.error = error;
+        self.status.state = if succeeded { "succeeded" } else { "failed" }.into();
+        self.status.progress.running = 0;
+        for task in self.tasks.iter_mut().flatten().filter(|t| t.state == "running") {
+            task.state = "killed".into();
+        }
+    }
+
+    /// The tasks launched so far, by index.
+    pub fn launched(&self) -> Vec<TaskRecord> {
+        self.tasks.iter().flatten().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(at_ms: u64, event: AppEvent) -> Envelope {
+        Envelope { v: EVENT_LOG_VERSION, at_ms, event }
+    }
+
+    #[test]
+    fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
+        let mut store = Store::new(10);
+        store.apply(&at(1, AppEvent::JobStart { job: 1, name: "j".into(), tasks: 2 }));
+        let start = |index, attempt, executor: &str| AppEvent::TaskStart {
+            job: 1,
+            index,
+            attempt,
+            executor: executor.into(),
+        };
+        let end = |index, attempt, executor: &str, failure| AppEvent::TaskEnd {
+            job: 1,
+            index,
+            attempt,
+            executor: executor.into(),
+            duration_ms: 5,
+            failure,
+            log_tail: Some("said something".into()),
+        };
+        store.apply(&at(2, start(0, 0, "a")));
+        store.apply(&at(2, start(1, 0, "b")));
+        let trap = TaskFailure::Trap { message: "boom".into(), backtrace: Some("0: f".into()) };
+        store.apply(&at(3, end(0, 0, "a", Some(trap.clone()))));
+        store.apply(&at(4, start(0, 1, "b")));
+        assert_eq!(store.job(1).unwrap().status.progress.running, 2);
+        store.apply(&at(5, end(0, 1, "b", None)));
+        store.apply(&at(6, end(1, 0, "b", None)));
+        store.apply(&at(7, AppEvent::JobEnd { job: 1, succeeded: true, error: None, attempts: 3 }));
+        let job = store.job(1).unwrap();
+        let tasks = job.launched();
+        assert_eq!(
+            (tasks[0].attempt, tasks[0].state.as_str(), tasks[0].executor.as_str()),
+            (1, "succeeded", "b")
+        );
+        assert_eq!(job.failures.len(), 1);
+        assert_eq!(job.failures[0].failure, trap);
+        let p = job.status.progress;
+        assert_eq!((p.total, p.done, p.running, p.failed_attempts), (2, 2, 0, 1));
+        assert_eq!(job.status.state, "succeeded");
+    }
+
+    #[test]
+    fn a_removed_executors_running_attempts_show_as_lost() {
+        let mut store = Store::new(10);
+        store.apply(&at(1, AppEvent::JobStart { job: 1, name: "j".into(), tasks: 1 }));
+        store.apply(&at(2, AppEvent::TaskStart { job: 1, index: 0, attempt: 0, executor: "a".into() }));
+        let gone = ExecutorStatus {
+            id: "a".into(),
+            host: "h".into(),
+            cores: 1,
+            memory: 1,
+            slots: 1,
+            running: 0,
+            tasks_done: 0,
+            tasks_failed: 0,
+            last_heartbeat_ms: None,
+            excluded: false,
+            removed: Some("no heartbeat".into()),
+            backend: "static".into(),
+            pod: None,
+            state: "removed".into(),
+        };
+        store.apply(&at(3, AppEvent::ExecutorRemoved { executor: gone }));
+        let task = &store.job(1).unwrap().launched()[0];
+        assert_eq!(task.state, "failed");
+        assert!(
+            matches!(&task.failure, Some(TaskFailure::ExecutorLost { reason, .. }) if reason == "no heartbeat")
+        );
+        assert_eq!(store.status().executors[0].state, "removed");
+    }
+
+    #[test]
+    fn finished_jobs_beyond_the_retained_number_are_dropped_oldest_first() {
+        let mut store = Store::new(2);
+        for job in 1..=3 {
+            store.apply(&at(job, AppEvent::JobStart { job, name: "j".into(), tasks: 0 }));
+            store.apply(&at(job, AppEvent::JobEnd { job, succeeded: true, error: None, attempts: 0 }));
+        }
+        assert_eq!(store.status().jobs.iter().map(|j| j.job).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn a_line_reads_back_and_a_newer_version_is_refused_by_name() {
+        let line =
+            serde_json::to_string(&at(9, AppEvent::TokenRenewed { service: "s3".into(), expires_at_ms: 10 }))
+                .unwrap();
+        assert!(line.contains("\"event\":\"token_renewed\""), "{line}");
+        assert_eq!(Envelope::parse(&line).unwrap().at_ms, 9);
+        let newer = line.replace("\"v\":1", "\"v\":2");
+        assert!(Envelope::parse(&newer).unwrap_err().contains("version 2"));
+    }
+}

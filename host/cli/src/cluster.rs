@@ -41,8 +41,8 @@ pub struct DriverArgs {
     /// The certificate's PKCS#8 private key (PEM or DER).
     #[arg(long, requires = "cert_file")]
     key_file: Option<PathBuf>,
-    /// The port of the status API and metrics (`/api/v1/…`, `/metrics`); taken, the
-    /// next 16 are tried; 0 turns it off.
+    /// The port of the status page, its JSON API and metrics (`/`, `/api/v1/…`,
+    /// `/metrics`); taken, the next 16 are tried; 0 turns it off.
     #[arg(long, default_value_t = 4040)]
     ui_port: u16,
     /// The address the status API listens on. Beyond loopback, requests must show the
@@ -174,7 +174,7 @@ pub fn driver(args: DriverArgs) -> u8 {
         if args.ui_port != 0 {
             let bind = SocketAddr::new(args.ui_bind, args.ui_port);
             match flint_driver::ui::serve_ui(driver.clone(), bind, &secret).await {
-                Ok(at) => tracing::info!(url = %format!("http://{at}/api/v1/status"), "status API and metrics listening"),
+                Ok(at) => tracing::info!(url = %format!("http://{at}/"), "status page listening"),
                 // The driver runs on without it.
                 Err(e) => tracing::warn!(error = %e, %bind, "no status API: cannot listen"),
             }
@@ -435,6 +435,43 @@ pub fn executor(args: ExecutorArgs, set_log_level: crate::SetLogLevel) -> u8 {
 }
 
 /// SIGTERM or Ctrl-C.
+/// `flint history`: serve the status pages of the applications whose event logs are in
+/// a directory.
+#[derive(clap::Args, Debug)]
+pub struct HistoryArgs {
+    /// The directory drivers write event logs to (their `flint.eventLog.dir`).
+    dir: PathBuf,
+    /// The port to serve on; taken, the next 16 are tried.
+    #[arg(long, default_value_t = 18080)]
+    ui_port: u16,
+    /// The address to listen on. The pages show what the applications' tasks printed
+    /// and why they failed: beyond loopback, put something that checks who asks in front.
+    #[arg(long, default_value = "127.0.0.1")]
+    ui_bind: std::net::IpAddr,
+    /// Finished jobs kept per application, the oldest forgotten first.
+    #[arg(long, default_value_t = 1000)]
+    retained_jobs: usize,
+}
+
+pub fn history(args: HistoryArgs) -> u8 {
+    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(exit::INTERNAL, e),
+    };
+    rt.block_on(async {
+        let bind = SocketAddr::new(args.ui_bind, args.ui_port);
+        match flint_driver::history::serve_history(&args.dir, bind, args.retained_jobs).await {
+            Ok(at) => {
+                println!("http://{at}/");
+                tracing::info!(dir = %args.dir.display(), url = %format!("http://{at}/"), "history listening");
+            }
+            Err(e) => return fail(exit::USAGE, format!("cannot serve {}: {e}", args.dir.display())),
+        }
+        wait_for_shutdown().await;
+        0
+    })
+}
+
 async fn wait_for_shutdown() {
     let Ok(mut term) = signal(SignalKind::terminate()) else {
         let _ = tokio::signal::ctrl_c().await;

@@ -59,6 +59,9 @@ enum Command {
     Status(client::StatusArgs),
     /// Kubernetes: render what a cluster needs to run an application.
     K8s(k8s::K8sArgs),
+    /// Serve the status pages of finished (and running) applications from their event
+    /// logs (`flint.eventLog.dir`). Prints its URL.
+    History(cluster::HistoryArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,7 +71,7 @@ fn main() -> ExitCode {
         Command::Run(_) | Command::Bundle(_) | Command::Submit(_) | Command::Status(_) | Command::K8s(_) => {
             "error"
         }
-        Command::Driver(_) | Command::Executor(_) => "info",
+        Command::Driver(_) | Command::Executor(_) | Command::History(_) => "info",
     };
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::Submit(args) => client::submit(args),
         Command::Status(args) => client::status(args),
         Command::K8s(args) => k8s::k8s(args),
+        Command::History(args) => cluster::history(args),
     };
     ExitCode::from(code)
 }

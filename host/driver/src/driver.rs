@@ -1382,8 +1382,15 @@ impl EventLoop {
             Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),
             Err(e) => tracing::warn!(error = %e, "job failed"),
         });
-        let mut progress = *job.progress.borrow();
-        progress.running = 0;
+        // The job's last counts (its progress was published before its end).
+        let c = job.counts;
+        let progress = JobProgress {
+            total: c.tasks,
+            done: c.done,
+            running: 0,
+            failed_attempts: c.failed_attempts,
+            executors: job.progress.borrow().executors,
+        };
         // Finished jobs listed by `status`, up to `flint.driver.retainedJobs`.
         let retained = self.driver.shared.settings.retained_jobs as usize;
         while self.finished.len() >= retained.max(1) {

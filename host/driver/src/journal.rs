@@ -260,7 +260,10 @@ impl Store {
                         record.failure = None;
                     }
                     Some(failure) => {
-                        progress.failed_attempts += 1;
+                        // As the control core counts them: not kills, not lost executors.
+                        if failure.counts_against_task() {
+                            progress.failed_attempts += 1;
+                        }
                         record.state = "failed".into();
                         record.failure = Some(failure.clone());
                         let at = flint_proto::Attempt { job: *job, index: *index, number: *attempt };

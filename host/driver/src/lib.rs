@@ -8,10 +8,12 @@ pub mod data;
 mod driver;
 pub mod eventlog;
 pub mod fold;
+pub mod history;
 mod job;
 pub mod journal;
 pub mod link;
 pub mod local;
+pub mod page;
 pub mod server;
 pub mod ui;
 

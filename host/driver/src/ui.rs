@@ -1,18 +1,27 @@
-//! The driver's HTTP side: a JSON API behind every table (`/api/v1/…`, the same records
-//! `flint status --json` prints) and Prometheus metrics (`/metrics`). Read-only. Bound
-//! to loopback unless told otherwise; bound beyond it, every request must carry the
-//! application secret as a bearer token.
+//! The driver's HTTP side: the status page (`page`), a JSON API behind every table
+//! (`/api/v1/…`, the same records `flint status --json` prints) and Prometheus metrics
+//! (`/metrics`). Read-only. Bound to loopback unless told otherwise; bound beyond it,
+//! every request must carry the application secret (as a bearer token, or once as
+//! `?token=`, which a browser then keeps as a cookie). `flint history` serves the same
+//! pages from event logs through [`app_routes`].
 
 use crate::driver::Driver;
-use axum::extract::{Request, State};
+use crate::journal::Store;
+use crate::page::{self, Frame};
+use axum::extract::{FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use flint_proto::ClusterStatus;
+use flint_proto::{ClusterStatus, JobId};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
 
 /// Upper bounds (seconds) of the task duration histogram's buckets.
 const DURATION_BUCKETS: [f64; 11] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 300.0];
@@ -57,42 +66,29 @@ impl Durations {
 /// Ports tried after the one asked for when it is taken, as Spark's UI does.
 pub const PORT_RETRIES: u16 = 16;
 
-struct Ui {
+/// Requests served at once; the others wait their turn, up to [`QUEUE_WAIT`]. A live
+/// page asks the event loop for a snapshot: a crowd of clients cannot crowd out the
+/// loop's own work.
+const CONCURRENT_REQUESTS: usize = 8;
+const QUEUE_WAIT: Duration = Duration::from_secs(5);
+
+/// The cookie a browser keeps the secret in, once given it by `?token=`.
+const TOKEN_COOKIE: &str = "flint_token";
+
+pub struct Ui {
     driver: Driver,
     /// The secret a request must show, when the page is reachable beyond loopback.
     bearer: Option<flint_net::Secret>,
+    permits: Semaphore,
 }
 
-/// Binds `bind`, or the next free port of the following [`PORT_RETRIES`], and serves
-/// there until the process ends. `secret` is demanded of every request when the
-/// address is not loopback.
-pub async fn serve_ui(
-    driver: Driver,
-    bind: SocketAddr,
-    secret: &flint_net::Secret,
-) -> std::io::Result<SocketAddr> {
+/// Binds `bind`, or the next free port of the following [`PORT_RETRIES`].
+pub async fn bind_retrying(bind: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let mut last = None;
     for n in 0..=PORT_RETRIES {
         let port = if bind.port() == 0 { 0 } else { bind.port().saturating_add(n) };
         match tokio::net::TcpListener::bind(SocketAddr::new(bind.ip(), port)).await {
-            Ok(listener) => {
-                let bound = listener.local_addr()?;
-                let bearer = (!bind.ip().is_loopback()).then(|| secret.clone());
-                let ui = std::sync::Arc::new(Ui { driver, bearer });
-                let app = Router::new()
-                    .route("/api/v1/status", get(status))
-                    .route("/api/v1/executors", get(executors))
-                    .route("/api/v1/jobs", get(jobs))
-                    .route("/metrics", get(metrics))
-                    .layer(axum::middleware::from_fn_with_state(ui.clone(), authorize))
-                    .with_state(ui);
-                tokio::spawn(async move {
-                    if let Err(e) = axum::serve(listener, app).await {
-                        tracing::warn!(error = %e, "the status server stopped");
-                    }
-                });
-                return Ok(bound);
-            }
+            Ok(listener) => return Ok(listener),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && bind.port() != 0 => last = Some(e),
             Err(e) => return Err(e),
         }
@@ -100,33 +96,254 @@ pub async fn serve_ui(
     Err(last.unwrap_or_else(|| std::io::Error::other("no port")))
 }
 
-type Shared = State<std::sync::Arc<Ui>>;
+/// Binds `bind` (or one of the ports after it) and serves the status page, its JSON API
+/// and metrics there until the process ends. `secret` is demanded of every request when
+/// the address is not loopback.
+pub async fn serve_ui(
+    driver: Driver,
+    bind: SocketAddr,
+    secret: &flint_net::Secret,
+) -> std::io::Result<SocketAddr> {
+    let listener = bind_retrying(bind).await?;
+    let bound = listener.local_addr()?;
+    let bearer = (!bind.ip().is_loopback()).then(|| secret.clone());
+    let ui = Arc::new(Ui { driver, bearer, permits: Semaphore::new(CONCURRENT_REQUESTS) });
+    let app = app_routes("")
+        .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(ui.clone(), authorize))
+        .with_state(ui);
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "the status server stopped");
+        }
+    });
+    Ok(bound)
+}
+
+/// The pages and JSON API of one application under `prefix`, whoever serves them
+/// (a live driver, or `flint history`).
+pub fn app_routes<S>(prefix: &str) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    View: FromRequestParts<S>,
+{
+    let at = |path: &str| format!("{prefix}{path}");
+    Router::new()
+        .route(&at("/"), get(overview))
+        .route(&at("/jobs/{job}"), get(job_page))
+        .route(&at("/jobs/{job}/tasks/{index}"), get(task_page))
+        .route(&at("/api/v1/status"), get(status))
+        .route(&at("/api/v1/executors"), get(executors))
+        .route(&at("/api/v1/jobs"), get(jobs))
+        .route(&at("/api/v1/jobs/{job}/tasks"), get(tasks))
+        .route(&at("/api/v1/jobs/{job}/failures"), get(failures))
+}
+
+type Shared = State<Arc<Ui>>;
+
+/// Waits for one of the server's few permits; a request that waits too long is told
+/// to come back.
+pub async fn limited(permits: &Semaphore, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(QUEUE_WAIT, permits.acquire()).await {
+        Ok(Ok(_permit)) => next.run(request).await,
+        _ => (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "1")], "busy; try again\n")
+            .into_response(),
+    }
+}
 
 async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response {
+    let mut remember = None;
     if let Some(secret) = &ui.bearer {
-        let shown = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-            .unwrap_or_default();
-        if !secret.matches(shown) {
+        let headers = request.headers();
+        let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        let cookie = headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .find_map(|c| c.trim().strip_prefix(TOKEN_COOKIE)?.strip_prefix('='))
+            .map(str::as_bytes);
+        // A browser is given the secret once, in the address; it keeps it as a cookie.
+        let query = request
+            .uri()
+            .query()
+            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")))
+            .map(|t| t.to_owned());
+        let shown = [bearer, cookie, query.as_deref().map(str::as_bytes)];
+        if !shown.iter().flatten().any(|s| secret.matches(s)) {
             return (StatusCode::UNAUTHORIZED, "the application secret is required as a bearer token\n")
                 .into_response();
         }
+        if query.as_deref().is_some_and(|q| secret.matches(q.as_bytes())) {
+            remember = query;
+        }
     }
-    next.run(request).await
+    let mut response = limited(&ui.permits, request, next).await;
+    if let Some(token) = remember
+        && let Ok(cookie) = format!("{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/").parse()
+    {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
 }
 
-async fn status(State(ui): Shared) -> Json<ClusterStatus> {
-    Json(ui.driver.snapshot().await)
+/// Where a page's records come from: a live driver, or an application's event log.
+#[derive(Clone)]
+pub enum View {
+    Live(Driver),
+    Logged { store: Arc<Store>, base: String },
 }
 
-async fn executors(State(ui): Shared) -> Response {
-    Json(ui.driver.snapshot().await.executors).into_response()
+impl FromRequestParts<Arc<Ui>> for View {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(_: &mut Parts, ui: &Arc<Ui>) -> Result<View, Self::Rejection> {
+        Ok(View::Live(ui.driver.clone()))
+    }
 }
 
-async fn jobs(State(ui): Shared) -> Response {
-    Json(ui.driver.snapshot().await.jobs).into_response()
+impl View {
+    async fn status(&self) -> ClusterStatus {
+        match self {
+            View::Live(driver) => driver.snapshot().await,
+            View::Logged { store, .. } => store.status(),
+        }
+    }
+
+    fn with_store<R>(&self, f: impl FnOnce(&Store) -> R) -> R {
+        match self {
+            View::Live(driver) => f(&driver.store()),
+            View::Logged { store, .. } => f(store),
+        }
+    }
+
+    fn render(&self, title: &str, fragment: bool, main: String) -> Response {
+        if fragment {
+            return Html(main).into_response();
+        }
+        let (base, app_id, live, source, driver) = match self {
+            View::Live(driver) => ("", driver.app_id().to_owned(), true, "live", true),
+            View::Logged { store, base } => {
+                let running = store.ended_ms.is_none();
+                let source = if running { "history; still running" } else { "history; finished" };
+                (base.as_str(), store.app_id.clone(), running, source, false)
+            }
+        };
+        let frame = Frame { base, app_id: &app_id, live, source, driver };
+        Html(page::document(&frame, title, &main)).into_response()
+    }
+
+    fn frame<R>(&self, f: impl FnOnce(&Frame) -> R) -> R {
+        let (base, app_id) = match self {
+            View::Live(driver) => (String::new(), driver.app_id().to_owned()),
+            View::Logged { store, base } => (base.clone(), store.app_id.clone()),
+        };
+        f(&Frame { base: &base, app_id: &app_id, live: true, source: "", driver: false })
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+pub struct PageQuery {
+    #[serde(default)]
+    fragment: Option<String>,
+    #[serde(default)]
+    from: Option<usize>,
+}
+
+#[derive(serde::Deserialize)]
+pub struct JobPath {
+    job: JobId,
+}
+
+#[derive(serde::Deserialize)]
+pub struct TaskPath {
+    job: JobId,
+    index: u32,
+}
+
+fn not_found(what: String) -> Response {
+    (StatusCode::NOT_FOUND, format!("{what}\n")).into_response()
+}
+
+async fn overview(view: View, Query(q): Query<PageQuery>) -> Response {
+    let status = view.status().await;
+    let times: HashMap<JobId, (u64, Option<u64>)> = view.with_store(|store| {
+        status
+            .jobs
+            .iter()
+            .filter_map(|j| store.job(j.job).map(|e| (j.job, (e.started_ms, e.ended_ms))))
+            .collect()
+    });
+    let main = view.frame(|frame| page::overview(frame, &status, &|job| times.get(&job).copied()));
+    view.render("Executors and jobs", q.fragment.is_some(), main)
+}
+
+async fn job_page(view: View, Path(JobPath { job }): Path<JobPath>, Query(q): Query<PageQuery>) -> Response {
+    let main =
+        view.with_store(|store| store.job(job).map(|e| view.frame(|f| page::job(f, e, q.from.unwrap_or(0)))));
+    match main {
+        Some(main) => view.render(&format!("Job {job}"), q.fragment.is_some(), main),
+        None => {
+            not_found(format!("no job {job} (finished jobs beyond flint.driver.retainedJobs are forgotten)"))
+        }
+    }
+}
+
+async fn task_page(
+    view: View,
+    Path(TaskPath { job, index }): Path<TaskPath>,
+    Query(q): Query<PageQuery>,
+) -> Response {
+    let main = view.with_store(|store| store.job(job).map(|e| view.frame(|f| page::task(f, e, index))));
+    match main {
+        Some(main) => view.render(&format!("Job {job}, task {index}"), q.fragment.is_some(), main),
+        None => not_found(format!("no job {job}")),
+    }
+}
+
+async fn status(view: View) -> Json<ClusterStatus> {
+    Json(view.status().await)
+}
+
+async fn executors(view: View) -> Response {
+    Json(view.status().await.executors).into_response()
+}
+
+async fn jobs(view: View) -> Response {
+    Json(view.status().await.jobs).into_response()
+}
+
+/// Most task records one request returns.
+const MAX_TASKS_PER_REQUEST: usize = 100_000;
+
+#[derive(serde::Deserialize)]
+pub struct Range {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default)]
+    length: Option<usize>,
+}
+
+/// A job's launched tasks, by index: `?offset=&length=` (at most 100,000 at once).
+async fn tasks(view: View, Path(JobPath { job }): Path<JobPath>, Query(range): Query<Range>) -> Response {
+    let length = range.length.unwrap_or(MAX_TASKS_PER_REQUEST).min(MAX_TASKS_PER_REQUEST);
+    let records = view.with_store(|store| {
+        store
+            .job(job)
+            .map(|e| e.tasks.iter().flatten().skip(range.offset).take(length).cloned().collect::<Vec<_>>())
+    });
+    match records {
+        Some(records) => Json(records).into_response(),
+        None => not_found(format!("no job {job}")),
+    }
+}
+
+/// A job's failed attempts, in the order they were reported.
+async fn failures(view: View, Path(JobPath { job }): Path<JobPath>) -> Response {
+    match view.with_store(|store| store.job(job).map(|e| e.failures.clone())) {
+        Some(failures) => Json(failures).into_response(),
+        None => not_found(format!("no job {job}")),
+    }
 }
 
 async fn metrics(State(ui): Shared) -> Response {

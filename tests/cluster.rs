@@ -1681,3 +1681,197 @@ fn executors_log_at_the_drivers_level_and_logs_can_be_json() {
     let quiet = cluster.executors[1].log_text();
     assert!(!quiet.contains("DEBUG") && !quiet.contains("INFO"), "{quiet}");
 }
+
+#[path = "common/browser.rs"]
+mod browser;
+
+/// Every line of every file of an event log folder, decompressed.
+fn event_log_text(folder: &std::path::Path) -> String {
+    let mut files: Vec<_> = std::fs::read_dir(folder).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut text = String::new();
+    for file in files {
+        let bytes = zstd::stream::decode_all(std::fs::File::open(&file).unwrap()).unwrap();
+        text.push_str(&String::from_utf8(bytes).unwrap());
+    }
+    text
+}
+
+#[test]
+fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
+    const TOKEN_SECRET: &str = "vault-token-7f3e9a1c";
+    const PASSWORD: &str = "hunter2-do-not-show";
+    let shots = common::root().join("target/ui");
+    let events = tempfile::tempdir().unwrap();
+    let token = events.path().join("vault.json");
+    std::fs::write(&token, format!(r#"{{"secret": "{TOKEN_SECRET}", "expires_in_s": 3600}}"#)).unwrap();
+    let logs = events.path().join("logs");
+    let port = free_port();
+    let mut cluster = Cluster::start(&[
+        "--ui-port",
+        &port.to_string(),
+        "--conf",
+        &format!("flint.eventLog.dir={}", logs.display()),
+        "--conf",
+        &format!("flint.security.credentials.vault.file={}", token.display()),
+    ]);
+    cluster.executor(&["--cores", "1", "--executor-id", "a"]);
+    let doomed = cluster.executor(&["--cores", "1", "--executor-id", "b"]);
+    cluster.wait_live(2);
+
+    let browser = browser::Browser::start();
+    let page = format!("http://127.0.0.1:{port}");
+    browser.goto(&format!("{page}/"));
+    let both = "return document.querySelectorAll('#executors tr[data-state=registered]').length === 2;";
+    assert!(browser.wait_for(Duration::from_secs(10), both), "both executors listed:\n{}", browser.text());
+    browser.screenshot(&shots.join("executors.png"));
+
+    // Lost without a reload: the page's own state survives while the row changes.
+    browser.eval("window.flintMark = 42; return null;");
+    cluster.executors[doomed].signal("KILL");
+    let lost = "const row = document.querySelector('#executor-b'); \
+                return !!row && row.dataset.state === 'removed' && row.innerText.includes('heartbeat');";
+    assert!(browser.wait_for(Duration::from_secs(15), lost), "b shows as lost:\n{}", browser.text());
+    assert_eq!(browser.eval("return window.flintMark;"), Value::from(42), "the page was not reloaded");
+    browser.screenshot(&shots.join("executor-lost.png"));
+
+    let out = cluster.submit(&[
+        "examples/chaos",
+        "--partitions",
+        "3",
+        "--conf",
+        "mode=panic",
+        "--conf",
+        "only_task=1",
+        "--conf",
+        "other_mode=ok",
+        "--conf",
+        &format!("password={PASSWORD}"),
+        "--json",
+    ]);
+    assert!(!out.status.success(), "task 1 panics every time");
+    let (_, jobs) = http_get(port, "/api/v1/jobs", None);
+    let job = serde_json::from_str::<Value>(&jobs).unwrap()[0]["job"].as_u64().expect("the job is listed");
+
+    // The failed task's page: the typed failure and the guest's backtrace.
+    browser.goto(&format!("{page}/jobs/{job}/tasks/1"));
+    let text = browser.text();
+    for expected in ["trap", "chaos asked to panic in task 1", "Guest backtrace", "chaos.wasm!"] {
+        assert!(text.contains(expected), "{expected:?} on the task's page:\n{text}");
+    }
+    browser.screenshot(&shots.join("failed-task.png"));
+    browser.goto(&format!("{page}/jobs/{job}"));
+    assert!(browser.text().contains("succeeded"), "the other tasks' rows:\n{}", browser.text());
+
+    // What the live API says, to compare with history after the driver is gone.
+    let api = |base: &str, path: &str| -> Value {
+        let (code, body) = http_get_at(base, path);
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let live = format!("127.0.0.1:{port}");
+    let paths = [
+        "/api/v1/executors".to_owned(),
+        "/api/v1/jobs".into(),
+        format!("/api/v1/jobs/{job}/tasks"),
+        format!("/api/v1/jobs/{job}/failures"),
+    ];
+    let seen: Vec<Value> = paths.iter().map(|p| api(&live, p)).collect();
+    let mut shown = String::new();
+    for path in ["/", &format!("/jobs/{job}"), &format!("/jobs/{job}/tasks/1"), "/metrics", "/api/v1/status"]
+    {
+        shown.push_str(&http_get(port, path, None).1);
+    }
+    for v in &seen {
+        shown.push_str(&v.to_string());
+    }
+
+    // History while the application runs: listed as running.
+    let history_port = free_port();
+    let mut history_cmd =
+        command(&["history", logs.to_str().unwrap(), "--ui-port", &history_port.to_string()]);
+    history_cmd.stdout(Stdio::null());
+    let _history = common::Proc::spawn(history_cmd, cluster.dir.path().join("history.log"));
+    let history = format!("127.0.0.1:{history_port}");
+    let running = eventually(Duration::from_secs(10), || {
+        let apps = api(&history, "/api/v1/applications");
+        (apps[0]["app_id"] == APP).then_some(apps[0]["running"].clone())
+    });
+    assert_eq!(running, Some(Value::Bool(true)), "its log is not closed yet");
+
+    // The driver stops; history shows the same executors, jobs, tasks and failures.
+    cluster.driver.signal("TERM");
+    assert_eq!(cluster.driver.wait(Duration::from_secs(20)), Some(0));
+    let apps = api(&history, "/api/v1/applications");
+    assert_eq!(apps[0]["running"], Value::Bool(false), "{apps}");
+    let folder = apps[0]["id"].as_str().unwrap().to_owned();
+    let base = format!("/history/{folder}");
+    let logged: Vec<Value> = paths.iter().map(|p| api(&history, &format!("{base}{p}"))).collect();
+    let executor = |e: &Value| {
+        let keep = [
+            "id",
+            "host",
+            "cores",
+            "memory",
+            "slots",
+            "tasks_done",
+            "tasks_failed",
+            "removed",
+            "state",
+            "backend",
+        ];
+        keep.iter().map(|k| e[*k].clone()).collect::<Vec<_>>()
+    };
+    let executors = |v: &Value| v.as_array().unwrap().iter().map(executor).collect::<Vec<_>>();
+    assert_eq!(executors(&logged[0]), executors(&seen[0]), "executors");
+    let job_row = |j: &Value| {
+        (
+            j["job"].clone(),
+            j["name"].clone(),
+            j["state"].clone(),
+            j["progress"]["total"].clone(),
+            j["progress"]["done"].clone(),
+            j["progress"]["failed_attempts"].clone(),
+        )
+    };
+    let jobs = |v: &Value| v.as_array().unwrap().iter().map(job_row).collect::<Vec<_>>();
+    assert_eq!(jobs(&logged[1]), jobs(&seen[1]), "jobs");
+    assert_eq!(logged[2], seen[2], "the job's tasks");
+    assert_eq!(logged[3], seen[3], "the job's failures");
+    assert_eq!(seen[3].as_array().unwrap().len(), 4, "task 1 failed four times: {}", seen[3]);
+
+    browser.goto(&format!("http://{history}{base}/jobs/{job}/tasks/1"));
+    let text = browser.text();
+    assert!(text.contains("chaos.wasm!") && text.contains("history; finished"), "{text}");
+    browser.screenshot(&shots.join("history-failed-task.png"));
+    browser.goto(&format!("http://{history}/"));
+    assert!(browser.text().contains(APP), "{}", browser.text());
+    for path in ["/", &format!("{base}/"), &format!("{base}/jobs/{job}")] {
+        shown.push_str(&http_get_at(&history, path).1);
+    }
+
+    // Nothing secret anywhere: not the application's secret, not a token, not a job's
+    // configuration.
+    let log = event_log_text(&logs.join(&folder));
+    for event in [
+        "application_start",
+        "executor_added",
+        "executor_removed",
+        "job_start",
+        "task_end",
+        "application_end",
+    ] {
+        assert!(log.contains(&format!("\"event\":\"{event}\"")), "{event} in the event log:\n{log}");
+    }
+    assert!(log.lines().all(|l| l.starts_with("{\"v\":1,")), "versioned lines:\n{log}");
+    for secret in [SECRET, TOKEN_SECRET, PASSWORD] {
+        assert!(!shown.contains(secret), "{secret} shown");
+        assert!(!log.contains(secret), "{secret} in the event log");
+    }
+}
+
+/// `GET path` from `host:port`.
+fn http_get_at(at: &str, path: &str) -> (u16, String) {
+    let port = at.rsplit(':').next().unwrap().parse().unwrap();
+    http_get(port, path, None)
+}

@@ -762,7 +762,7 @@ async fn simulated_executor(
             let mut tick = tokio::time::interval(settings.heartbeat_interval);
             loop {
                 tick.tick().await;
-                let beat = Heartbeat { running: 0, tasks_done: 0, rss_bytes: 0 };
+                let beat = Heartbeat::default();
                 if write_frame(&mut stream, &beat).await.is_err() {
                     return;
                 }

@@ -1130,7 +1130,7 @@ impl Spy {
         let heartbeats = tokio::spawn(async move {
             let mut stream = beating.open_uni().await.unwrap();
             loop {
-                let beat = Heartbeat { running: 0, tasks_done: 0, rss_bytes: 0 };
+                let beat = Heartbeat::default();
                 if flint_net::write_frame(&mut stream, &beat).await.is_err() {
                     return;
                 }
@@ -1616,6 +1616,34 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
         );
     }
     assert!(!text.contains(SECRET) && !body.contains(SECRET));
+    assert!(value("flint_network_bytes_total", ("peer", "executor")) > 0.0, "{text}");
+    // What executors say in heartbeats: their instances' memory, their component cache.
+    let beat = |name: &str| {
+        eventually(Duration::from_secs(5), || {
+            let text = http_get(port, "/metrics", None).1;
+            let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+            let values: Vec<f64> = scrape
+                .samples
+                .iter()
+                .filter(|s| s.metric == name)
+                .map(|s| match s.value {
+                    prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+                    _ => f64::NAN,
+                })
+                .collect();
+            (values.len() == 2 && values.iter().sum::<f64>() > 0.0).then_some(values)
+        })
+        .unwrap_or_else(|| panic!("{name} of both executors"))
+    };
+    let high_water = beat("flint_executor_instance_memory_high_water_bytes");
+    assert!(
+        high_water.iter().all(|b| *b < 64.0 * 1024.0 * 1024.0),
+        "pi's instances are small: {high_water:?}"
+    );
+    // Each executor ran two jobs' tasks: all but its first of each job found it loaded.
+    let hits = beat("flint_executor_component_cache_hits_total");
+    let misses = beat("flint_executor_component_cache_misses_total");
+    assert!(hits.iter().sum::<f64>() >= attempts as f64 - 4.0, "hits {hits:?}, misses {misses:?}");
 
     // Reachable beyond loopback, it asks for the secret.
     let open = free_port();

@@ -468,6 +468,16 @@ impl ControlCore {
         self.allocator.as_ref().and_then(|a| a.given_up())
     }
 
+    /// How many executors the allocation policy wants now, when the driver starts them.
+    pub fn allocation_target(&self) -> Option<u32> {
+        let view = View {
+            pending_tasks: self.scheduler.queued(),
+            running_tasks: self.scheduler.running_tasks(),
+            executors: Vec::new(),
+        };
+        self.allocator.as_ref().map(|a| a.target(&view))
+    }
+
     /// Executors asked of the backend and not yet registered.
     pub fn executors_starting(&self) -> u32 {
         self.starting.len() as u32

@@ -112,6 +112,8 @@ struct Shared {
     objects: ObjectReader,
     /// How long accepted attempts ran (`/metrics`).
     durations: crate::ui::Durations,
+    /// Executors' heartbeats and the connections' traffic (`/metrics`).
+    peer_metrics: crate::ui::PeerMetrics,
     /// The records the status page shows, built from the loop's events at the end of
     /// each of its turns.
     store: Mutex<Store>,
@@ -250,6 +252,7 @@ impl Driver {
             data,
             objects,
             durations: Default::default(),
+            peer_metrics: Default::default(),
             store: Mutex::new(Store::new(retained)),
         });
         let driver = Driver { events, peers, shared };
@@ -454,6 +457,11 @@ impl Driver {
         &self.shared.durations
     }
 
+    /// What executors said in their heartbeats, and the connections' traffic.
+    pub fn peer_metrics(&self) -> &crate::ui::PeerMetrics {
+        &self.shared.peer_metrics
+    }
+
     /// The application's records as the status page shows them: jobs, their tasks and
     /// failures. Held briefly; the event loop writes it at the end of each turn.
     pub fn store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -576,6 +584,7 @@ impl Driver {
             jobs: Vec::new(),
             executors_starting: 0,
             allocation_stopped: None,
+            allocation_target: None,
         };
         if self.send(Event::Snapshot(reply)).is_err() {
             return empty();
@@ -941,6 +950,7 @@ impl EventLoop {
             jobs,
             executors_starting: self.core.executors_starting(),
             allocation_stopped: self.core.allocation_given_up().map(str::to_owned),
+            allocation_target: self.core.allocation_target(),
         }
     }
 

@@ -303,6 +303,7 @@ impl Store {
             jobs: self.jobs.values().map(|j| j.status.clone()).collect(),
             executors_starting: 0,
             allocation_stopped: None,
+            allocation_target: None,
         }
     }
 

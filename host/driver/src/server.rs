@@ -5,6 +5,7 @@
 use crate::driver::Driver;
 use crate::job::JobRequest;
 use crate::link::{Blocks, ChannelLink, Fetch};
+use crate::ui::Peer;
 use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::{
     FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_into, verify_proof,
@@ -326,11 +327,16 @@ async fn serve_executor_streams(
     let beats = {
         let (driver, connection, id) = (driver.clone(), connection.clone(), id.clone());
         async move {
+            let mut counted = (0, 0);
             while let Ok(mut stream) = connection.accept_uni().await {
-                while let Ok(Some(Heartbeat { .. })) = read_frame::<Heartbeat>(&mut stream).await {
+                while let Ok(Some(beat)) = read_frame::<Heartbeat>(&mut stream).await {
                     driver.heartbeat(id.clone(), incarnation).await;
+                    driver.peer_metrics().beat(&id, beat);
+                    counted = driver.peer_metrics().count_traffic(Peer::Executor, &connection, counted);
                 }
             }
+            driver.peer_metrics().gone(&id);
+            driver.peer_metrics().count_traffic(Peer::Executor, &connection, counted);
         }
     };
     let requests = async move {
@@ -342,6 +348,12 @@ async fn serve_executor_streams(
 }
 
 async fn serve_client(driver: &Driver, connection: &quinn::Connection) -> Result<(), PeerError> {
+    let result = serve_client_streams(driver, connection).await;
+    driver.peer_metrics().count_traffic(Peer::Client, connection, (0, 0));
+    result
+}
+
+async fn serve_client_streams(driver: &Driver, connection: &quinn::Connection) -> Result<(), PeerError> {
     loop {
         let (send, recv) = match connection.accept_bi().await {
             Ok(streams) => streams,

@@ -63,6 +63,98 @@ impl Durations {
     }
 }
 
+/// Who is at the other end of a connection, for traffic counts.
+#[derive(Clone, Copy)]
+pub enum Peer {
+    Executor,
+    Client,
+}
+
+/// What executors say of themselves in heartbeats, and the bytes the driver's
+/// connections carried: written by the connections' tasks, read by `/metrics`.
+#[derive(Default)]
+pub struct PeerMetrics {
+    /// The last heartbeat of each connected executor (one entry per connection).
+    beats: std::sync::Mutex<HashMap<flint_proto::ExecutorId, flint_proto::wire::Heartbeat>>,
+    /// Bytes in and out: executors', clients'.
+    traffic: [[std::sync::atomic::AtomicU64; 2]; 2],
+}
+
+impl PeerMetrics {
+    pub fn beat(&self, id: &str, beat: flint_proto::wire::Heartbeat) {
+        self.beats.lock().expect("metrics lock").insert(id.to_owned(), beat);
+    }
+
+    pub fn gone(&self, id: &str) {
+        self.beats.lock().expect("metrics lock").remove(id);
+    }
+
+    /// Adds what `connection` carried since `counted` (its bytes in and out when last
+    /// counted) and returns its counts now.
+    pub fn count_traffic(
+        &self,
+        peer: Peer,
+        connection: &quinn::Connection,
+        counted: (u64, u64),
+    ) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = connection.stats();
+        let now = (stats.udp_rx.bytes, stats.udp_tx.bytes);
+        let counters = &self.traffic[peer as usize];
+        counters[0].fetch_add(now.0.saturating_sub(counted.0), Relaxed);
+        counters[1].fetch_add(now.1.saturating_sub(counted.1), Relaxed);
+        now
+    }
+
+    fn render(&self, status: &ClusterStatus, out: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let name = "flint_network_bytes_total";
+        let _ = writeln!(out, "# HELP {name} Bytes the driver's connections carried, by peer and direction.");
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (peer, counters) in ["executor", "client"].iter().zip(&self.traffic) {
+            for (direction, counter) in ["in", "out"].iter().zip(counters) {
+                let value = counter.load(Relaxed);
+                let _ = writeln!(out, "{name}{{peer=\"{peer}\",direction=\"{direction}\"}} {value}");
+            }
+        }
+        let beats = self.beats.lock().expect("metrics lock");
+        let live: Vec<_> = status
+            .executors
+            .iter()
+            .filter(|e| e.removed.is_none())
+            .filter_map(|e| beats.get(&e.id).map(|b| (escape(&e.id), b)))
+            .collect();
+        type Field = fn(&flint_proto::wire::Heartbeat) -> u64;
+        let families: [(&str, &str, &str, Field); 4] = [
+            ("flint_executor_rss_bytes", "gauge", "Resident memory of each live executor.", |b| b.rss_bytes),
+            (
+                "flint_executor_instance_memory_high_water_bytes",
+                "gauge",
+                "The most memory one instance of each live executor has held.",
+                |b| b.instance_memory_high_water,
+            ),
+            (
+                "flint_executor_component_cache_hits_total",
+                "counter",
+                "Tasks of each live executor that found their component loaded.",
+                |b| b.component_cache_hits,
+            ),
+            (
+                "flint_executor_component_cache_misses_total",
+                "counter",
+                "Tasks of each live executor that had to load their component.",
+                |b| b.component_cache_misses,
+            ),
+        ];
+        for (name, kind, help, field) in families {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (id, beat) in &live {
+                let _ = writeln!(out, "{name}{{executor=\"{id}\"}} {}", field(beat));
+            }
+        }
+    }
+}
+
 /// Ports tried after the one asked for when it is taken, as Spark's UI does.
 pub const PORT_RETRIES: u16 = 16;
 
@@ -347,8 +439,10 @@ async fn failures(view: View, Path(JobPath { job }): Path<JobPath>) -> Response 
 }
 
 async fn metrics(State(ui): Shared) -> Response {
-    let mut text = render_metrics(&ui.driver.snapshot().await);
+    let status = ui.driver.snapshot().await;
+    let mut text = render_metrics(&status);
     ui.driver.durations().render(&mut text);
+    ui.driver.peer_metrics().render(&status, &mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -411,6 +505,14 @@ pub fn render_metrics(status: &ClusterStatus) -> String {
     let running = status.jobs.iter().filter(|j| j.state == "running");
     let waiting: u32 =
         running.map(|j| j.progress.total.saturating_sub(j.progress.done + j.progress.running)).sum();
+    if let Some(target) = status.allocation_target {
+        family(
+            "flint_allocation_target_executors",
+            "gauge",
+            "Executors dynamic allocation wants now (compare flint_executors and flint_executors_starting).",
+            &[(String::new(), f64::from(target))],
+        );
+    }
     family(
         "flint_scheduler_waiting_tasks",
         "gauge",

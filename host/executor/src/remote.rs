@@ -310,10 +310,14 @@ async fn serve(
                 let mut tick = tokio::time::interval(heartbeat_interval);
                 loop {
                     tick.tick().await;
+                    let stats = core.runtime().stats();
                     let beat = Heartbeat {
                         running: core.running() as u32,
                         tasks_done: done.load(Ordering::Relaxed),
                         rss_bytes: resident_memory(),
+                        instance_memory_high_water: stats.instance_memory_high_water.load(Ordering::Relaxed),
+                        component_cache_hits: stats.cache_hits.load(Ordering::Relaxed),
+                        component_cache_misses: stats.cache_misses.load(Ordering::Relaxed),
                     };
                     if write_frame(&mut stream, &beat).await.is_err() {
                         return;

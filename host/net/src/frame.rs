@@ -147,7 +147,14 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip_and_bad_bytes_are_errors() {
         let mut buf = Vec::new();
-        let beat = Heartbeat { running: 2, tasks_done: 9, rss_bytes: 1 << 20 };
+        let beat = Heartbeat {
+            running: 2,
+            tasks_done: 9,
+            rss_bytes: 1 << 20,
+            instance_memory_high_water: 1 << 16,
+            component_cache_hits: 3,
+            component_cache_misses: 1,
+        };
         write_frame(&mut buf, &beat).await.unwrap();
         write_frame(&mut buf, &ExecutorMessage::Decommissioning).await.unwrap();
         let mut input = &buf[..];

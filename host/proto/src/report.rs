@@ -153,6 +153,10 @@ pub struct ClusterStatus {
     /// Why the driver stopped asking its backend for executors, once it has.
     #[serde(default)]
     pub allocation_stopped: Option<String>,
+    /// How many executors the driver's backend is asked to keep now, when it starts
+    /// them.
+    #[serde(default)]
+    pub allocation_target: Option<u32>,
 }
 
 #[cfg(test)]

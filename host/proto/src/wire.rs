@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -143,11 +143,16 @@ pub struct Launch {
 }
 
 /// Executor → driver, on the heartbeat stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub running: u32,
     pub tasks_done: u64,
     pub rss_bytes: u64,
+    /// The most memory any one instance of the executor has held.
+    pub instance_memory_high_water: u64,
+    /// Components found loaded, and not, when a task needed one.
+    pub component_cache_hits: u64,
+    pub component_cache_misses: u64,
 }
 
 /// A job as a client submits it.

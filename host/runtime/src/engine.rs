@@ -51,11 +51,22 @@ pub enum RuntimeError {
 }
 
 /// One executor's wasm runtime.
+/// Counters a runtime keeps for metrics.
+#[derive(Debug, Default)]
+pub struct RuntimeStats {
+    /// The most linear memory any one instance was allowed to grow to.
+    pub instance_memory_high_water: std::sync::atomic::AtomicU64,
+    /// Lookups of a component that found it loaded, and that did not.
+    pub cache_hits: std::sync::atomic::AtomicU64,
+    pub cache_misses: std::sync::atomic::AtomicU64,
+}
+
 pub struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<HostState>,
     pub(crate) config: RuntimeConfig,
     components: Mutex<ComponentCache>,
+    pub(crate) stats: Arc<RuntimeStats>,
     pooling: bool,
     ticker: Option<Ticker>,
 }
@@ -91,7 +102,7 @@ impl Runtime {
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         let ticker = Some(Ticker::start(engine.clone()));
         let components = Mutex::new(ComponentCache::new(config.component_cache));
-        Ok(Runtime { engine, linker, config, components, pooling, ticker })
+        Ok(Runtime { engine, linker, config, components, stats: Arc::default(), pooling, ticker })
     }
 
     /// Calls that may run at once.
@@ -111,7 +122,15 @@ impl Runtime {
 
     /// A component loaded and still in memory, by digest.
     pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
-        self.components.lock().expect("component cache lock").get(digest)
+        let found = self.components.lock().expect("component cache lock").get(digest);
+        let counter = if found.is_some() { &self.stats.cache_hits } else { &self.stats.cache_misses };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        found
+    }
+
+    /// What the runtime has seen so far, for metrics.
+    pub fn stats(&self) -> &RuntimeStats {
+        &self.stats
     }
 
     /// A component by digest without its bytes: from memory, else from its compiled

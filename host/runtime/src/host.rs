@@ -128,12 +128,19 @@ impl host::Host for HostState {
 pub(crate) struct MemoryCap {
     pub(crate) limit: u64,
     pub(crate) refused: bool,
+    /// The runtime's high-water mark of instance memory, raised by each growth allowed.
+    pub(crate) high_water: std::sync::Arc<crate::engine::RuntimeStats>,
 }
 
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
         let ok = desired as u64 <= self.limit;
         self.refused |= !ok;
+        if ok {
+            self.high_water
+                .instance_memory_high_water
+                .fetch_max(desired as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(ok)
     }
 

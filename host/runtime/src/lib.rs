@@ -12,7 +12,7 @@ mod host;
 mod sandbox;
 
 pub use component::{JobComponent, LoadError};
-pub use engine::{Runtime, RuntimeConfig, RuntimeError};
+pub use engine::{Runtime, RuntimeConfig, RuntimeError, RuntimeStats};
 pub use sandbox::{Accumulator, Call, Folder, KillSwitch, Outcome, TaskContext, TaskInput};
 
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.

@@ -133,7 +133,7 @@ impl Runtime {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limits: MemoryCap { limit, refused: false },
+            limits: MemoryCap { limit, refused: false, high_water: self.stats.clone() },
             info,
             config: ctx.config.clone(),
             tokens: ctx.tokens.clone(),

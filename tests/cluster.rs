@@ -909,7 +909,15 @@ fn the_local_backend_follows_the_load_and_reaps_what_it_started() {
     assert!(children_of(driver).is_empty(), "minExecutors=0: nothing starts before there is work");
 
     let job = ["examples/pi", "--conf", "points=30000000", "--partitions", "64", "--json"];
-    let submitted = ok_json(&cluster.submit(&job));
+    let submitted = std::thread::scope(|scope| {
+        let running = scope.spawn(|| ok_json(&cluster.submit(&job)));
+        // While the backlog waits, the policy wants executors, at most maxExecutors.
+        let wanted = eventually(Duration::from_secs(20), || {
+            cluster.status()["allocation_target"].as_u64().filter(|n| *n > 0)
+        });
+        assert!(matches!(wanted, Some(1..=3)), "{wanted:?}");
+        running.join().unwrap()
+    });
     let local = ok_json(&flint(&[&["run"][..], &job].concat()));
     assert_eq!(submitted["result"], local["result"], "the exact answer");
 
@@ -939,6 +947,7 @@ fn the_local_backend_follows_the_load_and_reaps_what_it_started() {
     for e in status["executors"].as_array().unwrap() {
         assert_eq!(e["removed"], "decommissioned", "{status}");
     }
+    assert_eq!(status["allocation_target"], 0, "no load, minExecutors=0: {status}");
 }
 
 #[test]

@@ -1823,6 +1823,8 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
         shown.push_str(&v.to_string());
     }
 
+    assert!(shown.contains("\nflint_event_log_dropped_events_total 0\n"), "the event log kept up:\n{shown}");
+
     // History while the application runs: listed as running.
     let history_port = free_port();
     let mut history_cmd =

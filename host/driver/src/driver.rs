@@ -114,6 +114,8 @@ struct Shared {
     durations: crate::ui::Durations,
     /// Executors' heartbeats and the connections' traffic (`/metrics`).
     peer_metrics: crate::ui::PeerMetrics,
+    /// Events the event log had no room for, when there is one.
+    events_dropped: Option<Arc<AtomicU64>>,
     /// The records the status page shows, built from the loop's events at the end of
     /// each of its turns.
     store: Mutex<Store>,
@@ -253,6 +255,7 @@ impl Driver {
             objects,
             durations: Default::default(),
             peer_metrics: Default::default(),
+            events_dropped: config.event_log.as_ref().map(EventLogWriter::dropped),
             store: Mutex::new(Store::new(retained)),
         });
         let driver = Driver { events, peers, shared };
@@ -455,6 +458,11 @@ impl Driver {
     /// How long the attempts the driver accepted ran.
     pub fn durations(&self) -> &crate::ui::Durations {
         &self.shared.durations
+    }
+
+    /// Events the event log dropped because its writer fell behind, when there is one.
+    pub fn events_dropped(&self) -> Option<u64> {
+        self.shared.events_dropped.as_ref().map(|d| d.load(Ordering::Relaxed))
     }
 
     /// What executors said in their heartbeats, and the connections' traffic.

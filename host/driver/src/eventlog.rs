@@ -119,9 +119,9 @@ impl EventLogWriter {
         }
     }
 
-    /// Events dropped because the writer fell behind.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+    /// Events dropped because the writer fell behind, counted as it goes.
+    pub fn dropped(&self) -> Arc<AtomicU64> {
+        self.dropped.clone()
     }
 
     /// Writes what is queued and closes the log.

@@ -22,6 +22,13 @@ const JOB_LOG_BUDGET: usize = 4 << 20;
 /// Removed executors a store keeps, as the control core does.
 const REMOVED_KEPT: usize = 1000;
 
+/// Task records of finished jobs a store keeps (as `spark.ui.retainedTasks`): past
+/// it, the oldest finished jobs lose theirs (they keep their summary and failures).
+pub const RETAINED_TASKS: usize = 100_000;
+
+/// Failed attempts a job's record keeps; later ones are counted, not kept.
+pub const FAILURES_KEPT: usize = 1000;
+
 /// Something that happened to the application. Tokens are named by service, never
 /// carried; a job's configuration is never carried.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,10 +125,15 @@ pub struct JobEntry {
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
     pub error: Option<String>,
-    /// By task index; `None` until the task's first launch.
-    pub tasks: Vec<Option<TaskRecord>>,
-    /// Every failed attempt, in the order they were reported.
+    /// By task index, from the task's first launch.
+    pub tasks: BTreeMap<u32, TaskRecord>,
+    /// The job finished long enough ago that its task records were let go
+    /// ([`RETAINED_TASKS`]).
+    pub tasks_forgotten: bool,
+    /// Failed attempts in the order they were reported, the first [`FAILURES_KEPT`].
     pub failures: Vec<FailureRecord>,
+    /// Failed attempts beyond those.
+    pub failures_not_kept: u64,
     log_budget: usize,
 }
 
@@ -137,6 +149,8 @@ pub struct Store {
     jobs: BTreeMap<JobId, JobEntry>,
     finished: VecDeque<JobId>,
     retained_jobs: usize,
+    /// Task records held by finished jobs.
+    finished_tasks: usize,
 }
 
 impl Store {
@@ -168,7 +182,7 @@ impl Store {
                 let reason = executor.removed.clone().unwrap_or_default();
                 // Its running attempts are lost with it (the core requeues them).
                 for job in self.jobs.values_mut().filter(|j| j.ended_ms.is_none()) {
-                    for task in job.tasks.iter_mut().flatten() {
+                    for task in job.tasks.values_mut() {
                         if task.state == "running" && task.executor == executor.id {
                             task.state = "failed".into();
                             task.failure = Some(TaskFailure::ExecutorLost {
@@ -195,8 +209,10 @@ impl Store {
                         started_ms: at,
                         ended_ms: None,
                         error: None,
-                        tasks: vec![None; tasks as usize],
+                        tasks: BTreeMap::new(),
+                        tasks_forgotten: false,
                         failures: Vec::new(),
+                        failures_not_kept: 0,
                         log_budget: JOB_LOG_BUDGET,
                     },
                 );
@@ -204,21 +220,37 @@ impl Store {
             AppEvent::JobEnd { job, succeeded, error, .. } => {
                 if let Some(entry) = self.jobs.get_mut(job).filter(|j| j.ended_ms.is_none()) {
                     entry.end(at, *succeeded, error.clone());
+                    self.finished_tasks += entry.tasks.len();
                     self.finished.push_back(*job);
                     while self.finished.len() > self.retained_jobs {
-                        if let Some(old) = self.finished.pop_front() {
-                            self.jobs.remove(&old);
+                        if let Some(old) = self.finished.pop_front().and_then(|old| self.jobs.remove(&old)) {
+                            self.finished_tasks -= old.tasks.len();
+                        }
+                    }
+                    // The oldest finished jobs let their task records go first.
+                    let mut oldest = self.finished.iter();
+                    while self.finished_tasks > RETAINED_TASKS
+                        && let Some(old) = oldest.next()
+                    {
+                        if let Some(old) = self.jobs.get_mut(old).filter(|j| !j.tasks.is_empty()) {
+                            self.finished_tasks -= old.tasks.len();
+                            old.tasks = BTreeMap::new();
+                            old.tasks_forgotten = true;
                         }
                     }
                 }
             }
             AppEvent::TaskStart { job, index, attempt, executor } => {
-                let Some(entry) = self.jobs.get_mut(job) else { return };
-                let Some(slot) = entry.tasks.get_mut(*index as usize) else { return };
-                if slot.as_ref().is_none_or(|t| t.state != "running") {
+                let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
+                if *index >= entry.status.progress.total {
+                    return;
+                }
+                let slot = entry.tasks.entry(*index);
+                if !matches!(&slot, std::collections::btree_map::Entry::Occupied(t) if t.get().state == "running")
+                {
                     entry.status.progress.running += 1;
                 }
-                *slot = Some(TaskRecord {
+                let record = TaskRecord {
                     index: *index,
                     attempt: *attempt,
                     executor: executor.clone(),
@@ -227,13 +259,21 @@ impl Store {
                     duration_ms: None,
                     failure: None,
                     log_tail: None,
-                });
+                };
+                match slot {
+                    std::collections::btree_map::Entry::Occupied(mut t) => *t.get_mut() = record,
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(record);
+                    }
+                }
             }
             AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail } => {
-                let Some(entry) = self.jobs.get_mut(job) else { return };
-                let Some(slot) = entry.tasks.get_mut(*index as usize) else { return };
+                let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
+                if *index >= entry.status.progress.total {
+                    return;
+                }
                 let progress = &mut entry.status.progress;
-                let record = slot.get_or_insert_with(|| TaskRecord {
+                let record = entry.tasks.entry(*index).or_insert_with(|| TaskRecord {
                     index: *index,
                     attempt: *attempt,
                     executor: executor.clone(),
@@ -266,8 +306,17 @@ impl Store {
                         }
                         record.state = "failed".into();
                         record.failure = Some(failure.clone());
-                        let at = flint_proto::Attempt { job: *job, index: *index, number: *attempt };
-                        entry.failures.push(FailureRecord::new(at, executor.clone(), failure.clone(), tail));
+                        if entry.failures.len() < FAILURES_KEPT {
+                            let at = flint_proto::Attempt { job: *job, index: *index, number: *attempt };
+                            entry.failures.push(FailureRecord::new(
+                                at,
+                                executor.clone(),
+                                failure.clone(),
+                                tail,
+                            ));
+                        } else {
+                            entry.failures_not_kept += 1;
+                        }
                     }
                 }
                 record.attempt = *attempt;
@@ -318,14 +367,14 @@ impl JobEntry {
         self.error = error;
         self.status.state = if succeeded { "succeeded" } else { "failed" }.into();
         self.status.progress.running = 0;
-        for task in self.tasks.iter_mut().flatten().filter(|t| t.state == "running") {
+        for task in self.tasks.values_mut().filter(|t| t.state == "running") {
             task.state = "killed".into();
         }
     }
 
     /// The tasks launched so far, by index.
     pub fn launched(&self) -> Vec<TaskRecord> {
-        self.tasks.iter().flatten().cloned().collect()
+        self.tasks.values().cloned().collect()
     }
 }
 
@@ -416,6 +465,29 @@ mod tests {
             store.apply(&at(job, AppEvent::JobEnd { job, succeeded: true, error: None, attempts: 0 }));
         }
         assert_eq!(store.status().jobs.iter().map(|j| j.job).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn old_finished_jobs_let_their_task_records_go_past_the_budget() {
+        let mut store = Store::new(100);
+        let per_job = RETAINED_TASKS as u32 / 2 + 1;
+        for job in 1..=3 {
+            store.apply(&at(job, AppEvent::JobStart { job, name: "j".into(), tasks: per_job }));
+            for index in 0..per_job {
+                let executor = "a".to_owned();
+                store.apply(&at(job, AppEvent::TaskStart { job, index, attempt: 0, executor }));
+            }
+            // A hostile or stale event naming a task past the job's end is ignored.
+            store.apply(&at(
+                job,
+                AppEvent::TaskStart { job, index: per_job, attempt: 0, executor: "a".into() },
+            ));
+            store.apply(&at(job, AppEvent::JobEnd { job, succeeded: false, error: None, attempts: per_job }));
+        }
+        let kept: Vec<usize> = (1..=3).map(|j| store.job(j).unwrap().tasks.len()).collect();
+        assert_eq!(kept, [0, 0, per_job as usize], "only the newest fits");
+        assert!(store.job(1).unwrap().tasks_forgotten && !store.job(3).unwrap().tasks_forgotten);
+        assert_eq!(store.status().jobs.len(), 3, "their summaries stay");
     }
 
     #[test]

@@ -188,9 +188,15 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize) -> String {
         for f in &entry.failures {
             failure(&mut out, frame, s.job, f);
         }
+        if entry.failures_not_kept > 0 {
+            let _ = write!(out, "<p>… and {} more failed attempts, not kept.</p>", entry.failures_not_kept);
+        }
     }
-    let tasks: Vec<&TaskRecord> = entry.tasks.iter().flatten().skip(from).take(TASKS_PER_PAGE).collect();
-    let launched = entry.tasks.iter().flatten().count();
+    if entry.tasks_forgotten {
+        out.push_str("<p class=muted>This job's task records were let go to make room for newer jobs'.</p>");
+    }
+    let tasks: Vec<&TaskRecord> = entry.tasks.values().skip(from).take(TASKS_PER_PAGE).collect();
+    let launched = entry.tasks.len();
     let _ = write!(out, "<h3>Tasks</h3><p>{launched} launched of {}", s.progress.total);
     if launched > TASKS_PER_PAGE {
         let base = format!("{}/jobs/{}", frame.base, s.job);
@@ -258,7 +264,7 @@ pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
         base = frame.base,
         name = esc(&entry.status.name)
     );
-    match entry.tasks.get(index as usize).and_then(Option::as_ref) {
+    match entry.tasks.get(&index) {
         Some(t) => {
             out.push_str(
                 "<table id=task><tr><th>Task</th><th>Attempt</th><th>Executor</th><th>State</th>\

@@ -420,9 +420,7 @@ pub struct Range {
 async fn tasks(view: View, Path(JobPath { job }): Path<JobPath>, Query(range): Query<Range>) -> Response {
     let length = range.length.unwrap_or(MAX_TASKS_PER_REQUEST).min(MAX_TASKS_PER_REQUEST);
     let records = view.with_store(|store| {
-        store
-            .job(job)
-            .map(|e| e.tasks.iter().flatten().skip(range.offset).take(length).cloned().collect::<Vec<_>>())
+        store.job(job).map(|e| e.tasks.values().skip(range.offset).take(length).cloned().collect::<Vec<_>>())
     });
     match records {
         Some(records) => Json(records).into_response(),
@@ -443,6 +441,11 @@ async fn metrics(State(ui): Shared) -> Response {
     let mut text = render_metrics(&status);
     ui.driver.durations().render(&mut text);
     ui.driver.peer_metrics().render(&status, &mut text);
+    if let Some(dropped) = ui.driver.events_dropped() {
+        let name = "flint_event_log_dropped_events_total";
+        let _ = writeln!(text, "# HELP {name} Events the event log had no room for (its writer fell behind).");
+        let _ = writeln!(text, "# TYPE {name} counter\n{name} {dropped}");
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

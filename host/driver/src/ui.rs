@@ -443,7 +443,8 @@ async fn metrics(State(ui): Shared) -> Response {
     ui.driver.peer_metrics().render(&status, &mut text);
     if let Some(dropped) = ui.driver.events_dropped() {
         let name = "flint_event_log_dropped_events_total";
-        let _ = writeln!(text, "# HELP {name} Events the event log had no room for (its writer fell behind).");
+        let _ =
+            writeln!(text, "# HELP {name} Events the event log had no room for (its writer fell behind).");
         let _ = writeln!(text, "# TYPE {name} counter\n{name} {dropped}");
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()

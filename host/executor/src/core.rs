@@ -282,9 +282,12 @@ impl ExecutorCore {
     }
 
     fn component(&self, digest: &Digest) -> Result<Arc<JobComponent>, TaskFailure> {
+        let stats = self.runtime.stats();
         if let Some(found) = self.runtime.cached(digest) {
+            stats.cache_hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Ok(found);
         }
+        stats.cache_misses.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let _one_at_a_time = self.loading.lock().expect("loading lock");
         if let Some(found) = self.runtime.load_known(digest) {
             return Ok(found);

@@ -56,7 +56,7 @@ pub enum RuntimeError {
 pub struct RuntimeStats {
     /// The most linear memory any one instance was allowed to grow to.
     pub instance_memory_high_water: std::sync::atomic::AtomicU64,
-    /// Lookups of a component that found it loaded, and that did not.
+    /// Tasks that found their component loaded, and that did not (the executor counts).
     pub cache_hits: std::sync::atomic::AtomicU64,
     pub cache_misses: std::sync::atomic::AtomicU64,
 }
@@ -122,10 +122,7 @@ impl Runtime {
 
     /// A component loaded and still in memory, by digest.
     pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
-        let found = self.components.lock().expect("component cache lock").get(digest);
-        let counter = if found.is_some() { &self.stats.cache_hits } else { &self.stats.cache_misses };
-        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        found
+        self.components.lock().expect("component cache lock").get(digest)
     }
 
     /// What the runtime has seen so far, for metrics.

@@ -1634,33 +1634,27 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
     assert!(value("flint_network_bytes_total", ("peer", "executor")) > 0.0, "{text}");
     // What executors say in heartbeats: their instances' memory, their component cache.
     // Heartbeats carry them, so they may lag the jobs' end by a beat.
-    let beats = |wanted: &dyn Fn(&[f64], &[f64], &[f64]) -> bool| {
-        eventually(Duration::from_secs(5), || {
-            let text = http_get(port, "/metrics", None).1;
-            let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
-            let values = |name: &str| -> Vec<f64> {
-                let samples = scrape.samples.iter().filter(|s| s.metric == name);
-                samples
-                    .map(|s| match s.value {
-                        prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
-                        _ => f64::NAN,
-                    })
-                    .collect()
-            };
-            let high_water = values("flint_executor_instance_memory_high_water_bytes");
-            let hits = values("flint_executor_component_cache_hits_total");
-            let misses = values("flint_executor_component_cache_misses_total");
-            let all = (high_water.clone(), hits.clone(), misses.clone());
-            wanted(&high_water, &hits, &misses).then_some(all)
-        })
-    };
     // Each executor ran two jobs' tasks: all but its first of each job found their
-    // component loaded; pi's instances are small.
+    // component loaded; pi's instances are small. Heartbeats carry these, so they may
+    // lag the jobs' end by a beat.
     let total = attempts as f64;
-    let seen = beats(&|high_water, hits, misses| {
-        high_water.len() == 2
-            && hits.len() == 2
-            && hits.iter().sum::<f64>() + misses.iter().sum::<f64>() >= total
+    let seen = eventually(Duration::from_secs(5), || {
+        let text = http_get(port, "/metrics", None).1;
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+        let values = |name: &str| -> Vec<f64> {
+            let samples = scrape.samples.iter().filter(|s| s.metric == name);
+            samples
+                .map(|s| match s.value {
+                    prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => v,
+                    _ => f64::NAN,
+                })
+                .collect()
+        };
+        let high_water = values("flint_executor_instance_memory_high_water_bytes");
+        let hits = values("flint_executor_component_cache_hits_total");
+        let misses = values("flint_executor_component_cache_misses_total");
+        let all_in = hits.iter().sum::<f64>() + misses.iter().sum::<f64>() >= total;
+        (high_water.len() == 2 && hits.len() == 2 && all_in).then_some((high_water, hits, misses))
     });
     let (high_water, hits, misses) = seen.expect("both executors' heartbeats say what they ran");
     assert!(high_water.iter().all(|b| *b > 0.0 && *b < 64.0 * 1024.0 * 1024.0), "{high_water:?}");

@@ -8,7 +8,7 @@
 use crate::eventlog::{self, LoggedApp};
 use crate::journal::Store;
 use crate::page::{self, Frame};
-use crate::ui::{View, app_routes, bind_retrying, limited};
+use crate::ui::{View, app_routes, limited, serve_on};
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::StatusCode;
@@ -28,18 +28,30 @@ const CACHED: usize = 32;
 /// Applications listed on the front page (the newest).
 const LISTED: usize = 1000;
 
+/// What was read of each application's folder, beside its log files' sizes then.
+type ByFolder<T> = HashMap<String, (Vec<(PathBuf, u64)>, T)>;
+
 /// What `flint history` serves from.
 pub struct History {
     dir: PathBuf,
     retained_jobs: usize,
     /// By folder: the log files' sizes when read, and what they said.
-    cache: Mutex<HashMap<String, (Vec<(PathBuf, u64)>, Arc<Store>)>>,
+    cache: Mutex<ByFolder<Arc<Store>>>,
+    /// By folder: the files' sizes when read, and what the front page says of it (kept
+    /// for every application, so that listing them reads only logs that changed).
+    summaries: Mutex<ByFolder<LoggedApp>>,
     permits: Semaphore,
 }
 
 impl History {
     pub fn new(dir: PathBuf, retained_jobs: usize) -> History {
-        History { dir, retained_jobs, cache: Mutex::new(HashMap::new()), permits: Semaphore::new(4) }
+        History {
+            dir,
+            retained_jobs,
+            cache: Mutex::new(HashMap::new()),
+            summaries: Mutex::new(HashMap::new()),
+            permits: Semaphore::new(4),
+        }
     }
 
     /// The application in folder `app`, read again if its log has grown since.
@@ -81,10 +93,19 @@ impl History {
         names.sort();
         let mut apps = Vec::new();
         for name in names {
-            if let Ok(store) = self.load(&name).await
-                && !store.app_id.is_empty()
-            {
-                apps.push(eventlog::describe(&self.dir.join(&name), &store));
+            let Ok(files) = eventlog::log_files(&self.dir.join(&name)) else { continue };
+            let known = self.summaries.lock().expect("history lock").get(&name).cloned();
+            let app = match known {
+                Some((seen, app)) if seen == files => app,
+                _ => {
+                    let Ok(store) = self.load(&name).await else { continue };
+                    let app = eventlog::describe(&self.dir.join(&name), &store);
+                    self.summaries.lock().expect("history lock").insert(name, (files, app.clone()));
+                    app
+                }
+            };
+            if !app.app_id.is_empty() {
+                apps.push(app);
             }
         }
         apps.sort_by(|a, b| b.started_ms.cmp(&a.started_ms).then_with(|| a.id.cmp(&b.id)));
@@ -119,8 +140,6 @@ pub async fn serve_history(
     if !meta.is_dir() {
         return Err(std::io::Error::other(format!("{} is not a directory", dir.display())));
     }
-    let listener = bind_retrying(bind).await?;
-    let bound = listener.local_addr()?;
     let history = Arc::new(History::new(dir.to_owned(), retained_jobs));
     let app = app_routes("/history/{app}")
         .route("/", get(front))
@@ -131,12 +150,7 @@ pub async fn serve_history(
         )
         .layer(axum::middleware::from_fn_with_state(history.clone(), queue))
         .with_state(history);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "the history server stopped");
-        }
-    });
-    Ok(bound)
+    serve_on(bind, app).await
 }
 
 async fn queue(State(history): State<Arc<History>>, request: Request, next: Next) -> Response {

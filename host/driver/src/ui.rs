@@ -174,13 +174,22 @@ pub struct Ui {
     permits: Semaphore,
 }
 
-/// Binds `bind`, or the next free port of the following [`PORT_RETRIES`].
-pub async fn bind_retrying(bind: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+/// Binds `bind`, or the next free port of the following [`PORT_RETRIES`], and serves
+/// `app` there until the process ends. Returns where it listens.
+pub async fn serve_on(bind: SocketAddr, app: Router) -> std::io::Result<SocketAddr> {
     let mut last = None;
     for n in 0..=PORT_RETRIES {
         let port = if bind.port() == 0 { 0 } else { bind.port().saturating_add(n) };
         match tokio::net::TcpListener::bind(SocketAddr::new(bind.ip(), port)).await {
-            Ok(listener) => return Ok(listener),
+            Ok(listener) => {
+                let bound = listener.local_addr()?;
+                tokio::spawn(async move {
+                    if let Err(e) = axum::serve(listener, app).await {
+                        tracing::warn!(error = %e, %bound, "an HTTP server stopped");
+                    }
+                });
+                return Ok(bound);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && bind.port() != 0 => last = Some(e),
             Err(e) => return Err(e),
         }
@@ -196,20 +205,13 @@ pub async fn serve_ui(
     bind: SocketAddr,
     secret: &flint_net::Secret,
 ) -> std::io::Result<SocketAddr> {
-    let listener = bind_retrying(bind).await?;
-    let bound = listener.local_addr()?;
     let bearer = (!bind.ip().is_loopback()).then(|| secret.clone());
     let ui = Arc::new(Ui { driver, bearer, permits: Semaphore::new(CONCURRENT_REQUESTS) });
     let app = app_routes("")
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(ui.clone(), authorize))
         .with_state(ui);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "the status server stopped");
-        }
-    });
-    Ok(bound)
+    serve_on(bind, app).await
 }
 
 /// The pages and JSON API of one application under `prefix`, whoever serves them

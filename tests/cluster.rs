@@ -1241,6 +1241,10 @@ fn executors_that_cannot_see_an_input_read_it_through_the_driver_under_renewed_j
         forged[3] ^= 1;
         let forged = String::from_utf8(forged).unwrap();
         assert_eq!(spy.read(&forged, &path).await, InputReply::Refused(DataRefusal::Forged));
+        // A peer that keeps trying does not flood the driver's log (checked below).
+        for _ in 0..40 {
+            assert_eq!(spy.read(&forged, &path).await, InputReply::Refused(DataRefusal::Forged));
+        }
         // Once its expiry passes, the captured token reads nothing.
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
@@ -1257,6 +1261,8 @@ fn executors_that_cannot_see_an_input_read_it_through_the_driver_under_renewed_j
     let log = cluster.driver.log_text();
     let renewals = log.lines().filter(|l| l.contains("token renewed") && l.contains("service=flint")).count();
     assert!(renewals >= 3, "the flint tokens were renewed as they aged:\n{}", cluster.driver.log_text());
+    let refusals = log.lines().filter(|l| l.contains("input read refused")).count();
+    assert!((1..=20).contains(&refusals), "43 refused reads, at most 10 logged a minute: {refusals}");
     let said = cluster.everything_said();
     assert!(!said.contains(&captured), "a data token in a log or the status");
     assert!(!said.contains(SECRET), "the application secret in a log or the status");

@@ -25,6 +25,21 @@ pub struct DataService {
     pub reads: tokio::sync::Semaphore,
     /// The `flint://` inputs of each running job that has any, by resolved path.
     jobs: Mutex<HashMap<JobId, Arc<HashSet<String>>>>,
+    /// Refused reads: how many in all, and the window their warnings are limited in.
+    refusals: Mutex<Refusals>,
+}
+
+/// Refused reads are logged at most [`REFUSALS_LOGGED`] a minute: a peer holding the
+/// secret but no valid token cannot flood the driver's log.
+const REFUSALS_LOGGED: u32 = 10;
+const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+#[derive(Default)]
+struct Refusals {
+    total: u64,
+    window: Option<std::time::Instant>,
+    logged: u32,
+    quiet: u64,
 }
 
 impl DataService {
@@ -34,7 +49,32 @@ impl DataService {
             key: DataKey::generate(),
             reads: tokio::sync::Semaphore::new(CONCURRENT_READS),
             jobs: Mutex::new(HashMap::new()),
+            refusals: Mutex::new(Refusals::default()),
         }
+    }
+
+    /// Counts a refused read and logs it, unless ten were logged this minute already
+    /// (the next logged one says how many were not).
+    pub fn note_refusal(&self, refusal: &DataRefusal) {
+        let now = std::time::Instant::now();
+        let mut r = self.refusals.lock().expect("refusals lock");
+        r.total += 1;
+        if r.window.is_none_or(|start| now.duration_since(start) >= REFUSAL_WINDOW) {
+            r.window = Some(now);
+            r.logged = 0;
+        }
+        if r.logged < REFUSALS_LOGGED {
+            r.logged += 1;
+            let not_logged = std::mem::take(&mut r.quiet);
+            tracing::warn!(%refusal, not_logged, "input read refused");
+        } else {
+            r.quiet += 1;
+        }
+    }
+
+    /// Reads refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refusals.lock().expect("refusals lock").total
     }
 
     /// A job reads these files through the service until it ends.

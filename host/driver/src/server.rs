@@ -404,7 +404,7 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                         write_payload(&mut send, &data).await?;
                     }
                     Err(refusal) => {
-                        tracing::warn!(%refusal, "input read refused");
+                        driver.data().note_refusal(&refusal);
                         write_frame(&mut send, &InputReply::Refused(refusal)).await?;
                     }
                 }

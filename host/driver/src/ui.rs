@@ -443,6 +443,9 @@ async fn metrics(State(ui): Shared) -> Response {
     let mut text = render_metrics(&status);
     ui.driver.durations().render(&mut text);
     ui.driver.peer_metrics().render(&status, &mut text);
+    let name = "flint_input_reads_refused_total";
+    let _ = writeln!(text, "# HELP {name} flint:// reads the driver refused (no valid token for the file).");
+    let _ = writeln!(text, "# TYPE {name} counter\n{name} {}", ui.driver.data().refused());
     if let Some(dropped) = ui.driver.events_dropped() {
         let name = "flint_event_log_dropped_events_total";
         let _ =

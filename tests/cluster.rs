@@ -1939,3 +1939,52 @@ fn http_get_at(at: &str, path: &str) -> (u16, String) {
     let port = at.rsplit(':').next().unwrap().parse().unwrap();
     http_get(port, path, None)
 }
+
+#[test]
+fn files_sent_with_jobs_are_bounded_per_job_and_on_the_drivers_disk() {
+    let mut cluster = Cluster::start(&[
+        "--conf",
+        "flint.driver.maxUploadSize=1m",
+        "--conf",
+        "flint.driver.maxUploadsHeld=1m",
+    ]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    let big = cluster.dir.path().join("big.txt");
+    corpus(&big, 2 << 20);
+    let out = cluster.submit(&["examples/word-count", "--input", big.to_str().unwrap(), "--json"]);
+    assert!(!out.status.success());
+    assert!(lossy(&out.stderr).contains("flint.driver.maxUploadSize"), "{}", lossy(&out.stderr));
+
+    // One job's files held while it runs leave no room for another's.
+    let (first, second) = (cluster.dir.path().join("first.txt"), cluster.dir.path().join("second.txt"));
+    corpus(&first, 700 << 10);
+    corpus(&second, 700 << 10);
+    let mut cmd = command(&["submit", "--driver-url", &cluster.url, &wasm("chaos")]);
+    cmd.args([
+        "--input",
+        first.to_str().unwrap(),
+        "--partitions",
+        "1",
+        "--conf",
+        "mode=sleep",
+        "--conf",
+        "secs=3",
+    ]);
+    let sleeping =
+        cmd.env("FLINT_SECRET", SECRET).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let running = eventually(Duration::from_secs(20), || {
+        let jobs = cluster.status()["jobs"].clone();
+        jobs.as_array()?.iter().any(|j| j["state"] == "running").then_some(())
+    });
+    assert!(running.is_some(), "{}", cluster.status());
+    let word_count = ["examples/word-count", "--input", second.to_str().unwrap(), "--json"];
+    let out = cluster.submit(&word_count);
+    assert!(!out.status.success());
+    assert!(lossy(&out.stderr).contains("flint.driver.maxUploadsHeld"), "{}", lossy(&out.stderr));
+    assert!(sleeping.wait_with_output().unwrap().status.success());
+    // Its files went with it: there is room again.
+    let expected =
+        ok_json(&flint(&["run", "examples/word-count", "--input", second.to_str().unwrap(), "--json"]));
+    assert_eq!(ok_json(&cluster.submit(&word_count))["result"], expected["result"]);
+}

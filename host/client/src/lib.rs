@@ -161,12 +161,25 @@ impl Client {
             every,
         };
         write_frame(&mut send, &Request::Submit(Box::new(submission))).await?;
-        write_payload(&mut send, component).await?;
-        for mut file in files {
-            write_payload_from(&mut send, &mut file).await?;
+        let sent: Result<(), ClientError> = async {
+            write_payload(&mut send, component).await?;
+            for mut file in files {
+                write_payload_from(&mut send, &mut file).await?;
+            }
+            Ok(())
         }
+        .await;
         let _ = send.finish();
-        match read_frame::<SubmitReply>(&mut recv).await? {
+        let reply = read_frame::<SubmitReply>(&mut recv).await;
+        // A driver that refuses the job (its files too large, say) stops reading what
+        // is still being sent: its reason, when it gave one, says more than the error.
+        if let Err(e) = sent {
+            return match reply {
+                Ok(Some(SubmitReply::Rejected(reason))) => Err(ClientError::JobRejected(reason)),
+                _ => Err(e),
+            };
+        }
+        match reply? {
             Some(SubmitReply::Accepted { job }) => {
                 Ok(SubmittedJob { id: job, recv, done: false, result: None })
             }

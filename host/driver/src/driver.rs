@@ -116,6 +116,8 @@ struct Shared {
     peer_metrics: crate::ui::PeerMetrics,
     /// Events the event log had no room for, when there is one.
     events_dropped: Option<Arc<AtomicU64>>,
+    /// Bytes of files sent with jobs that the driver holds now.
+    uploads_held: Arc<AtomicU64>,
     /// The records the status page shows, built from the loop's events at the end of
     /// each of its turns.
     store: Mutex<Store>,
@@ -228,7 +230,7 @@ struct PreparedJob {
     token_services: Vec<String>,
     every: Option<Duration>,
     /// Files sent with the job, kept until it ends.
-    uploads: Option<Arc<tempfile::TempDir>>,
+    uploads: Option<Arc<crate::job::Uploads>>,
 }
 
 impl Driver {
@@ -256,6 +258,7 @@ impl Driver {
             durations: Default::default(),
             peer_metrics: Default::default(),
             events_dropped: config.event_log.as_ref().map(EventLogWriter::dropped),
+            uploads_held: Arc::default(),
             store: Mutex::new(Store::new(retained)),
         });
         let driver = Driver { events, peers, shared };
@@ -307,7 +310,7 @@ impl Driver {
             return Err(SubmitError::WorldMismatch { declared, found: component.world });
         }
         let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
-        let uploads = request.uploads.as_deref().map(tempfile::TempDir::path);
+        let uploads = request.uploads.as_deref().map(crate::job::Uploads::path);
         let plan = self.plan(&request.inputs, uploads, &request.values, request.partitions, slots).await?;
         if plan.len() > MAX_TASKS as usize {
             return Err(SubmitError::Partitions(format!(
@@ -463,6 +466,11 @@ impl Driver {
     /// Events the event log dropped because its writer fell behind, when there is one.
     pub fn events_dropped(&self) -> Option<u64> {
         self.shared.events_dropped.as_ref().map(|d| d.load(Ordering::Relaxed))
+    }
+
+    /// Bytes of files sent with jobs the driver holds now (`flint.driver.maxUploadsHeld`).
+    pub fn uploads_held(&self) -> &Arc<AtomicU64> {
+        &self.shared.uploads_held
     }
 
     /// What executors said in their heartbeats, and the connections' traffic.
@@ -652,7 +660,7 @@ struct JobRecord {
     executors: BTreeSet<ExecutorId>,
     span: tracing::Span,
     /// Files sent with the job: removed when the record goes (the job ended).
-    _uploads: Option<Arc<tempfile::TempDir>>,
+    _uploads: Option<Arc<crate::job::Uploads>>,
 }
 
 /// How a job's outputs become its result.

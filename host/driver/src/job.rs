@@ -30,7 +30,52 @@ pub struct JobRequest {
     pub every: Option<Duration>,
     /// The folder holding the files sent with the job (named in `inputs` as
     /// `flint://` URLs), removed once the job has ended and nothing holds it.
-    pub uploads: Option<std::sync::Arc<tempfile::TempDir>>,
+    pub uploads: Option<std::sync::Arc<Uploads>>,
+}
+
+/// Files sent with a job, in a private folder removed when this goes; the bytes they
+/// hold count against the driver's `flint.driver.maxUploadsHeld` until then.
+#[derive(Debug)]
+pub struct Uploads {
+    dir: tempfile::TempDir,
+    _held: HeldBytes,
+}
+
+impl Uploads {
+    pub fn new(dir: tempfile::TempDir, held: HeldBytes) -> Uploads {
+        Uploads { dir, _held: held }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// Bytes reserved on a shared count, given back when dropped.
+#[derive(Debug)]
+pub struct HeldBytes {
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    bytes: u64,
+}
+
+impl HeldBytes {
+    /// Reserves `bytes` on `count` if it stays within `limit`; else says how much is held.
+    pub fn reserve(
+        count: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+        bytes: u64,
+        limit: u64,
+    ) -> Result<HeldBytes, u64> {
+        use std::sync::atomic::Ordering::SeqCst;
+        count
+            .fetch_update(SeqCst, SeqCst, |held| held.checked_add(bytes).filter(|total| *total <= limit))
+            .map(|_| HeldBytes { count: count.clone(), bytes })
+    }
+}
+
+impl Drop for HeldBytes {
+    fn drop(&mut self) {
+        self.count.fetch_sub(self.bytes, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

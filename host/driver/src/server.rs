@@ -4,6 +4,7 @@
 
 use crate::driver::Driver;
 use crate::job::JobRequest;
+use crate::job::{HeldBytes, Uploads};
 use crate::link::{Blocks, ChannelLink, Fetch};
 use crate::ui::Peer;
 use flint_core::{ExecutorInfo, Incarnation};
@@ -492,7 +493,7 @@ async fn receive_uploads(
     driver: &Driver,
     inputs: Vec<SubmitInput>,
     recv: &mut quinn::RecvStream,
-) -> Result<(Vec<String>, Option<Arc<tempfile::TempDir>>), UploadError> {
+) -> Result<(Vec<String>, Option<Arc<Uploads>>), UploadError> {
     let limit = driver.settings().driver_max_upload_size;
     let declared: u64 = inputs
         .iter()
@@ -503,6 +504,13 @@ async fn receive_uploads(
             "the job's files hold {declared} bytes, over flint.driver.maxUploadSize ({limit}); put them where executors can read them (s3://, flint:///…)"
         )));
     }
+    // Every running job's files together stay within the driver's budget for them.
+    let cap = driver.settings().driver_max_uploads_held;
+    let held = HeldBytes::reserve(driver.uploads_held(), declared, cap).map_err(|held| {
+        UploadError::Refused(format!(
+            "the job's files hold {declared} bytes and the driver already keeps {held} bytes of running jobs' files, within flint.driver.maxUploadsHeld ({cap}); submit again when they end"
+        ))
+    })?;
     let mut dir: Option<tempfile::TempDir> = None;
     let mut urls = Vec::with_capacity(inputs.len());
     for (n, input) in inputs.into_iter().enumerate() {
@@ -540,7 +548,7 @@ async fn receive_uploads(
     if let Some(d) = &dir {
         tracing::info!(folder = %d.path().display(), files = urls.len(), "job files received");
     }
-    Ok((urls, dir.map(Arc::new)))
+    Ok((urls, dir.map(|d| Arc::new(Uploads::new(d, held)))))
 }
 
 fn request_name(request: &Request) -> &'static str {

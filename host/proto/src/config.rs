@@ -132,6 +132,9 @@ pub struct Settings {
     /// on the client's own disk) may hold together; the driver keeps them on its disk
     /// while the job runs.
     pub driver_max_upload_size: u64,
+    /// `flint.driver.maxUploadsHeld` (default 4g): the most the files sent with all
+    /// running jobs may hold together on the driver's disk.
+    pub driver_max_uploads_held: u64,
     /// `flint.eventLog.dir` (unset: no event log): where the driver writes its event log
     /// (a folder per application) for `flint history`.
     pub event_log_dir: Option<String>,
@@ -352,6 +355,7 @@ impl Default for Settings {
             credentials: CredentialSettings::default(),
             objects: ObjectSettings::default(),
             driver_max_upload_size: 1 << 30,
+            driver_max_uploads_held: 4 << 30,
             event_log_dir: None,
             event_log_roll_size: 128 << 20,
             executor_log_level: "info".into(),
@@ -414,6 +418,7 @@ impl Settings {
         "flint.s3.region",
         "flint.input.allowHttp",
         "flint.driver.maxUploadSize",
+        "flint.driver.maxUploadsHeld",
         "flint.log.level",
         "flint.eventLog.dir",
         "flint.eventLog.rollSize",
@@ -613,6 +618,9 @@ impl Settings {
                 "flint.log.level" => s.executor_log_level = non_empty(value).map_err(&invalid)?,
                 "flint.driver.maxUploadSize" => {
                     s.driver_max_upload_size = parse_size(value).map_err(&invalid)?
+                }
+                "flint.driver.maxUploadsHeld" => {
+                    s.driver_max_uploads_held = parse_size(value).map_err(&invalid)?
                 }
                 "flint.eventLog.dir" => s.event_log_dir = Some(non_empty(value).map_err(&invalid)?),
                 "flint.eventLog.rollSize" => {

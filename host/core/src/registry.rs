@@ -258,12 +258,12 @@ impl Registry {
         self.next_check = Some(self.next_check.map_or(at, |t| t.min(at)));
     }
 
-    /// Live executors (pending ones included), in no particular order.
     /// The executor's live entry, of whatever incarnation.
     pub fn get(&self, id: &str) -> Option<(&ExecutorId, &Entry)> {
         self.live.get_key_value(id)
     }
 
+    /// Live executors (pending ones included), in no particular order.
     pub fn live(&self) -> impl Iterator<Item = (&ExecutorId, &Entry)> {
         self.live.iter()
     }

@@ -778,9 +778,6 @@ impl EventLoop {
     /// Says the application ended, with the last word on each executor, and closes the
     /// event log.
     fn close_journal(&mut self, now: Instant) {
-        if self.event_log.is_none() && self.stopping.is_none() {
-            return;
-        }
         let executors = self.core.executors(now);
         self.record(AppEvent::ApplicationEnd { executors });
         self.flush_journal();

@@ -346,9 +346,9 @@ impl ControlCore {
                 }
             }
             Event::TaskSucceeded { id, incarnation, attempt, elapsed } => {
-                if self.accepts(&id, incarnation, attempt) {
-                    self.registry.heard(now, &id, incarnation);
-                    self.registry.count(&id, incarnation, true);
+                if self.scheduler.holds(&id, attempt)
+                    && self.registry.reported(now, &id, incarnation, Some(true))
+                {
                     let input = Input::TaskSucceeded { attempt, executor: id, elapsed };
                     self.step(now, input, &mut actions);
                 } else {
@@ -356,13 +356,12 @@ impl ControlCore {
                 }
             }
             Event::TaskFailed { id, incarnation, attempt, failure } => {
-                if self.accepts(&id, incarnation, attempt) {
-                    self.registry.heard(now, &id, incarnation);
-                    if failure.counts_against_task() {
-                        self.registry.count(&id, incarnation, false);
-                        if let Some(counts) = self.jobs.get_mut(&attempt.job) {
-                            counts.failed_attempts += 1;
-                        }
+                let counts = failure.counts_against_task();
+                if self.scheduler.holds(&id, attempt)
+                    && self.registry.reported(now, &id, incarnation, counts.then_some(false))
+                {
+                    if counts && let Some(counts) = self.jobs.get_mut(&attempt.job) {
+                        counts.failed_attempts += 1;
                     }
                     actions.push(Action::TaskFailed {
                         attempt,
@@ -585,14 +584,16 @@ impl ControlCore {
     /// Steps the scheduler and turns what it says into actions, launches batched per
     /// executor and last.
     fn step(&mut self, now: Instant, input: Input, actions: &mut Vec<Action>) {
-        let mut launches: BTreeMap<ExecutorId, Vec<Attempt>> = BTreeMap::new();
+        let mut launches = Vec::new();
         for output in self.scheduler.handle(now, input) {
             match output {
-                Output::Launch { executor, attempt } => {
-                    if let Some(counts) = self.jobs.get_mut(&attempt.job) {
-                        counts.attempts += 1;
+                Output::Launch { executor, attempts } => {
+                    for attempt in &attempts {
+                        if let Some(counts) = self.jobs.get_mut(&attempt.job) {
+                            counts.attempts += 1;
+                        }
                     }
-                    launches.entry(executor).or_default().push(attempt);
+                    launches.push((executor, attempts));
                 }
                 Output::TaskDone { attempt } => {
                     if let Some(counts) = self.jobs.get_mut(&attempt.job) {

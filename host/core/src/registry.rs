@@ -10,7 +10,8 @@
 
 use flint_proto::ExecutorId;
 use flint_proto::wire::Rejection;
-use std::collections::{HashMap, VecDeque};
+use foldhash::HashMap;
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// One life of an executor id; never reused within an application.
@@ -54,6 +55,16 @@ pub struct Entry {
     pub pod: Option<String>,
 }
 
+impl Entry {
+    fn count(&mut self, outcome: Option<bool>) {
+        match outcome {
+            Some(true) => self.tasks_done += 1,
+            Some(false) => self.tasks_failed += 1,
+            None => {}
+        }
+    }
+}
+
 /// An executor that is gone, with why.
 #[derive(Debug, Clone)]
 pub struct Removed {
@@ -79,7 +90,7 @@ pub struct Registry {
 impl Registry {
     pub fn new(heartbeat_timeout: Duration, bootstrap_timeout: Duration) -> Registry {
         Registry {
-            live: HashMap::new(),
+            live: HashMap::default(),
             removed: VecDeque::new(),
             next_incarnation: 1,
             next_number: 1,
@@ -194,11 +205,27 @@ impl Registry {
     /// Counts a report against the executor.
     pub fn count(&mut self, id: &str, incarnation: Incarnation, succeeded: bool) {
         if let Some(entry) = self.current_mut(id, incarnation) {
-            if succeeded {
-                entry.tasks_done += 1;
-            } else {
-                entry.tasks_failed += 1;
+            entry.count(Some(succeeded));
+        }
+    }
+
+    /// A report from the executor: it is alive, and the report counts as a success or
+    /// a failure (`None`: neither). One lookup, as every task report comes this way;
+    /// false for an old incarnation.
+    pub fn reported(
+        &mut self,
+        now: Instant,
+        id: &str,
+        incarnation: Incarnation,
+        outcome: Option<bool>,
+    ) -> bool {
+        match self.current_mut(id, incarnation) {
+            Some(entry) => {
+                entry.last_heard = now;
+                entry.count(outcome);
+                true
             }
+            None => false,
         }
     }
 

@@ -7,8 +7,9 @@
 
 pub use flint_proto::{Attempt, ExecutorId, JobId};
 use flint_proto::{JobError, TaskFailure};
+use foldhash::HashMap;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,9 +57,10 @@ pub enum Input {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
+    /// Run these attempts on the executor.
     Launch {
         executor: ExecutorId,
-        attempt: Attempt,
+        attempts: Vec<Attempt>,
     },
     /// The attempt's success was accepted: its output is the task's output. Reports of
     /// attempts already replaced are dropped without this.
@@ -88,12 +90,19 @@ pub enum Output {
     },
 }
 
+/// An executor's place in [`Scheduler::executors`]: dense, reused once the executor
+/// is gone, and never seen outside the scheduler (ids are strings only at its edges, so
+/// the hot path neither hashes nor compares them).
+type Ix = u32;
+
 #[derive(Debug)]
 struct Executor {
+    id: ExecutorId,
     /// Join order: ties in placement go to the executor that joined first.
     seq: u64,
     slots: u32,
-    running: BTreeSet<Attempt>,
+    /// Attempts placed here now (running or queued on the executor).
+    running: u32,
     decommissioning: bool,
     /// Tasks that failed here (in a way that counts against them).
     failed_tasks: BTreeSet<(JobId, u32)>,
@@ -107,13 +116,68 @@ impl Executor {
 
     /// Attempts it may still take when each slot may hold `depth`.
     fn free(&self, depth: u32) -> u32 {
-        if self.usable() {
-            self.slots.saturating_mul(depth).saturating_sub(self.running.len() as u32)
-        } else {
-            0
-        }
+        if self.usable() { self.slots.saturating_mul(depth).saturating_sub(self.running) } else { 0 }
     }
 }
+
+/// Usable executors with room at one pipeline depth, in placement order: most room
+/// first, then join order. A bucket per amount of room, and only executors with room
+/// are in it: in a saturated fleet an executor that fills up leaves the index, so the
+/// buckets in use hold the few executors with a free place whatever the fleet's size,
+/// and moving an executor costs two operations on small maps.
+#[derive(Debug, Default)]
+struct Room {
+    /// Kept up to date only while some job places from it (see [`Scheduler::room`]);
+    /// otherwise empty, and rebuilt when a job needs it again.
+    live: bool,
+    /// `buckets[f]`: executors with room for `f` more attempts, by `seq`.
+    buckets: Vec<BTreeMap<u64, Ix>>,
+    /// The highest non-empty bucket; 0 when no executor has room.
+    top: usize,
+    /// The placement count when a job last placed from this room.
+    last_used: u64,
+}
+
+impl Room {
+    fn insert(&mut self, free: u32, seq: u64, ix: Ix) {
+        if free == 0 {
+            return;
+        }
+        let f = free as usize;
+        if self.buckets.len() <= f {
+            self.buckets.resize_with(f + 1, BTreeMap::new);
+        }
+        self.buckets[f].insert(seq, ix);
+        self.top = self.top.max(f);
+    }
+
+    fn remove(&mut self, free: u32, seq: u64) {
+        if let Some(bucket) = self.buckets.get_mut(free as usize).filter(|_| free > 0) {
+            bucket.remove(&seq);
+            while self.top > 0 && self.buckets[self.top].is_empty() {
+                self.top -= 1;
+            }
+        }
+    }
+
+    /// The executor to place on next.
+    fn best(&self) -> Option<Ix> {
+        self.buckets.get(self.top).filter(|_| self.top > 0)?.first_key_value().map(|(_, ix)| *ix)
+    }
+
+    /// Executors with room, in placement order.
+    fn iter(&self) -> impl Iterator<Item = Ix> + '_ {
+        self.buckets.iter().take(self.top + 1).skip(1).rev().flat_map(|bucket| bucket.values().copied())
+    }
+
+    fn clear(&mut self) {
+        self.buckets.iter_mut().for_each(BTreeMap::clear);
+        self.top = 0;
+    }
+}
+
+/// A room no job placed from in this many placements is no longer kept up to date.
+const ROOM_DORMANT_AFTER: u64 = 4096;
 
 /// Tasks of a job whose mean run time is below this are pipelined.
 pub const SHORT_TASK: Duration = Duration::from_millis(50);
@@ -149,7 +213,8 @@ struct Task {
     /// Failures that count against `max_failures`.
     failures: u32,
     failed_on: BTreeSet<ExecutorId>,
-    running: Option<(u32, ExecutorId)>,
+    /// The attempt's number and the executor it is placed on.
+    running: Option<(u32, Ix)>,
     done: bool,
 }
 
@@ -168,14 +233,19 @@ struct Job {
 #[derive(Debug, Default)]
 pub struct Scheduler {
     policy: Policy,
-    executors: HashMap<ExecutorId, Executor>,
-    /// Usable executors by room for attempts at each depth of [`Scheduler::depths`],
-    /// then by join order (`seq`), so that placing an attempt costs a lookup, not a
-    /// pass over the fleet. Kept by `reindex` whenever an executor's room or usability
-    /// changes.
-    by_room: [BTreeSet<(u32, Reverse<u64>)>; 3],
-    /// Executor ids by `seq`.
-    ids: HashMap<u64, ExecutorId>,
+    /// Executors by [`Ix`]; `None` where one left and none took the place yet.
+    executors: Vec<Option<Executor>>,
+    vacant: Vec<Ix>,
+    by_id: HashMap<ExecutorId, Ix>,
+    /// Usable executors and their slots, kept by `index`/`unindex`.
+    usable: u32,
+    usable_slots: u32,
+    /// Usable executors by room at each depth of [`Scheduler::depths`], so that placing
+    /// an attempt costs a lookup, not a pass over the fleet. Kept by `reindex` whenever
+    /// an executor's room or usability changes.
+    rooms: [Room; 3],
+    /// Attempts placed so far (the clock of `Room::last_used`).
+    placed: u64,
     next_seq: u64,
     jobs: BTreeMap<JobId, Job>,
     /// Tasks waiting for a slot, oldest job first; retries go to the front.
@@ -187,44 +257,62 @@ impl Scheduler {
         Scheduler { policy, ..Self::default() }
     }
 
-    /// Feeds one input; returns what to do, launches last.
+    /// Feeds one input; returns what to do, launches last (one batch per executor).
     pub fn handle(&mut self, _now: Instant, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
         match input {
             Input::ExecutorAdded { id, slots } => {
-                if !self.executors.contains_key(&id) {
+                if !self.by_id.contains_key(&id) {
                     self.next_seq += 1;
-                    self.ids.insert(self.next_seq, id.clone());
-                    self.executors.insert(
-                        id.clone(),
-                        Executor {
-                            seq: self.next_seq,
-                            slots,
-                            running: BTreeSet::new(),
-                            decommissioning: false,
-                            failed_tasks: BTreeSet::new(),
-                            excluded: false,
-                        },
-                    );
-                    self.reindex(&id, |_| {});
+                    let exec = Executor {
+                        id: id.clone(),
+                        seq: self.next_seq,
+                        slots,
+                        running: 0,
+                        decommissioning: false,
+                        failed_tasks: BTreeSet::new(),
+                        excluded: false,
+                    };
+                    let ix = match self.vacant.pop() {
+                        Some(ix) => {
+                            self.executors[ix as usize] = Some(exec);
+                            ix
+                        }
+                        None => {
+                            self.executors.push(Some(exec));
+                            (self.executors.len() - 1) as Ix
+                        }
+                    };
+                    self.by_id.insert(id, ix);
+                    self.index(ix);
                 }
             }
             Input::ExecutorLost { id, .. } => {
-                self.unindex(&id);
-                if let Some(exec) = self.executors.remove(&id) {
-                    self.ids.remove(&exec.seq);
-                    for attempt in exec.running.into_iter().rev() {
-                        let Some(job) = self.jobs.get_mut(&attempt.job) else { continue };
-                        if let Some(task) = job.tasks.get_mut(attempt.index as usize) {
-                            task.running = None;
-                            job.running -= 1;
-                            self.queue.push_front((attempt.job, attempt.index));
+                if let Some(ix) = self.by_id.remove(&id) {
+                    self.unindex(ix);
+                    self.executors[ix as usize] = None;
+                    self.vacant.push(ix);
+                    // Its attempts, found through the tasks (losses are rare; a set per
+                    // executor would cost every launch and report).
+                    let mut lost = Vec::new();
+                    for (job_id, job) in self.jobs.iter_mut() {
+                        for (index, task) in job.tasks.iter_mut().enumerate() {
+                            if task.running.is_some_and(|(_, on)| on == ix) {
+                                task.running = None;
+                                job.running -= 1;
+                                lost.push((*job_id, index as u32));
+                            }
                         }
+                    }
+                    for item in lost.into_iter().rev() {
+                        self.queue.push_front(item);
                     }
                 }
             }
             Input::ExecutorDecommissioning { id } => {
-                self.reindex(&id, |exec| exec.decommissioning = true);
+                if let Some(ix) = self.ix(&id) {
+                    self.reindex(ix, |exec| exec.decommissioning = true);
+                }
             }
             Input::JobSubmitted { job, tasks, max_failures } => {
                 let state = Job {
@@ -244,11 +332,9 @@ impl Scheduler {
             Input::TaskSucceeded { attempt, executor, elapsed } => {
                 // Only the executor holding the attempt may end it: a report for an index
                 // out of range, an attempt never given, or one already replaced is dropped.
-                if !self.holds(&executor, attempt) {
-                    return out;
-                }
-                self.release(&executor, attempt);
-                let job = self.jobs.get_mut(&attempt.job).expect("holds() checked the job");
+                let Some(ix) = self.holder(&executor, attempt) else { return out };
+                self.release(ix);
+                let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
                 let secs = elapsed.as_secs_f64();
                 job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
                 let task = &mut job.tasks[attempt.index as usize];
@@ -263,10 +349,8 @@ impl Scheduler {
                 }
             }
             Input::TaskFailed { attempt, executor, failure } => {
-                if !self.holds(&executor, attempt) {
-                    return out;
-                }
-                self.release(&executor, attempt);
+                let Some(ix) = self.holder(&executor, attempt) else { return out };
+                self.release(ix);
                 self.task_failed(attempt, executor, failure, &mut out);
             }
             Input::CancelJob { job, reason } => {
@@ -278,9 +362,17 @@ impl Scheduler {
         out
     }
 
+    fn ix(&self, id: &str) -> Option<Ix> {
+        self.by_id.get(id).copied()
+    }
+
+    fn executor(&self, id: &str) -> Option<&Executor> {
+        self.ix(id).and_then(|ix| self.executors[ix as usize].as_ref())
+    }
+
     /// Slots free across usable executors.
     pub fn free_slots(&self) -> u32 {
-        self.executors.values().map(|e| e.free(1)).sum()
+        self.executors.iter().flatten().map(|e| e.free(1)).sum()
     }
 
     /// Attempts per slot at each level: one; the pipeline depth for short tasks; deeper
@@ -301,37 +393,39 @@ impl Scheduler {
 
     /// Executors known and usable for new tasks.
     pub fn live_executors(&self) -> usize {
-        self.executors.values().filter(|e| e.usable()).count()
+        self.usable as usize
     }
 
     /// Whether an executor runs nothing (for decommission and idle removal).
     pub fn is_idle(&self, id: &str) -> bool {
-        self.executors.get(id).is_none_or(|e| e.running.is_empty())
+        self.executor(id).is_none_or(|e| e.running == 0)
     }
 
     /// Whether `executor` holds `attempt` now: the job runs, the index is in range, the
     /// attempt is the task's current one and runs there. Reports are accepted only then.
     pub fn holds(&self, executor: &str, attempt: Attempt) -> bool {
-        self.jobs
-            .get(&attempt.job)
-            .and_then(|j| j.tasks.get(attempt.index as usize))
-            .and_then(|t| t.running.as_ref())
-            .is_some_and(|(number, on)| *number == attempt.number && on == executor)
+        self.holder(executor, attempt).is_some()
+    }
+
+    /// The place of `executor` if it holds `attempt` now.
+    fn holder(&self, executor: &str, attempt: Attempt) -> Option<Ix> {
+        let (number, on) = self.jobs.get(&attempt.job)?.tasks.get(attempt.index as usize)?.running?;
+        (number == attempt.number && self.ix(executor) == Some(on)).then_some(on)
     }
 
     /// Attempts an executor holds now (running or queued there).
     pub fn running_on(&self, id: &str) -> u32 {
-        self.executors.get(id).map_or(0, |e| e.running.len() as u32)
+        self.executor(id).map_or(0, |e| e.running)
     }
 
     /// Task slots of usable executors.
     pub fn total_slots(&self) -> u32 {
-        self.executors.values().filter(|e| e.usable()).map(|e| e.slots).sum()
+        self.usable_slots
     }
 
     /// Whether the executor was excluded for failing tasks.
     pub fn is_excluded(&self, id: &str) -> bool {
-        self.executors.get(id).is_some_and(|e| e.excluded)
+        self.executor(id).is_some_and(|e| e.excluded)
     }
 
     /// Tasks waiting for a slot.
@@ -346,7 +440,7 @@ impl Scheduler {
 
     /// Usable executors, each with whether it holds any attempt.
     pub fn usable_executors(&self) -> impl Iterator<Item = (&ExecutorId, bool)> {
-        self.executors.iter().filter(|(_, e)| e.usable()).map(|(id, e)| (id, !e.running.is_empty()))
+        self.executors.iter().flatten().filter(|e| e.usable()).map(|e| (&e.id, e.running > 0))
     }
 
     /// Jobs the scheduler knows.
@@ -359,47 +453,101 @@ impl Scheduler {
         self.jobs.get(&job).map_or(0, |j| j.running)
     }
 
-    fn release(&mut self, executor: &str, attempt: Attempt) {
-        self.reindex(executor, |exec| {
-            exec.running.remove(&attempt);
-        });
+    fn release(&mut self, ix: Ix) {
+        self.reindex(ix, |exec| exec.running -= 1);
     }
 
-    /// Whether `by_room` says exactly what a pass over the executors would (for tests).
+    /// Whether the placement index says exactly what a pass over the executors would
+    /// (for tests): the rooms kept up to date, the ids, the counts.
     #[doc(hidden)]
     pub fn room_index_is_true(&self) -> bool {
-        let expected = |d: u32| -> BTreeSet<(u32, Reverse<u64>)> {
-            self.executors.values().filter(|e| e.usable()).map(|e| (e.free(d), Reverse(e.seq))).collect()
-        };
-        let ids_true = self.ids.len() == self.executors.len()
-            && self.executors.iter().all(|(id, e)| self.ids.get(&e.seq) == Some(id));
-        ids_true && self.depths().iter().zip(&self.by_room).all(|(d, room)| *room == expected(*d))
+        let depths = self.depths();
+        let placed = |ix: &Ix| self.executors[*ix as usize].as_ref().map(|e| (e.seq, *ix));
+        let rooms_true = self.rooms.iter().zip(depths).all(|(room, depth)| {
+            let mut expected: Vec<(u32, u64, Ix)> = self
+                .executors
+                .iter()
+                .enumerate()
+                .filter_map(|(ix, e)| e.as_ref().map(|e| (e.free(depth), e.seq, ix as Ix)))
+                .filter(|(free, ..)| room.live && *free > 0)
+                .collect();
+            expected.sort_by_key(|(free, seq, _)| (Reverse(*free), *seq));
+            let listed: Vec<(u64, Ix)> = room.iter().filter_map(|ix| placed(&ix)).collect();
+            let top_true = room.buckets.get(room.top).is_none_or(|b| room.top == 0 || !b.is_empty());
+            top_true && listed == expected.iter().map(|(_, seq, ix)| (*seq, *ix)).collect::<Vec<_>>()
+        });
+        let usable: Vec<&Executor> = self.executors.iter().flatten().filter(|e| e.usable()).collect();
+        let ids_true = self.by_id.len() == self.executors.iter().flatten().count()
+            && self
+                .by_id
+                .iter()
+                .all(|(id, ix)| self.executors[*ix as usize].as_ref().is_some_and(|e| &e.id == id));
+        rooms_true
+            && ids_true
+            && usable.len() as u32 == self.usable
+            && usable.iter().map(|e| e.slots).sum::<u32>() == self.usable_slots
     }
 
-    /// Changes an executor with `change` and keeps `by_room` in step with it.
-    fn reindex(&mut self, id: &str, change: impl FnOnce(&mut Executor)) {
-        self.unindex(id);
+    /// Changes an executor with `change` and keeps the rooms in step with it.
+    fn reindex(&mut self, ix: Ix, change: impl FnOnce(&mut Executor)) {
+        self.unindex(ix);
+        if let Some(exec) = self.executors[ix as usize].as_mut() {
+            change(exec);
+        }
+        self.index(ix);
+    }
+
+    fn index(&mut self, ix: Ix) {
         let depths = self.depths();
-        let Some(exec) = self.executors.get_mut(id) else { return };
-        change(exec);
+        let Some(exec) = self.executors[ix as usize].as_ref() else { return };
         if exec.usable() {
-            for (room, depth) in self.by_room.iter_mut().zip(depths) {
-                room.insert((exec.free(depth), Reverse(exec.seq)));
+            self.usable += 1;
+            self.usable_slots += exec.slots;
+            for (room, depth) in self.rooms.iter_mut().zip(depths).filter(|(room, _)| room.live) {
+                room.insert(exec.free(depth), exec.seq, ix);
             }
         }
     }
 
-    fn unindex(&mut self, id: &str) {
+    fn unindex(&mut self, ix: Ix) {
         let depths = self.depths();
-        let Some(exec) = self.executors.get(id) else { return };
+        let Some(exec) = self.executors[ix as usize].as_ref() else { return };
         if exec.usable() {
-            for (room, depth) in self.by_room.iter_mut().zip(depths) {
-                room.remove(&(exec.free(depth), Reverse(exec.seq)));
+            self.usable -= 1;
+            self.usable_slots -= exec.slots;
+            for (room, depth) in self.rooms.iter_mut().zip(depths).filter(|(room, _)| room.live) {
+                room.remove(exec.free(depth), exec.seq);
             }
         }
     }
 
-    /// A failure of an attempt `holds()` has vouched for.
+    /// The room at depth `level`, brought up to date if no job placed from it lately;
+    /// rooms no job placed from for [`ROOM_DORMANT_AFTER`] placements stop being kept,
+    /// so a fleet does not pay on every launch for depths its jobs do not use.
+    fn room(&mut self, level: usize) -> &Room {
+        if !self.rooms[level].live {
+            let depth = self.depths()[level];
+            let room = &mut self.rooms[level];
+            room.live = true;
+            for (ix, exec) in self.executors.iter().enumerate() {
+                if let Some(exec) = exec.as_ref().filter(|e| e.usable()) {
+                    room.insert(exec.free(depth), exec.seq, ix as Ix);
+                }
+            }
+        }
+        self.rooms[level].last_used = self.placed;
+        if self.placed.is_multiple_of(ROOM_DORMANT_AFTER) {
+            for room in
+                self.rooms.iter_mut().filter(|r| r.live && r.last_used + ROOM_DORMANT_AFTER < self.placed)
+            {
+                room.live = false;
+                room.clear();
+            }
+        }
+        &self.rooms[level]
+    }
+
+    /// A failure of an attempt `holder()` has vouched for.
     fn task_failed(
         &mut self,
         attempt: Attempt,
@@ -439,12 +587,13 @@ impl Scheduler {
     /// policy's threshold, unless no other usable executor would remain.
     fn note_failure(&mut self, executor: &str, attempt: Attempt, out: &mut Vec<Output>) {
         let Some(limit) = self.policy.exclude_after else { return };
-        let others = self.executors.iter().filter(|(id, e)| id.as_str() != executor && e.usable()).count();
-        let Some(exec) = self.executors.get_mut(executor) else { return };
+        let Some(ix) = self.ix(executor) else { return };
+        let Some(exec) = self.executors[ix as usize].as_mut() else { return };
+        let others = self.usable - u32::from(exec.usable());
         exec.failed_tasks.insert((attempt.job, attempt.index));
         let failed = exec.failed_tasks.len() as u32;
         if !exec.excluded && failed >= limit && others > 0 {
-            self.reindex(executor, |exec| exec.excluded = true);
+            self.reindex(ix, |exec| exec.excluded = true);
             out.push(Output::ExecutorExcluded { executor: executor.to_owned(), failed_tasks: failed });
         }
     }
@@ -454,10 +603,12 @@ impl Scheduler {
             return;
         };
         for (index, task) in state.tasks.iter().enumerate() {
-            if let Some((number, executor)) = &task.running {
-                let attempt = Attempt { job, index: index as u32, number: *number };
-                self.release(executor, attempt);
-                out.push(Output::Kill { executor: executor.clone(), attempt });
+            if let Some((number, ix)) = task.running {
+                let attempt = Attempt { job, index: index as u32, number };
+                self.release(ix);
+                let executor =
+                    self.executors[ix as usize].as_ref().expect("placed on a known executor").id.clone();
+                out.push(Output::Kill { executor, attempt });
             }
         }
         self.queue.retain(|(j, _)| *j != job);
@@ -467,16 +618,15 @@ impl Scheduler {
     /// Places queued tasks on free slots, spreading them over executors (the one with
     /// the most room first, the first to join among equals) and keeping a retry off the
     /// executors it failed on while another executor could take it. Each placement is a
-    /// lookup in `by_room`, whatever the size of the fleet.
+    /// lookup in a room, whatever the size of the fleet.
     fn launch(&mut self, out: &mut Vec<Output>) {
         let mut deferred = Vec::new();
+        let mut placed: Vec<(Ix, Attempt)> = Vec::new();
         // First in, first out: when the head of the queue cannot be placed for want of
         // room, nothing behind it jumps ahead.
         while let Some(&(job, index)) = self.queue.front() {
-            let room = &self.by_room[self.level(job)];
-            if room.last().is_none_or(|(free, _)| *free == 0) {
-                break;
-            }
+            let level = self.level(job);
+            let Some(best) = self.room(level).best() else { break };
             self.queue.pop_front();
             let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index as usize)) else {
                 continue;
@@ -485,23 +635,22 @@ impl Scheduler {
                 continue;
             }
             let pick = if task.failed_on.is_empty() {
-                room.last().map(|(_, Reverse(seq))| self.ids[seq].clone())
+                Some(best)
             } else {
                 // A clean executor exists unless every usable one failed this task.
                 let failed_usable = task
                     .failed_on
                     .iter()
-                    .filter(|id| self.executors.get(*id).is_some_and(Executor::usable))
-                    .count();
-                let clean_exists = self.by_room[0].len() > failed_usable;
-                room.iter()
-                    .rev()
-                    .take_while(|(free, _)| *free > 0)
-                    .map(|(_, Reverse(seq))| &self.ids[seq])
-                    .find(|id| !clean_exists || !task.failed_on.contains(*id))
-                    .cloned()
+                    .filter(|id| self.executor(id).is_some_and(Executor::usable))
+                    .count() as u32;
+                let clean_exists = self.usable > failed_usable;
+                let executors = &self.executors;
+                self.rooms[level].iter().find(|ix| {
+                    let id = &executors[*ix as usize].as_ref().expect("indexed executors exist").id;
+                    !clean_exists || !task.failed_on.contains(id)
+                })
             };
-            let Some(executor) = pick else {
+            let Some(ix) = pick else {
                 deferred.push((job, index));
                 continue;
             };
@@ -510,14 +659,20 @@ impl Scheduler {
             let task = &mut state.tasks[index as usize];
             let attempt = Attempt { job, index, number: task.launches };
             task.launches += 1;
-            task.running = Some((attempt.number, executor.clone()));
-            self.reindex(&executor, |exec| {
-                exec.running.insert(attempt);
-            });
-            out.push(Output::Launch { executor, attempt });
+            task.running = Some((attempt.number, ix));
+            self.placed += 1;
+            self.reindex(ix, |exec| exec.running += 1);
+            placed.push((ix, attempt));
         }
         for item in deferred.into_iter().rev() {
             self.queue.push_front(item);
+        }
+        // One batch per executor.
+        placed.sort_by_key(|(ix, _)| *ix);
+        for run in placed.chunk_by(|a, b| a.0 == b.0) {
+            let executor =
+                self.executors[run[0].0 as usize].as_ref().expect("placed on a known executor").id.clone();
+            out.push(Output::Launch { executor, attempts: run.iter().map(|(_, a)| *a).collect() });
         }
     }
 }

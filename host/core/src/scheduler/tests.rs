@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
     out.iter()
-        .filter_map(|o| match o {
-            Output::Launch { executor, attempt } => Some((executor.clone(), attempt.index, attempt.number)),
-            _ => None,
+        .flat_map(|o| match o {
+            Output::Launch { executor, attempts } => {
+                attempts.iter().map(|a| (executor.clone(), a.index, a.number)).collect()
+            }
+            _ => Vec::new(),
         })
         .collect()
 }
@@ -304,4 +306,47 @@ fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
         vec![Output::TaskDone { attempt: Attempt { job: 1, index, number: 0 } }]
     );
     assert!(ok(&mut s, now, &holder, index, 0).is_empty());
+}
+
+#[test]
+fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
+    let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
+    let tasks = 3 * ROOM_DORMANT_AFTER as u32;
+    let mut out = s.handle(now, Input::JobSubmitted { job: 1, tasks, max_failures: 4 });
+    let mut answered = 0;
+    while !out.contains(&Output::JobSucceeded { job: 1 }) {
+        let mut next = Vec::new();
+        for (executor, index, number) in launches(&out) {
+            let attempt = Attempt { job: 1, index, number };
+            let tiny = Duration::from_micros(5);
+            next.extend(s.handle(now, Input::TaskSucceeded { attempt, executor, elapsed: tiny }));
+            answered += 1;
+        }
+        out = next;
+    }
+    assert_eq!(answered, tasks);
+    // Tiny tasks placed from the deepest room only: the shallow one stopped being kept.
+    assert!(!s.rooms[0].live && s.rooms[2].live);
+    assert!(s.room_index_is_true());
+    // A job of long tasks needs it again: most room first, as if it had been kept.
+    let out = s.handle(now, Input::JobSubmitted { job: 2, tasks: 4, max_failures: 4 });
+    let placed: Vec<(ExecutorId, u32, u32)> = launches(&out);
+    assert_eq!(placed.iter().filter(|(e, ..)| e == "a").count(), 2, "{out:?}");
+    assert_eq!(placed.iter().filter(|(e, ..)| e == "b").count(), 1, "{out:?}");
+    assert!(s.rooms[0].live && s.room_index_is_true());
+}
+
+#[test]
+fn a_place_left_by_a_lost_executor_is_taken_by_the_next_without_its_history() {
+    let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 4, max_failures: 4 });
+    s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
+    // "c" takes a's place in the table; a's attempt went back to the queue and a report
+    // naming "a" is not c's.
+    let out = s.handle(now, Input::ExecutorAdded { id: "c".into(), slots: 1 });
+    assert_eq!(launches(&out), vec![("c".into(), 0, 1)]);
+    assert!(ok(&mut s, now, "a", 0, 0).is_empty());
+    assert!(s.holds("c", Attempt { job: 1, index: 0, number: 1 }));
+    assert_eq!(s.running_on("c"), 1);
+    assert!(s.room_index_is_true());
 }

@@ -58,6 +58,24 @@ pub mod bindings {
     });
 }
 
+/// The `combiner` export for jobs that implement [`Combine`]. Everything else is
+/// [`bindings`]'s: a combining job exports both worlds, and the component linker joins
+/// them into `combine`.
+#[doc(hidden)]
+pub mod combine_bindings {
+    wit_bindgen::generate!({
+        world: "combine-extra",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__flint_export_combine",
+        default_bindings_module: "flint_guest::combine_bindings",
+        runtime_path: "flint_guest::__rt::wit_bindgen::rt",
+        with: {
+            "flint:task/types@0.2.0": crate::bindings::flint::task::types,
+        },
+    });
+}
+
 #[doc(hidden)]
 pub mod __rt {
     pub use wit_bindgen;
@@ -164,6 +182,28 @@ pub trait Aggregate: Task {
     fn merge(a: Self::Output, b: Self::Output) -> Result<Self::Output, Error>;
     /// Turns the folded outputs into the job's result.
     fn finish(acc: Self::Output) -> Result<Self::Result, Error>;
+}
+
+/// An [`Aggregate`] whose merge is commutative as well as associative, so that
+/// partitions may be folded in any order: the host then folds the partitions one
+/// executor slot runs into one running value where they run (Spark's map-side
+/// combine), and the driver merges one partial result per slot, not one output per
+/// task. Exported with [`export_combine!`]; implementing it is the promise that the
+/// order of merging does not change the result.
+pub trait Combine: Aggregate {
+    /// The value of no partition: `merge(empty(), x)` is `x`.
+    fn empty() -> Self::Output;
+
+    /// Folds `input` into `acc`, as `acc = merge(acc, run(input))`. The default does
+    /// exactly that; a job overrides it to count straight into `acc` without building
+    /// a task output first (word count adds to one table instead of making one per
+    /// split and merging them).
+    fn add(acc: &mut Self::Output, input: Partition) -> Result<(), Error> {
+        let output = Self::run(input)?;
+        let current = std::mem::replace(acc, Self::empty());
+        *acc = Self::merge(current, output)?;
+        Ok(())
+    }
 }
 
 /// The ids of the running task.
@@ -298,6 +338,15 @@ pub mod __private {
         encode(&F::run(input.into()).map_err(wit_error)?)
     }
 
+    pub fn add<J: Combine>(acc: &mut J::Output, input: wit::Partition) -> Result<(), wit::TaskError> {
+        J::add(acc, input.into()).map_err(wit_error)
+    }
+
+    /// The running value (an empty one if nothing was added), encoded as an output.
+    pub fn take<J: Combine>(value: Option<J::Output>) -> Result<Vec<u8>, wit::TaskError> {
+        encode(&value.unwrap_or_else(J::empty))
+    }
+
     /// A fold's value, decoded, between the host's calls. Empty only after a failed
     /// merge, when the host drops the instance.
     pub struct Accumulator<F: Fold>(RefCell<Option<F::Value>>);
@@ -338,6 +387,37 @@ pub mod __private {
 macro_rules! export_aggregate {
     ($job:ty) => {
         $crate::__export_glue!($crate::__private::AggregateOf<$job>);
+    };
+}
+
+/// Exports a job that implements [`Combine`]: `flint_guest::export_combine!(MyJob);`
+#[macro_export]
+macro_rules! export_combine {
+    ($job:ty) => {
+        $crate::__export_glue!($crate::__private::AggregateOf<$job>);
+        $crate::combine_bindings::__flint_export_combine!(__FlintJob with_types_in $crate::combine_bindings);
+        const _: () = {
+            use $crate::combine_bindings::exports::flint::task::combiner;
+            use $crate::bindings::flint::task::types::{Partition, TaskError};
+            ::std::thread_local! {
+                /// The running value of the partitions added to this instance.
+                static RUNNING: ::std::cell::RefCell<Option<<$job as $crate::Task>::Output>> =
+                    const { ::std::cell::RefCell::new(None) };
+            }
+            impl combiner::Guest for __FlintJob {
+                fn add(input: Partition) -> Result<(), TaskError> {
+                    RUNNING.with(|running| {
+                        let mut running = running.borrow_mut();
+                        let acc = running.get_or_insert_with(<$job as $crate::Combine>::empty);
+                        $crate::__private::add::<$job>(acc, input)
+                    })
+                }
+                fn take() -> Result<Vec<u8>, TaskError> {
+                    let value = RUNNING.with(|running| running.borrow_mut().take());
+                    $crate::__private::take::<$job>(value)
+                }
+            }
+        };
     };
 }
 

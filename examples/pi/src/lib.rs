@@ -1,7 +1,7 @@
 //! Monte Carlo pi. Task t of T seeds SplitMix64 with state t, draws `points` pairs
 //! (x, y the top 32 bits of two successive outputs) and counts x² + y² < 2⁶⁴.
 
-use flint_guest::{Aggregate, Error, Partition, Task, config_or, task_info};
+use flint_guest::{Aggregate, Combine, Error, Partition, Task, config_or, task_info};
 use serde::{Deserialize, Serialize};
 
 mod count;
@@ -45,4 +45,11 @@ impl Aggregate for Pi {
     }
 }
 
-flint_guest::export_aggregate!(Pi);
+/// Sums are commutative: the tasks one slot runs are added up where they run.
+impl Combine for Pi {
+    fn empty() -> Count {
+        Count { inside: 0, total: 0 }
+    }
+}
+
+flint_guest::export_combine!(Pi);

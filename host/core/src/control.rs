@@ -77,6 +77,28 @@ pub enum Event {
         attempt: Attempt,
         failure: TaskFailure,
     },
+    /// The attempt succeeded and the executor holds its output combined with others
+    /// (see `scheduler::Input::TaskCombined`).
+    TaskCombined {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+        elapsed: Duration,
+    },
+    /// A partial result of combined outputs arrived (its bytes are in).
+    Partial {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+    },
+    /// The executor lost combined outputs (or its partial could not be fetched).
+    CombinedLost {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+    },
     CancelJob {
         job: JobId,
         reason: String,
@@ -122,6 +144,22 @@ pub enum Action {
     /// The attempt's success was accepted: its output is the task's output.
     TaskDone {
         attempt: Attempt,
+    },
+    /// Ask the executor for the partial results it holds for the job.
+    Collect {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+    },
+    /// The partial result just fed was accepted: fold it.
+    PartialAccepted {
+        job: JobId,
+        tasks: u32,
+    },
+    /// A done task's output was lost before it reached the driver; it runs again.
+    TaskLost {
+        job: JobId,
+        index: u32,
     },
     /// The attempt's failure was accepted (it is in the job's record).
     TaskFailed {
@@ -227,7 +265,9 @@ impl ControlCore {
     pub fn new(config: CoreConfig) -> ControlCore {
         ControlCore {
             registry: Registry::new(config.heartbeat_timeout, config.bootstrap_timeout),
-            scheduler: Scheduler::new(config.policy),
+            // An executor asked for its partial results gets as long to deliver them as a
+            // silent one gets to live.
+            scheduler: Scheduler::new(config.policy).with_collect_timeout(config.heartbeat_timeout),
             jobs: BTreeMap::new(),
             killed: BTreeMap::new(),
             stale: 0,
@@ -373,6 +413,27 @@ impl ControlCore {
                     self.unheld(&id, incarnation, attempt, false);
                 }
             }
+            Event::TaskCombined { id, incarnation, attempt, elapsed } => {
+                if self.scheduler.holds(&id, attempt) && self.registry.reported(now, &id, incarnation, Some(true)) {
+                    self.step(now, Input::TaskCombined { attempt, executor: id, elapsed }, &mut actions);
+                } else {
+                    self.unheld(&id, incarnation, attempt, true);
+                }
+            }
+            Event::Partial { id, incarnation, job, tasks } => {
+                if self.registry.reported(now, &id, incarnation, None) {
+                    self.step(now, Input::Partial { executor: id, job, tasks }, &mut actions);
+                } else {
+                    self.stale += 1;
+                }
+            }
+            Event::CombinedLost { id, incarnation, job, tasks } => {
+                if self.registry.reported(now, &id, incarnation, None) {
+                    self.step(now, Input::CombinedLost { executor: id, job, tasks }, &mut actions);
+                } else {
+                    self.stale += 1;
+                }
+            }
             Event::CancelJob { job, reason } => {
                 self.step(now, Input::CancelJob { job, reason }, &mut actions)
             }
@@ -417,6 +478,10 @@ impl ControlCore {
         for (id, incarnation, reason) in self.registry.expired(now) {
             self.remove(now, id, incarnation, reason, &mut actions);
         }
+        if self.scheduler.poll_timeout().is_some_and(|at| now >= at) {
+            let outputs = self.scheduler.handle_timeout(now);
+            self.apply_outputs(now, outputs, &mut actions);
+        }
         if let Some(credentials) = &mut self.credentials {
             let mut expired = false;
             for renewal in credentials.step(now) {
@@ -456,7 +521,8 @@ impl ControlCore {
             (None, _) => (None, None),
         };
         let renewal = self.credentials.as_ref().and_then(Credentials::next_wake);
-        [self.registry.poll_timeout(), self.starting.values().min().copied(), tick, wake, renewal]
+        let collect = self.scheduler.poll_timeout();
+        [self.registry.poll_timeout(), self.starting.values().min().copied(), tick, wake, renewal, collect]
             .into_iter()
             .flatten()
             .min()
@@ -584,8 +650,13 @@ impl ControlCore {
     /// Steps the scheduler and turns what it says into actions, launches batched per
     /// executor and last.
     fn step(&mut self, now: Instant, input: Input, actions: &mut Vec<Action>) {
+        let outputs = self.scheduler.handle(now, input);
+        self.apply_outputs(now, outputs, actions);
+    }
+
+    fn apply_outputs(&mut self, now: Instant, outputs: Vec<Output>, actions: &mut Vec<Action>) {
         let mut launches = Vec::new();
-        for output in self.scheduler.handle(now, input) {
+        for output in outputs {
             match output {
                 Output::Launch { executor, attempts } => {
                     for attempt in &attempts {
@@ -601,6 +672,18 @@ impl ControlCore {
                     }
                     actions.push(Action::TaskDone { attempt });
                 }
+                Output::TaskLost { job, index } => {
+                    if let Some(counts) = self.jobs.get_mut(&job) {
+                        counts.done -= 1;
+                    }
+                    actions.push(Action::TaskLost { job, index });
+                }
+                Output::Collect { executor, job } => {
+                    if let Some(incarnation) = self.incarnation(&executor) {
+                        actions.push(Action::Collect { executor, incarnation, job });
+                    }
+                }
+                Output::PartialAccepted { job, tasks } => actions.push(Action::PartialAccepted { job, tasks }),
                 Output::Kill { executor, attempt } => {
                     if let Some(incarnation) = self.incarnation(&executor) {
                         let killed = self.killed.entry(executor.clone()).or_default();

@@ -44,6 +44,30 @@ pub enum Input {
         executor: ExecutorId,
         failure: TaskFailure,
     },
+    /// The attempt succeeded and its output was combined into a running value its
+    /// executor holds (a job with a commutative merge): the task is done, but its output
+    /// reaches the driver only with the executor's next partial result, and runs again
+    /// if the executor goes first.
+    TaskCombined {
+        attempt: Attempt,
+        executor: ExecutorId,
+        elapsed: Duration,
+    },
+    /// A partial result from the executor, combining the outputs of `tasks`. Accepted
+    /// only if the executor holds every one of them; otherwise it is not folded and
+    /// those it does hold run again.
+    Partial {
+        executor: ExecutorId,
+        job: JobId,
+        tasks: Vec<u32>,
+    },
+    /// The executor lost the combined outputs of `tasks` (its combining instance
+    /// failed): they run again, without counting as failures.
+    CombinedLost {
+        executor: ExecutorId,
+        job: JobId,
+        tasks: Vec<u32>,
+    },
     CancelJob {
         job: JobId,
         reason: String,
@@ -88,6 +112,22 @@ pub enum Output {
         job: JobId,
         reason: JobError,
     },
+    /// Every task of the job is done and some outputs are held combined on this
+    /// executor: ask it for its partial results.
+    Collect {
+        executor: ExecutorId,
+        job: JobId,
+    },
+    /// The partial result just fed was accepted: fold it (it holds `tasks` outputs).
+    PartialAccepted {
+        job: JobId,
+        tasks: u32,
+    },
+    /// A done task's output was lost before it reached the driver: it runs again.
+    TaskLost {
+        job: JobId,
+        index: u32,
+    },
 }
 
 /// An executor's place in [`Scheduler::executors`]: dense, reused once the executor
@@ -103,6 +143,8 @@ struct Executor {
     slots: u32,
     /// Attempts placed here now (running or queued on the executor).
     running: u32,
+    /// Done tasks whose outputs it holds combined, not yet delivered.
+    held: u32,
     decommissioning: bool,
     /// Tasks that failed here (in a way that counts against them).
     failed_tasks: BTreeSet<(JobId, u32)>,
@@ -216,6 +258,8 @@ struct Task {
     /// The attempt's number and the executor it is placed on.
     running: Option<(u32, Ix)>,
     done: bool,
+    /// The executor holding the done task's output combined, until it delivers it.
+    held: Option<Ix>,
 }
 
 #[derive(Debug)]
@@ -227,6 +271,11 @@ struct Job {
     /// Tasks with an attempt placed on an executor now.
     running: u32,
     max_failures: u32,
+    /// Done tasks whose outputs executors hold combined (counted in `remaining`).
+    held: u32,
+    /// When the executors holding outputs were asked for them, if they were and
+    /// nothing ran again since.
+    collecting: Option<Instant>,
 }
 
 /// The scheduler's state. See the module documentation.
@@ -250,6 +299,9 @@ pub struct Scheduler {
     jobs: BTreeMap<JobId, Job>,
     /// Tasks waiting for a slot, oldest job first; retries go to the front.
     queue: VecDeque<(JobId, u32)>,
+    /// How long an executor asked for its partial results may take before the outputs
+    /// it holds are counted lost; `None`: as long as it lives.
+    collect_timeout: Option<Duration>,
 }
 
 impl Scheduler {
@@ -257,8 +309,15 @@ impl Scheduler {
         Scheduler { policy, ..Self::default() }
     }
 
+    /// Outputs held on an executor that has not delivered them this long after being
+    /// asked run again elsewhere (see [`Scheduler::handle_timeout`]).
+    pub fn with_collect_timeout(mut self, timeout: Duration) -> Self {
+        self.collect_timeout = Some(timeout);
+        self
+    }
+
     /// Feeds one input; returns what to do, launches last (one batch per executor).
-    pub fn handle(&mut self, _now: Instant, input: Input) -> Vec<Output> {
+    pub fn handle(&mut self, now: Instant, input: Input) -> Vec<Output> {
         let mut out = Vec::new();
         match input {
             Input::ExecutorAdded { id, slots } => {
@@ -269,6 +328,7 @@ impl Scheduler {
                         seq: self.next_seq,
                         slots,
                         running: 0,
+                        held: 0,
                         decommissioning: false,
                         failed_tasks: BTreeSet::new(),
                         excluded: false,
@@ -292,8 +352,9 @@ impl Scheduler {
                     self.unindex(ix);
                     self.executors[ix as usize] = None;
                     self.vacant.push(ix);
-                    // Its attempts, found through the tasks (losses are rare; a set per
-                    // executor would cost every launch and report).
+                    // Its attempts and the outputs it held, found through the tasks
+                    // (losses are rare; a set per executor would cost every launch and
+                    // report).
                     let mut lost = Vec::new();
                     for (job_id, job) in self.jobs.iter_mut() {
                         for (index, task) in job.tasks.iter_mut().enumerate() {
@@ -301,9 +362,17 @@ impl Scheduler {
                                 task.running = None;
                                 job.running -= 1;
                                 lost.push((*job_id, index as u32));
+                            } else if task.held == Some(ix) {
+                                task.held = None;
+                                task.done = false;
+                                job.held -= 1;
+                                job.collecting = None;
+                                out.push(Output::TaskLost { job: *job_id, index: index as u32 });
+                                lost.push((*job_id, index as u32));
                             }
                         }
                     }
+                    lost.sort_unstable();
                     for item in lost.into_iter().rev() {
                         self.queue.push_front(item);
                     }
@@ -321,6 +390,8 @@ impl Scheduler {
                     remaining: tasks,
                     running: 0,
                     max_failures: max_failures.max(1),
+                    held: 0,
+                    collecting: None,
                 };
                 self.jobs.insert(job, state);
                 self.queue.extend((0..tasks).map(|i| (job, i)));
@@ -352,6 +423,30 @@ impl Scheduler {
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
                 self.release(ix);
                 self.task_failed(attempt, executor, failure, &mut out);
+            }
+            Input::TaskCombined { attempt, executor, elapsed } => {
+                let Some(ix) = self.holder(&executor, attempt) else { return out };
+                self.release(ix);
+                if let Some(exec) = self.executors[ix as usize].as_mut() {
+                    exec.held += 1;
+                }
+                let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
+                let secs = elapsed.as_secs_f64();
+                job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
+                let task = &mut job.tasks[attempt.index as usize];
+                task.done = true;
+                task.running = None;
+                task.held = Some(ix);
+                job.running -= 1;
+                job.held += 1;
+                out.push(Output::TaskDone { attempt });
+                self.collect_if_ready(now, attempt.job, &mut out);
+            }
+            Input::Partial { executor, job, tasks } => self.partial(executor, job, tasks, &mut out),
+            Input::CombinedLost { executor, job, tasks } => {
+                if let Some(ix) = self.ix(&executor) {
+                    self.lose_held(ix, job, &tasks, &mut out);
+                }
             }
             Input::CancelJob { job, reason } => {
                 self.fail_job(job, JobError::Cancelled(reason), &mut out);
@@ -396,9 +491,10 @@ impl Scheduler {
         self.usable as usize
     }
 
-    /// Whether an executor runs nothing (for decommission and idle removal).
+    /// Whether an executor runs nothing and holds no undelivered output (for
+    /// decommission and idle removal).
     pub fn is_idle(&self, id: &str) -> bool {
-        self.executor(id).is_none_or(|e| e.running == 0)
+        self.executor(id).is_none_or(|e| e.running == 0 && e.held == 0)
     }
 
     /// Whether `executor` holds `attempt` now: the job runs, the index is in range, the
@@ -440,7 +536,7 @@ impl Scheduler {
 
     /// Usable executors, each with whether it holds any attempt.
     pub fn usable_executors(&self) -> impl Iterator<Item = (&ExecutorId, bool)> {
-        self.executors.iter().flatten().filter(|e| e.usable()).map(|e| (&e.id, e.running > 0))
+        self.executors.iter().flatten().filter(|e| e.usable()).map(|e| (&e.id, e.running > 0 || e.held > 0))
     }
 
     /// Jobs the scheduler knows.
@@ -547,6 +643,110 @@ impl Scheduler {
         &self.rooms[level]
     }
 
+    /// Once nothing of `job` waits or runs and executors hold some of its outputs,
+    /// asks each of them for its partial results (once, until something runs again).
+    fn collect_if_ready(&mut self, now: Instant, job: JobId, out: &mut Vec<Output>) {
+        let Some(state) = self.jobs.get_mut(&job) else { return };
+        if state.held == 0 || state.remaining != state.held || state.collecting.is_some() {
+            return;
+        }
+        state.collecting = Some(now);
+        let holders: BTreeSet<Ix> = state.tasks.iter().filter_map(|t| t.held).collect();
+        for ix in holders {
+            if let Some(exec) = self.executors[ix as usize].as_ref() {
+                out.push(Output::Collect { executor: exec.id.clone(), job });
+            }
+        }
+    }
+
+    /// A partial result: accepted whole when the executor holds every task it names
+    /// (once each), else refused, and the tasks it does hold of those run again; a
+    /// partial that does not match what its executor holds cannot be folded without
+    /// counting an output twice or missing one.
+    fn partial(&mut self, executor: ExecutorId, job: JobId, tasks: Vec<u32>, out: &mut Vec<Output>) {
+        let Some(ix) = self.ix(&executor) else { return };
+        let Some(state) = self.jobs.get(&job) else { return };
+        let mut named = tasks.clone();
+        named.sort_unstable();
+        named.dedup();
+        let whole = !tasks.is_empty()
+            && named.len() == tasks.len()
+            && named.iter().all(|i| state.tasks.get(*i as usize).is_some_and(|t| t.held == Some(ix)));
+        if !whole {
+            self.lose_held(ix, job, &named, out);
+            return;
+        }
+        let state = self.jobs.get_mut(&job).expect("found above");
+        for i in &named {
+            state.tasks[*i as usize].held = None;
+        }
+        let n = named.len() as u32;
+        state.held -= n;
+        state.remaining -= n;
+        if let Some(exec) = self.executors[ix as usize].as_mut() {
+            exec.held -= n;
+        }
+        out.push(Output::PartialAccepted { job, tasks: n });
+        if state.remaining == 0 {
+            self.jobs.remove(&job);
+            out.push(Output::JobSucceeded { job });
+        }
+    }
+
+    /// The outputs of `tasks` that `ix` holds for `job` are lost: those tasks run again.
+    fn lose_held(&mut self, ix: Ix, job: JobId, tasks: &[u32], out: &mut Vec<Output>) {
+        let Some(state) = self.jobs.get_mut(&job) else { return };
+        let mut lost = Vec::new();
+        for &index in tasks {
+            if let Some(task) = state.tasks.get_mut(index as usize).filter(|t| t.held == Some(ix)) {
+                task.held = None;
+                task.done = false;
+                state.held -= 1;
+                state.collecting = None;
+                lost.push(index);
+                out.push(Output::TaskLost { job, index });
+            }
+        }
+        if let Some(exec) = self.executors[ix as usize].as_mut() {
+            exec.held -= lost.len() as u32;
+        }
+        for index in lost.into_iter().rev() {
+            self.queue.push_front((job, index));
+        }
+    }
+
+    /// Outputs held by executors that were asked for them more than the collect
+    /// timeout ago and did not deliver run again elsewhere.
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<Output> {
+        let mut out = Vec::new();
+        let Some(timeout) = self.collect_timeout else { return out };
+        let late: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.collecting.is_some_and(|at| now >= at + timeout))
+            .map(|(id, _)| *id)
+            .collect();
+        for job in late {
+            let held: Vec<(Ix, u32)> = self.jobs[&job]
+                .tasks
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| t.held.map(|ix| (ix, i as u32)))
+                .collect();
+            for (ix, index) in held {
+                self.lose_held(ix, job, &[index], &mut out);
+            }
+        }
+        self.launch(&mut out);
+        out
+    }
+
+    /// When [`Scheduler::handle_timeout`] has something to do next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let timeout = self.collect_timeout?;
+        self.jobs.values().filter_map(|j| j.collecting).min().map(|at| at + timeout)
+    }
+
     /// A failure of an attempt `holder()` has vouched for.
     fn task_failed(
         &mut self,
@@ -603,6 +803,10 @@ impl Scheduler {
             return;
         };
         for (index, task) in state.tasks.iter().enumerate() {
+            // What executors hold for the job goes with it (they drop it at the job's end).
+            if let Some(exec) = task.held.and_then(|ix| self.executors[ix as usize].as_mut()) {
+                exec.held -= 1;
+            }
             if let Some((number, ix)) = task.running {
                 let attempt = Attempt { job, index: index as u32, number };
                 self.release(ix);

@@ -245,6 +245,9 @@ impl World {
                     self.placed.clear();
                 }
                 Action::Retrying { .. } | Action::ExecutorExcluded { .. } => {}
+                Action::Collect { .. } | Action::PartialAccepted { .. } | Action::TaskLost { .. } => {
+                    panic!("no output is combined here: {action:?}")
+                }
                 Action::FetchToken { .. } | Action::TokensChanged { .. } | Action::TokenRetry { .. } => {
                     panic!("no token is renewed here: {action:?}")
                 }

@@ -31,6 +31,13 @@ impl TaskLogSink {
         b.dropped += (data.len() - kept) as u64;
     }
 
+    /// Empties the buffer (a live instance starts the next call's log).
+    pub(crate) fn clear(&self) {
+        let mut b = self.inner.lock().expect("log buffer lock");
+        b.bytes.clear();
+        b.dropped = 0;
+    }
+
     /// The captured text, with a note of what was dropped.
     pub(crate) fn contents(&self) -> String {
         let b = self.inner.lock().expect("log buffer lock");

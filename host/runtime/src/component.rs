@@ -1,7 +1,7 @@
 //! Job components: identified by SHA-256 digest, compiled once per engine and kept on
 //! disk, checked against the `flint:task` worlds, and pre-instantiated.
 
-use crate::bindings::exports::flint::task::{aggregator, job};
+use crate::bindings::exports::flint::task::{aggregator, combiner, job};
 use crate::engine::Runtime;
 use crate::host::HostState;
 use flint_proto::{Digest, World};
@@ -31,6 +31,9 @@ pub struct JobComponent {
     pub(crate) pre: InstancePre<HostState>,
     pub(crate) job: job::GuestIndices,
     pub(crate) aggregator: Option<aggregator::GuestIndices>,
+    /// Present when the job exports `combiner` (world `combine`): its merge is
+    /// commutative and its partitions may be combined where they run.
+    pub(crate) combiner: Option<combiner::GuestIndices>,
 }
 
 impl fmt::Debug for JobComponent {
@@ -64,11 +67,18 @@ impl JobComponent {
             )
         })?;
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
+        let combiner = aggregator.as_ref().and_then(|_| combiner::GuestIndices::new(&pre).ok());
         let world = if aggregator.is_some() { World::Aggregate } else { World::Task };
-        tracing::debug!(%digest, ?world, "component loaded");
+        tracing::debug!(%digest, ?world, combines = combiner.is_some(), "component loaded");
         let image = component.image_range();
         let size = (image.end as usize).saturating_sub(image.start as usize) as u64;
-        Ok(JobComponent { digest, world, size, pre, job, aggregator })
+        Ok(JobComponent { digest, world, size, pre, job, aggregator, combiner })
+    }
+
+    /// Whether the job's partitions may be combined where they run (it exports
+    /// `combiner`, promising a commutative merge).
+    pub fn combines(&self) -> bool {
+        self.combiner.is_some()
     }
 }
 

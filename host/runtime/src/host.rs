@@ -128,6 +128,8 @@ impl host::Host for HostState {
 pub(crate) struct MemoryCap {
     pub(crate) limit: u64,
     pub(crate) refused: bool,
+    /// The largest memory this instance was allowed to grow to.
+    pub(crate) grown: u64,
     /// The runtime's high-water mark of instance memory, raised by each growth allowed.
     pub(crate) high_water: std::sync::Arc<crate::engine::RuntimeStats>,
 }
@@ -137,6 +139,7 @@ impl ResourceLimiter for MemoryCap {
         let ok = desired as u64 <= self.limit;
         self.refused |= !ok;
         if ok {
+            self.grown = self.grown.max(desired as u64);
             self.high_water
                 .instance_memory_high_water
                 .fetch_max(desired as u64, std::sync::atomic::Ordering::Relaxed);

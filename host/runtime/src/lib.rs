@@ -13,12 +13,12 @@ mod sandbox;
 
 pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError, RuntimeStats};
-pub use sandbox::{Accumulator, Call, Folder, KillSwitch, Outcome, TaskContext, TaskInput};
+pub use sandbox::{Accumulator, Call, Combiner, Folder, KillSwitch, Outcome, TaskContext, TaskInput};
 
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
 mod bindings {
     wasmtime::component::bindgen!({
-        world: "aggregate",
+        world: "combine",
         path: "../../wit",
     });
 }

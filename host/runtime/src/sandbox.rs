@@ -133,7 +133,7 @@ impl Runtime {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limits: MemoryCap { limit, refused: false, high_water: self.stats.clone() },
+            limits: MemoryCap { limit, refused: false, grown: 0, high_water: self.stats.clone() },
             info,
             config: ctx.config.clone(),
             tokens: ctx.tokens.clone(),
@@ -149,10 +149,11 @@ impl Runtime {
         // rather than as a failed copy; never below wasmtime's default of 128 MiB.
         let fuel = usize::try_from(ctx.max_result_size.saturating_mul(2)).unwrap_or(usize::MAX);
         store.set_hostcall_fuel(fuel.max(128 << 20));
-        let kill = ctx.kill.clone();
         store.set_epoch_deadline(1);
+        // The kill switch and the deadline are read from the store: a live instance
+        // (a combiner) gets the next call's own before each call.
         store.epoch_deadline_callback(move |store| {
-            if kill.is_killed() {
+            if store.data().kill.is_killed() {
                 return Err(wasmtime::Error::new(Killed));
             }
             if Instant::now() >= store.data().deadline {
@@ -161,6 +162,90 @@ impl Runtime {
             Ok(UpdateDeadline::Continue(1))
         });
         (store, log)
+    }
+}
+
+impl Runtime {
+    /// A live instance of a combining job (one that exports `combiner`), into which the
+    /// partitions one slot runs are added one call at a time.
+    pub fn combiner(&self, component: Arc<JobComponent>, ctx: &TaskContext) -> Result<Combiner, TaskFailure> {
+        if !component.combines() {
+            return Err(TaskFailure::Host { message: "the component exports no combiner".into() });
+        }
+        let (mut store, _log) = self.new_store(ctx);
+        let instance = component.pre.instantiate(&mut store).map_err(|e| classify(e, &store, ctx))?;
+        Ok(Combiner { component, store, instance })
+    }
+}
+
+/// A live instance of a combining job holding the running value of the partitions
+/// added to it. Each call runs as its own task: its ids, deadline, kill switch and log,
+/// under the instance's one memory cap. After a failed call the value is gone with
+/// whatever it held: the owner drops the combiner and has those partitions run again.
+pub struct Combiner {
+    component: Arc<JobComponent>,
+    store: Store<HostState>,
+    instance: wasmtime::component::Instance,
+}
+
+impl Combiner {
+    /// Folds one partition into the running value: a task whose output stays here.
+    pub fn add(&mut self, ctx: &TaskContext, input: TaskInput) -> Outcome {
+        let started = Instant::now();
+        self.enter(ctx);
+        let store = &mut self.store;
+        let result = combiner(&self.component, store, &self.instance)
+            .and_then(|c| c.call_add(&mut *store, &partition(input)));
+        let result = result
+            .map_err(|e| classify(e, store, ctx))
+            .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }));
+        let log = store.data().log.contents();
+        Outcome { result: result.map(|()| Vec::new()), log, elapsed: started.elapsed() }
+    }
+
+    /// The running value, encoded as a task output, within `ctx`'s result size.
+    pub fn take(&mut self, ctx: &TaskContext) -> Result<Vec<u8>, TaskFailure> {
+        self.enter(ctx);
+        let store = &mut self.store;
+        let result = combiner(&self.component, store, &self.instance).and_then(|c| c.call_take(&mut *store));
+        settle(result, store, ctx)
+    }
+
+    /// The most memory the instance has grown to, in bytes.
+    pub fn memory(&self) -> u64 {
+        self.store.data().limits.grown
+    }
+
+    /// Makes the store the next call's: its ids, configuration, tokens, deadline, kill
+    /// switch, and an empty log.
+    fn enter(&mut self, ctx: &TaskContext) {
+        let state = self.store.data_mut();
+        state.info = TaskInfo {
+            app_id: ctx.app_id.clone(),
+            job_id: ctx.job_id.clone(),
+            task_index: ctx.task_index,
+            task_count: ctx.task_count,
+            attempt: ctx.attempt,
+        };
+        state.config = ctx.config.clone();
+        state.tokens = ctx.tokens.clone();
+        state.deadline = Instant::now() + ctx.deadline.saturating_sub(ctx.spent);
+        state.kill = ctx.kill.clone();
+        state.limits.refused = false;
+        state.echo = crate::host::EchoBudget::new();
+        state.log.clear();
+        self.store.set_epoch_deadline(1);
+    }
+}
+
+fn combiner(
+    component: &JobComponent,
+    store: &mut Store<HostState>,
+    instance: &wasmtime::component::Instance,
+) -> wasmtime::Result<crate::bindings::exports::flint::task::combiner::Guest> {
+    match &component.combiner {
+        Some(indices) => indices.load(&mut *store, instance),
+        None => Err(wasmtime::Error::msg("the component exports no combiner")),
     }
 }
 

@@ -350,3 +350,92 @@ fn a_place_left_by_a_lost_executor_is_taken_by_the_next_without_its_history() {
     assert_eq!(s.running_on("c"), 1);
     assert!(s.room_index_is_true());
 }
+
+fn combined(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> Vec<Output> {
+    let attempt = Attempt { job: 1, index, number };
+    s.handle(now, Input::TaskCombined { attempt, executor: exec.into(), elapsed: SLOW })
+}
+
+fn partial(s: &mut Scheduler, now: Instant, exec: &str, tasks: &[u32]) -> Vec<Output> {
+    s.handle(now, Input::Partial { executor: exec.into(), job: 1, tasks: tasks.to_vec() })
+}
+
+fn collects(out: &[Output]) -> Vec<ExecutorId> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Collect { executor, .. } => Some(executor.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn combined_outputs_are_collected_from_their_executors_once_every_task_is_done() {
+    let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 3, max_failures: 4 });
+    assert!(collects(&combined(&mut s, now, "a", 0, 0)).is_empty());
+    assert!(!s.is_idle("a"), "a holds an output the driver has not got");
+    assert!(collects(&combined(&mut s, now, "b", 1, 0)).is_empty());
+    // The last task: both holders are asked, once.
+    let out = combined(&mut s, now, "a", 2, 0);
+    assert_eq!(collects(&out), vec!["a".to_string(), "b".to_string()]);
+    let out = partial(&mut s, now, "a", &[2, 0]);
+    assert!(out.contains(&Output::PartialAccepted { job: 1, tasks: 2 }), "{out:?}");
+    assert!(!out.contains(&Output::JobSucceeded { job: 1 }));
+    let out = partial(&mut s, now, "b", &[1]);
+    assert!(out.contains(&Output::JobSucceeded { job: 1 }), "{out:?}");
+    assert!(s.is_idle("a") && s.is_idle("b"));
+    assert!(s.room_index_is_true());
+}
+
+#[test]
+fn outputs_held_by_a_lost_executor_run_again_without_counting_as_failures() {
+    let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 1 });
+    combined(&mut s, now, "a", 0, 0);
+    let out = combined(&mut s, now, "b", 1, 0);
+    assert_eq!(collects(&out).len(), 2);
+    // b delivers; a goes before it does: its task runs again, on b.
+    partial(&mut s, now, "b", &[1]);
+    let out = s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
+    assert!(out.contains(&Output::TaskLost { job: 1, index: 0 }), "{out:?}");
+    assert_eq!(launches(&out), vec![("b".into(), 0, 1)]);
+    // max_failures is 1: a loss is not a failure, and the rerun combines again.
+    let out = combined(&mut s, now, "b", 0, 1);
+    assert_eq!(collects(&out), vec!["b".to_string()]);
+    assert!(partial(&mut s, now, "b", &[0]).contains(&Output::JobSucceeded { job: 1 }));
+}
+
+#[test]
+fn a_partial_that_does_not_match_what_its_executor_holds_is_refused_and_those_tasks_rerun() {
+    let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 3, max_failures: 4 });
+    combined(&mut s, now, "a", 0, 0);
+    combined(&mut s, now, "a", 1, 0);
+    combined(&mut s, now, "b", 2, 0);
+    // Claims b's task, names one twice, names one out of range, names none.
+    for tasks in [&[0, 2][..], &[0, 0], &[0, 7], &[]] {
+        let out = partial(&mut s, now, "a", tasks);
+        assert!(!out.iter().any(|o| matches!(o, Output::PartialAccepted { .. })), "{tasks:?}: {out:?}");
+    }
+    // a's outputs that the refused partials named went back to the queue and run again;
+    // b's is still b's.
+    assert!(s.holds("a", Attempt { job: 1, index: 0, number: 1 }));
+    assert!(partial(&mut s, now, "b", &[2]).contains(&Output::PartialAccepted { job: 1, tasks: 1 }));
+    assert!(s.room_index_is_true());
+}
+
+#[test]
+fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_timeout() {
+    let now = Instant::now();
+    let mut s = Scheduler::new(Policy::default()).with_collect_timeout(Duration::from_secs(5));
+    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 1 });
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
+    assert_eq!(collects(&combined(&mut s, now, "a", 0, 0)), vec!["a".to_string()]);
+    assert_eq!(s.poll_timeout(), Some(now + Duration::from_secs(5)));
+    assert!(s.handle_timeout(now + Duration::from_secs(4)).is_empty());
+    let out = s.handle_timeout(now + Duration::from_secs(5));
+    assert!(out.contains(&Output::TaskLost { job: 1, index: 0 }), "{out:?}");
+    assert_eq!(launches(&out), vec![("a".into(), 0, 1)]);
+    assert_eq!(s.poll_timeout(), None);
+}

@@ -189,6 +189,32 @@ fn a_flaky_task_is_retried_and_the_job_succeeds() {
     assert_eq!(report["task_failures"].as_array().unwrap().len(), 3);
 }
 
+#[test]
+fn a_combining_instance_that_traps_loses_what_it_held_and_those_tasks_run_again() {
+    // One slot: tasks 0..9 are added to one combining instance, which traps adding 10.
+    let args = ["run", "examples/tally", "--partitions", "20", "--executors", "1", "--cores", "1"];
+    let out = flint(&[&args[..], &["--conf", "trap_task=10", "--json"]].concat());
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["result"], serde_json::json!({"sum": 210, "tasks": 20}), "each task once: {report}");
+    let failures = report["task_failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "only the trap is a failure: {report}");
+    assert_eq!(failures[0]["task"], 10, "{report}");
+    assert_eq!(failures[0]["failure"]["kind"], "trap", "{report}");
+    // 20 first attempts, task 10 again, and the ten whose outputs went with the instance.
+    assert_eq!(report["attempts"], 31, "{report}");
+}
+
+#[test]
+fn combined_values_too_large_for_a_report_arrive_as_blocks() {
+    let args = ["run", "examples/tally", "--partitions", "16", "--executors", "2", "--cores", "2"];
+    let out = flint(&[&args[..], &["--conf", "pad=300000", "--json"]].concat());
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["result"], serde_json::json!({"sum": 136, "tasks": 16}), "{report}");
+    assert_eq!(report["attempts"], 16, "{report}");
+}
+
 /// A one-line error on stderr, exit code 3, no panic.
 fn assert_refused(args: &[&str], needle: &str) {
     let out = flint(args);

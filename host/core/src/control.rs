@@ -414,7 +414,9 @@ impl ControlCore {
                 }
             }
             Event::TaskCombined { id, incarnation, attempt, elapsed } => {
-                if self.scheduler.holds(&id, attempt) && self.registry.reported(now, &id, incarnation, Some(true)) {
+                if self.scheduler.holds(&id, attempt)
+                    && self.registry.reported(now, &id, incarnation, Some(true))
+                {
                     self.step(now, Input::TaskCombined { attempt, executor: id, elapsed }, &mut actions);
                 } else {
                     self.unheld(&id, incarnation, attempt, true);
@@ -683,7 +685,9 @@ impl ControlCore {
                         actions.push(Action::Collect { executor, incarnation, job });
                     }
                 }
-                Output::PartialAccepted { job, tasks } => actions.push(Action::PartialAccepted { job, tasks }),
+                Output::PartialAccepted { job, tasks } => {
+                    actions.push(Action::PartialAccepted { job, tasks })
+                }
                 Output::Kill { executor, attempt } => {
                     if let Some(incarnation) = self.incarnation(&executor) {
                         let killed = self.killed.entry(executor.clone()).or_default();

@@ -417,6 +417,10 @@ impl Scheduler {
                 if job.remaining == 0 {
                     self.jobs.remove(&attempt.job);
                     out.push(Output::JobSucceeded { job: attempt.job });
+                } else {
+                    // The last task to end may be one whose output came in the report
+                    // while others wait combined on executors.
+                    self.collect_if_ready(now, attempt.job, &mut out);
                 }
             }
             Input::TaskFailed { attempt, executor, failure } => {

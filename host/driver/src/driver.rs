@@ -2,7 +2,7 @@
 //! the links to executors and every running job. Submitters, executors and fold workers
 //! talk to it by events; it carries out what the core decides.
 
-use crate::fold::OrderedFold;
+use crate::fold::Folding;
 use crate::job::{JobRequest, SubmitError};
 use crate::link::ExecutorLink;
 use flint_core::{
@@ -13,8 +13,8 @@ use flint_executor::DriverSource;
 use flint_proto::wire::Rejection;
 use flint_proto::{
     BlockRef, ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, FailureRecord,
-    JobDescriptor, JobError, JobId, JobPlan, JobProgress, JobReport, JobStatus, PartitionSpec, Settings,
-    Source, StatusUpdate, TaskFailure, TaskLaunch, TaskOutput, TaskState, Token, World,
+    JobDescriptor, JobError, JobId, JobPlan, JobProgress, JobReport, JobStatus, Partial, PartitionSpec,
+    Settings, Source, StatusUpdate, TaskFailure, TaskLaunch, TaskOutput, TaskState, Token, World,
 };
 use flint_runtime::{JobComponent, KillSwitch, Runtime, TaskContext};
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -185,6 +185,20 @@ enum Event {
         incarnation: Incarnation,
         update: StatusUpdate,
         result: Result<Vec<u8>, TaskFailure>,
+    },
+    /// An executor handed over combined outputs.
+    Partial {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        partial: Partial,
+    },
+    /// A partial result's block arrived, or could not be had.
+    PartialFetched {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+        result: Result<Vec<u8>, String>,
     },
     Folded {
         job: JobId,
@@ -584,6 +598,18 @@ impl Driver {
         }
     }
 
+    /// Combined outputs read off a remote executor's connection (its id is the
+    /// connection's).
+    pub async fn partial(&self, id: ExecutorId, incarnation: Incarnation, partial: Partial) {
+        let _ = self.peers.send(Event::Partial { id, incarnation, partial }).await;
+    }
+
+    /// An in-process executor's combined outputs (at most one per combining instance,
+    /// each after the reports of the tasks it holds).
+    pub fn local_partial(&self, id: ExecutorId, incarnation: Incarnation, partial: Partial) {
+        let _ = self.send(Event::Partial { id, incarnation, partial });
+    }
+
     /// An in-process executor's report of an attempt (its queue is bounded by credit);
     /// `update.executor` names the executor, and `incarnation` the life of it that the
     /// report came from.
@@ -681,7 +707,15 @@ struct FoldWorker {
     backlog: Arc<AtomicU64>,
     /// Outputs accepted in this turn of the event loop, sent to the worker together at
     /// its end (one wake-up of the fold thread per turn, not per task).
-    pending: Vec<(u32, Vec<u8>)>,
+    pending: Vec<FoldInput>,
+}
+
+/// An output for the fold: one task's (`index`), or a partial result of `tasks`
+/// combined ones, which a commutative fold takes in any order.
+struct FoldInput {
+    index: Option<u32>,
+    tasks: u32,
+    bytes: Vec<u8>,
 }
 
 impl FoldWorker {
@@ -693,7 +727,7 @@ impl FoldWorker {
 }
 
 enum FoldMessage {
-    Outputs(Vec<(u32, Vec<u8>)>),
+    Outputs(Vec<FoldInput>),
     Finish,
 }
 
@@ -893,6 +927,11 @@ impl EventLoop {
                     self.fail(now, incarnation, update, failure)
                 }
             },
+            Event::Partial { id, incarnation, partial } => self.partial(now, id, incarnation, partial),
+            Event::PartialFetched { id, incarnation, job, tasks, result } => match result {
+                Ok(bytes) => self.partial_in(now, id, incarnation, job, tasks, bytes),
+                Err(reason) => self.partial_lost(now, id, incarnation, job, tasks, &reason),
+            },
             Event::Folded { job, result } => self.complete(job, result),
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
@@ -986,6 +1025,8 @@ impl EventLoop {
             memory_limit: job.memory_limit,
             deadline: job.deadline,
             max_result_size: job.settings.task_max_result_size,
+            // Its merge is commutative: the tasks a slot runs are combined there.
+            combine: job.component.combines() && job.settings.task_combine,
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
         let span = tracing::info_span!("job", job_id = id, name = %job.name);
@@ -1044,6 +1085,12 @@ impl EventLoop {
         // goes to it anyway, to be counted, but costs nothing more.
         if !self.core.accepts(&update.executor, incarnation, update.attempt) {
             let event = match update.state {
+                TaskState::Succeeded(TaskOutput::Combined) => CoreEvent::TaskCombined {
+                    id: update.executor,
+                    incarnation,
+                    attempt: update.attempt,
+                    elapsed: update.elapsed,
+                },
                 TaskState::Succeeded(_) => CoreEvent::TaskSucceeded {
                     id: update.executor,
                     incarnation,
@@ -1066,6 +1113,14 @@ impl EventLoop {
                 let failure = failure.clone();
                 return self.fail(now, incarnation, update, failure);
             }
+            TaskState::Succeeded(TaskOutput::Combined)
+                if !self.jobs.get(&update.attempt.job).is_some_and(|j| j.descriptor.combine) =>
+            {
+                let failure = TaskFailure::Host {
+                    message: "the executor held the output combined, but the job does not combine".into(),
+                };
+                return self.fail(now, incarnation, update, failure);
+            }
             TaskState::Succeeded(output) => output.clone(),
         };
         let Some(job) = self.jobs.get_mut(&update.attempt.job) else { return };
@@ -1085,18 +1140,117 @@ impl EventLoop {
                     .handle(now, CoreEvent::TaskSucceeded { id: executor, incarnation, attempt, elapsed });
                 self.apply(actions, Some(bytes));
             }
-            TaskOutput::Block(block) => self.fetch(incarnation, update, block),
+            TaskOutput::Block(block) => {
+                let (executor, job) = (update.executor.clone(), update.attempt.job);
+                let span = tracing::debug_span!("fetch", attempt = %update.attempt, size = block.size);
+                self.fetch(incarnation, &executor, job, block, span, move |result| {
+                    let result = result.map_err(|failure| match failure {
+                        FetchFailure::Mismatch(message) => TaskFailure::Host { message },
+                        FetchFailure::Lost(reason) => TaskFailure::ExecutorLost {
+                            executor: update.executor.clone(),
+                            reason: format!("fetching the result failed: {reason}"),
+                        },
+                    });
+                    Event::Fetched { incarnation, update, result }
+                });
+            }
+            // Held on the executor, folded into its running value: it comes with a
+            // partial result.
+            TaskOutput::Combined => {
+                self.task_succeeded(incarnation, &update);
+                let StatusUpdate { executor, attempt, elapsed, .. } = update;
+                self.feed(now, CoreEvent::TaskCombined { id: executor, incarnation, attempt, elapsed });
+            }
         }
     }
 
-    /// Fetches a result block on a stream of its own; the attempt keeps its slot until
-    /// the bytes are in, then its success is fed to the core.
-    fn fetch(&mut self, incarnation: Incarnation, update: StatusUpdate, block: BlockRef) {
-        let Some((_, link)) = self.links.get(&update.executor).filter(|(i, _)| *i == incarnation) else {
+    /// Combined outputs handed over: small ones ride in the message, larger ones are
+    /// fetched as a block; a combining instance that failed loses what it held.
+    fn partial(&mut self, now: Instant, id: ExecutorId, incarnation: Incarnation, partial: Partial) {
+        let Partial { job, tasks, output } = partial;
+        match output {
+            Ok(TaskOutput::Inline(bytes)) => self.partial_in(now, id, incarnation, job, tasks, bytes),
+            Ok(TaskOutput::Block(block)) if self.jobs.contains_key(&job) => {
+                let span =
+                    tracing::debug_span!("fetch", job_id = job, tasks = tasks.len(), size = block.size);
+                let executor = id.clone();
+                self.fetch(incarnation, &executor, job, block, span, move |result| Event::PartialFetched {
+                    id,
+                    incarnation,
+                    job,
+                    tasks,
+                    result: result.map_err(|failure| match failure {
+                        FetchFailure::Mismatch(message) | FetchFailure::Lost(message) => message,
+                    }),
+                });
+            }
+            // A job that ended holds nothing more.
+            Ok(TaskOutput::Block(_)) => {}
+            Ok(TaskOutput::Combined) => {
+                self.partial_lost(now, id, incarnation, job, tasks, "a partial result must hold a value")
+            }
+            Err(reason) => self.partial_lost(now, id, incarnation, job, tasks, &reason),
+        }
+    }
+
+    /// A partial result's bytes are in: the core accepts it whole (the executor holds
+    /// every task it names) or has those tasks run again; accepted, it is folded.
+    fn partial_in(
+        &mut self,
+        now: Instant,
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+        bytes: Vec<u8>,
+    ) {
+        let Some(record) = self.jobs.get_mut(&job) else { return };
+        record.result_bytes += bytes.len() as u64;
+        if record.result_bytes > record.max_result_bytes {
+            let reason =
+                JobError::ResultTooLarge { size: record.result_bytes, limit: record.max_result_bytes };
+            self.complete(job, Err(reason));
+            return;
+        }
+        let actions = self.core.handle(now, CoreEvent::Partial { id, incarnation, job, tasks });
+        self.apply(actions, Some(bytes));
+    }
+
+    fn partial_lost(
+        &mut self,
+        now: Instant,
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+        reason: &str,
+    ) {
+        if let Some(record) = self.jobs.get(&job) {
+            let reason = flint_proto::failure::head(reason, 1024);
+            record.span.in_scope(|| {
+                tracing::warn!(executor_id = %id, tasks = tasks.len(), %reason, "combined outputs lost; those tasks run again")
+            });
+        }
+        self.feed(now, CoreEvent::CombinedLost { id, incarnation, job, tasks });
+    }
+
+    /// Fetches a block on a stream of its own and sends what `done` makes of the bytes
+    /// (checked against the block's size and digest) to the loop. A task's attempt keeps
+    /// its slot until then; a partial result's tasks stay held by their executor.
+    fn fetch(
+        &mut self,
+        incarnation: Incarnation,
+        executor: &ExecutorId,
+        job: JobId,
+        block: BlockRef,
+        span: tracing::Span,
+        done: impl FnOnce(Result<Vec<u8>, FetchFailure>) -> Event + Send + 'static,
+    ) {
+        let Some((_, link)) = self.links.get(executor).filter(|(i, _)| *i == incarnation) else {
             return;
         };
         let fetch = link.fetch(block);
-        let backlog = match self.jobs.get(&update.attempt.job).map(|j| &j.fold) {
+        let backlog = match self.jobs.get(&job).map(|j| &j.fold) {
             Some(Fold::Aggregate(worker)) => Some((worker.backlog.clone(), worker.kill.clone())),
             _ => None,
         };
@@ -1104,7 +1258,6 @@ impl EventLoop {
         // An executor that holds a block but never sends it must not hold the job: the
         // fetch gets as long as a silent executor does.
         let limit = self.driver.shared.settings.network_timeout;
-        let span = tracing::debug_span!("fetch", attempt = %update.attempt, size = block.size);
         tokio::spawn(
             async move {
                 // Outputs waiting for a slow merge hold this fetch back (and with it the
@@ -1122,22 +1275,17 @@ impl EventLoop {
                 });
                 let result = match fetched {
                     Ok(bytes) if bytes.len() as u64 != block.size || Digest::of(&bytes) != block.digest => {
-                        Err(TaskFailure::Host {
-                            message: format!(
-                                "result block of {} bytes does not match its reference ({} bytes, {})",
-                                bytes.len(),
-                                block.size,
-                                block.digest
-                            ),
-                        })
+                        Err(FetchFailure::Mismatch(format!(
+                            "result block of {} bytes does not match its reference ({} bytes, {})",
+                            bytes.len(),
+                            block.size,
+                            block.digest
+                        )))
                     }
                     Ok(bytes) => Ok(bytes),
-                    Err(reason) => Err(TaskFailure::ExecutorLost {
-                        executor: update.executor.clone(),
-                        reason: format!("fetching the result failed: {reason}"),
-                    }),
+                    Err(reason) => Err(FetchFailure::Lost(reason)),
                 };
-                let _ = events.send(Event::Fetched { incarnation, update, result });
+                let _ = events.send(done(result));
             }
             .instrument(span),
         );
@@ -1227,10 +1375,37 @@ impl EventLoop {
                                 if worker.pending.is_empty() {
                                     self.folds_pending.push(attempt.job);
                                 }
-                                worker.pending.push((attempt.index, bytes));
+                                worker.pending.push(FoldInput {
+                                    index: Some(attempt.index),
+                                    tasks: 1,
+                                    bytes,
+                                });
                             }
                             Fold::Collect(outputs) => outputs[attempt.index as usize] = Some(bytes),
                         }
+                    }
+                }
+                Action::PartialAccepted { job, tasks } => {
+                    if let (Some(record), Some(bytes)) = (self.jobs.get_mut(&job), output.take())
+                        && let Fold::Aggregate(worker) = &mut record.fold
+                    {
+                        worker.backlog.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        if worker.pending.is_empty() {
+                            self.folds_pending.push(job);
+                        }
+                        worker.pending.push(FoldInput { index: None, tasks, bytes });
+                    }
+                }
+                Action::Collect { executor, incarnation, job } => {
+                    if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
+                        link.collect(job);
+                    }
+                }
+                Action::TaskLost { job, index } => {
+                    if let Some(record) = self.jobs.get(&job) {
+                        record
+                            .span
+                            .in_scope(|| tracing::info!(index, "combined output lost; the task runs again"));
                     }
                 }
                 Action::Kill { executor, incarnation, attempt } => {
@@ -1431,6 +1606,14 @@ impl EventLoop {
     }
 }
 
+/// Why a block fetch gave no bytes.
+enum FetchFailure {
+    /// The bytes that came are not the block the executor named.
+    Mismatch(String),
+    /// None came: the stream or the executor went, or the time ran out.
+    Lost(String),
+}
+
 fn update_size(state: &TaskState) -> u64 {
     match state {
         TaskState::Succeeded(output) => output.size(),
@@ -1490,17 +1673,19 @@ fn spawn_fold(
             // Outputs load into accumulators in the job's instance and stay there,
             // decoded, until `finish`: each is decoded once, the total never re-encoded.
             let mut folder = runtime.folder(&component, ctx);
-            let mut fold = OrderedFold::new();
+            // A combining job's partial results come in any order: its merge promised
+            // to be commutative.
+            let mut fold = Folding::new(job.combine);
             let result = loop {
                 match rx.recv() {
                     Ok(FoldMessage::Outputs(outputs)) => {
                         let mut failed = None;
-                        for (index, bytes) in outputs {
+                        for FoldInput { index, tasks, bytes } in outputs {
                             let size = bytes.len() as u64;
                             if failed.is_none() {
-                                let pushed = folder.load(&bytes).and_then(|acc| {
+                                let pushed = folder.load(&bytes).map_err(Ok).and_then(|acc| {
                                     drop(bytes);
-                                    fold.push(index, acc, &mut |left, right| {
+                                    fold.push(index, tasks, acc, &mut |left, right| {
                                         folder.absorb(&left, right).map(|()| left)
                                     })
                                 });
@@ -1508,15 +1693,28 @@ fn spawn_fold(
                             }
                             backlog.fetch_sub(size, Ordering::Relaxed);
                         }
-                        if let Some(failure) = failed {
-                            break Err(JobError::Merge(failure));
+                        match failed {
+                            None => {}
+                            Some(Ok(failure)) => break Err(JobError::Merge(failure)),
+                            Some(Err(crate::fold::Unplaceable)) => {
+                                break Err(JobError::Merge(TaskFailure::Host {
+                                    message: "a combined output reached a job folded in partition order"
+                                        .into(),
+                                }));
+                            }
                         }
                     }
                     Ok(FoldMessage::Finish) => {
-                        break match std::mem::take(&mut fold).into_total(job.task_count) {
+                        break match fold.into_total(job.task_count) {
                             Some(total) => folder.finish(total).map_err(JobError::Finish),
                             // A job of no partitions has nothing to finish.
-                            None => Ok(b"null".to_vec()),
+                            None if job.task_count == 0 => Ok(b"null".to_vec()),
+                            None => Err(JobError::Merge(TaskFailure::Host {
+                                message: format!(
+                                    "the fold ended without all {} task outputs",
+                                    job.task_count
+                                ),
+                            })),
                         };
                     }
                     Err(_) => return, // the job ended without us

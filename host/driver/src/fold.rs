@@ -1,8 +1,11 @@
-//! Folding task outputs in partition order as they arrive.
+//! Folding task outputs as they arrive: in partition order, or in any order for jobs
+//! whose merge is commutative.
 //!
 //! Outputs come back in any order. Each one starts a run of adjacent partitions; two runs
 //! that touch are merged, left before right. So `merge` only has to be associative, and
-//! the fold makes progress while stragglers still run.
+//! the fold makes progress while stragglers still run. A combining job (its component
+//! exports `combiner`) promises a commutative merge as well: its partial results, each
+//! holding any set of tasks, are merged into one total as they come.
 
 use std::collections::BTreeMap;
 
@@ -55,9 +58,93 @@ impl<T> OrderedFold<T> {
     }
 }
 
+/// A fold of either kind, with what it has taken in so far.
+#[derive(Debug)]
+pub enum Folding<T> {
+    /// Partition order: values of single tasks, by index.
+    Ordered(OrderedFold<T>),
+    /// Any order: values of any number of tasks, merged into one total.
+    Any { total: Option<T>, tasks: u64 },
+}
+
+/// A value the fold cannot place: it names no partition while the fold keeps partition
+/// order. The caller's checks keep this from happening; if it does, the job fails
+/// rather than finish without that value.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Unplaceable;
+
+impl<T> Folding<T> {
+    pub fn new(commutative: bool) -> Self {
+        if commutative {
+            Folding::Any { total: None, tasks: 0 }
+        } else {
+            Folding::Ordered(OrderedFold::new())
+        }
+    }
+
+    /// Adds the value of partition `index`, or of `tasks` tasks combined (no index).
+    pub fn push<E>(
+        &mut self,
+        index: Option<u32>,
+        tasks: u32,
+        value: T,
+        merge: &mut impl FnMut(T, T) -> Result<T, E>,
+    ) -> Result<(), Result<E, Unplaceable>> {
+        match self {
+            Folding::Ordered(fold) => match index {
+                Some(index) if tasks == 1 => fold.push(index, value, merge).map_err(Ok),
+                _ => Err(Err(Unplaceable)),
+            },
+            Folding::Any { total, tasks: count } => {
+                *total = Some(match total.take() {
+                    Some(left) => merge(left, value).map_err(Ok)?,
+                    None => value,
+                });
+                *count += u64::from(tasks);
+                Ok(())
+            }
+        }
+    }
+
+    /// The folded value of all `count` tasks, once every one is in.
+    pub fn into_total(self, count: u32) -> Option<T> {
+        match self {
+            Folding::Ordered(fold) => fold.into_total(count),
+            Folding::Any { total, tasks } => total.filter(|_| tasks == u64::from(count)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn add(a: u64, b: u64) -> Result<u64, ()> {
+        Ok(a + b)
+    }
+
+    #[test]
+    fn commutative_fold_takes_partials_of_any_tasks() {
+        let mut fold = Folding::new(true);
+        fold.push(None, 3, 30, &mut add).unwrap();
+        fold.push(Some(7), 1, 7, &mut add).unwrap();
+        fold.push(None, 4, 40, &mut add).unwrap();
+        assert_eq!(fold.into_total(8), Some(77));
+    }
+
+    #[test]
+    fn commutative_fold_missing_tasks_has_no_total() {
+        let mut fold = Folding::new(true);
+        fold.push(None, 3, 30, &mut add).unwrap();
+        assert_eq!(fold.into_total(4), None);
+    }
+
+    #[test]
+    fn ordered_fold_refuses_a_partial() {
+        let mut fold = Folding::new(false);
+        assert_eq!(fold.push(None, 3, 30, &mut add), Err(Err(Unplaceable)));
+        assert_eq!(fold.push(Some(0), 2, 30, &mut add), Err(Err(Unplaceable)));
+    }
 
     fn concat(a: Vec<u8>, b: Vec<u8>) -> Result<Vec<u8>, ()> {
         Ok([a, b].concat())

@@ -24,6 +24,8 @@ pub trait ExecutorLink: Send + Sync {
     fn job_ended(&self, job: JobId);
     /// Finish the running attempts, take no new ones, then leave.
     fn decommission(&self);
+    /// Hand over the partial results of the job's combined tasks.
+    fn collect(&self, job: JobId);
     /// Tasks read these delegation tokens from now on.
     fn tokens(&self, tokens: Vec<flint_proto::Token>) {
         let _ = tokens;
@@ -75,6 +77,10 @@ impl<B: Blocks> ExecutorLink for ChannelLink<B> {
 
     fn decommission(&self) {
         self.send(ExecutorCommand::Decommission);
+    }
+
+    fn collect(&self, job: JobId) {
+        self.send(ExecutorCommand::Collect(job));
     }
 
     fn tokens(&self, tokens: Vec<flint_proto::Token>) {

@@ -276,6 +276,7 @@ async fn serve_executor(
                             }
                         }
                         ExecutorCommand::Decommission => messages.push(DriverMessage::Decommission),
+                        ExecutorCommand::Collect(job) => messages.push(DriverMessage::Collect(job)),
                         ExecutorCommand::Tokens(tokens) => messages.push(DriverMessage::Tokens(tokens)),
                     }
                 }
@@ -308,6 +309,9 @@ async fn serve_executor(
             }
             Ok(Some(ExecutorMessage::Decommissioning)) => {
                 driver.decommissioning(id.clone(), incarnation).await
+            }
+            Ok(Some(ExecutorMessage::Partial(partial))) => {
+                driver.partial(id.clone(), incarnation, partial).await
             }
             Ok(Some(other)) => break Err(PeerError::Protocol(format!("unexpected {other:?}"))),
             Ok(None) => break Ok(()),

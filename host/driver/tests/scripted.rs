@@ -3,14 +3,17 @@
 //! given or indices out of range, hold a result block they never send, and old
 //! incarnations that report after their id was taken again. The job is the real `noop`
 //! component (it sums task outputs), so the answer says whether any output was lost or
-//! counted twice: each scripted task answers its index + 1.
+//! counted twice: each scripted task answers its index + 1. Combining executors (the
+//! real `pi` component, whose merge is commutative) hold outputs until the driver asks
+//! for them, deliver partial results that name tasks they do not hold, or go before
+//! they deliver.
 
 use flint_driver::{
     Blocks, ChannelLink, Driver, DriverConfig, ExecutorInfo, ExecutorLink, Fetch, Incarnation, JobRequest,
 };
 use flint_proto::{
-    Attempt, BlockId, BlockRef, Conf, Digest, ExecutorCommand, JobReport, StatusUpdate, TaskLaunch,
-    TaskOutput, TaskState,
+    Attempt, BlockId, BlockRef, Conf, Digest, ExecutorCommand, JobId, JobReport, Partial, StatusUpdate,
+    TaskLaunch, TaskOutput, TaskState,
 };
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::future::pending;
@@ -18,9 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
+fn example(name: &str) -> Vec<u8> {
+    let path = format!("{}/../../target/wasm32-wasip2/release/{name}.wasm", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e} (run `make build` first)"))
+}
+
 fn noop() -> Vec<u8> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/wasm32-wasip2/release/noop.wasm");
-    std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e} (run `make build` first)"))
+    example("noop")
 }
 
 fn driver(timeout: &str) -> Driver {
@@ -102,6 +109,31 @@ impl Scripted {
             elapsed: Duration::from_millis(1),
         };
         driver.status(self.incarnation, update);
+    }
+
+    /// The next command that is not a launch, kill or token push: the driver asking
+    /// for partial results, or a job's end.
+    async fn next_word(&mut self) -> ExecutorCommand {
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(10), self.commands.recv()).await;
+            match next.expect("a command within 10 s").expect("the link is open") {
+                ExecutorCommand::Launch(_) | ExecutorCommand::Kill(_) | ExecutorCommand::Tokens(_) => {
+                    continue;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn hand_over(&self, driver: &Driver, job: JobId, tasks: Vec<u32>, inside: u64, total: u64) {
+        let output = Ok(TaskOutput::Inline(postcard::to_allocvec(&(inside, total)).unwrap()));
+        driver.local_partial(self.id.clone(), self.incarnation, Partial { job, tasks, output });
+    }
+
+    /// Answers a pi attempt with its own output: 10 points, index + 1 inside.
+    fn answer_pi(&self, driver: &Driver, attempt: Attempt) {
+        let output = postcard::to_allocvec(&(u64::from(attempt.index) + 1, 10u64)).unwrap();
+        self.report(driver, attempt, TaskOutput::Inline(output));
     }
 
     /// Answers `attempt` as an honest executor would.
@@ -224,4 +256,145 @@ async fn a_result_block_that_never_comes_is_made_again_elsewhere() {
 /// A task output of the no-op job (a count), encoded as its guest encodes it.
 fn noop_output(n: u64) -> Vec<u8> {
     postcard::to_allocvec(&n).unwrap()
+}
+
+/// A pi job (its `Count` is `inside`, `total`, which postcard encodes as a pair).
+async fn submit_pi(driver: &Driver, tasks: u32) -> tokio::sync::oneshot::Receiver<JobReport> {
+    let request = JobRequest {
+        name: "pi".into(),
+        component: example("pi"),
+        partitions: Some(tasks),
+        ..JobRequest::default()
+    };
+    driver.submit(request).await.unwrap().report
+}
+
+/// The `inside` and `total` of a finished pi job.
+fn pi_counts(report: &JobReport) -> (u64, u64) {
+    let bytes = report.outcome.as_ref().unwrap_or_else(|e| panic!("the job failed: {e}"));
+    let value: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    (value["inside"].as_u64().unwrap(), value["total"].as_u64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn combined_outputs_are_asked_for_once_all_are_done_and_a_partial_that_lies_is_refused() {
+    let driver = driver("30s");
+    let mut a = join(&driver, "a", 1, true).await;
+    let mut b = join(&driver, "b", 1, true).await;
+    let mut report = submit_pi(&driver, 6).await;
+    // Each task "counts" 10 points of which its index + 1 are inside.
+    let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
+    while held_a.len() + held_b.len() < 6 {
+        tokio::select! {
+            batch = a.launches() => for launch in batch {
+                a.report(&driver, launch.attempt, TaskOutput::Combined);
+                held_a.push(launch.attempt.index);
+            },
+            batch = b.launches() => for launch in batch {
+                b.report(&driver, launch.attempt, TaskOutput::Combined);
+                held_b.push(launch.attempt.index);
+            },
+        }
+    }
+    assert!(!held_a.is_empty() && !held_b.is_empty(), "both ran tasks: {held_a:?} {held_b:?}");
+    // Only now, with every task done, is each holder asked.
+    let job = match a.next_word().await {
+        ExecutorCommand::Collect(job) => job,
+        other => panic!("expected a collect, got {other:?}"),
+    };
+    assert!(matches!(b.next_word().await, ExecutorCommand::Collect(j) if j == job));
+    let sum = |tasks: &[u32]| tasks.iter().map(|i| u64::from(*i) + 1).sum::<u64>();
+    // b claims one of a's tasks too: refused whole, so b's own tasks run again (and a's
+    // is still a's).
+    let mut lie = held_b.clone();
+    lie.push(held_a[0]);
+    b.hand_over(&driver, job, lie.clone(), sum(&lie), 10 * lie.len() as u64);
+    a.hand_over(&driver, job, held_a.clone(), sum(&held_a), 10 * held_a.len() as u64);
+    // The reruns go wherever there is room; each executor holding one is asked again.
+    let (mut again_a, mut again_b) = (Vec::new(), Vec::new());
+    while again_a.len() + again_b.len() < held_b.len() {
+        tokio::select! {
+            batch = a.launches() => for launch in batch {
+                a.report(&driver, launch.attempt, TaskOutput::Combined);
+                again_a.push(launch.attempt);
+            },
+            batch = b.launches() => for launch in batch {
+                b.report(&driver, launch.attempt, TaskOutput::Combined);
+                again_b.push(launch.attempt);
+            },
+        }
+    }
+    let mut rerun: Vec<u32> = again_a.iter().chain(&again_b).map(|a| a.index).collect();
+    rerun.sort_unstable();
+    held_b.sort_unstable();
+    assert_eq!(rerun, held_b, "exactly b's tasks ran again");
+    assert!(again_a.iter().chain(&again_b).all(|a| a.number > 0), "{again_a:?} {again_b:?}");
+    for (executor, again) in [(&mut a, &again_a), (&mut b, &again_b)] {
+        if again.is_empty() {
+            continue;
+        }
+        assert!(matches!(executor.next_word().await, ExecutorCommand::Collect(j) if j == job));
+        let tasks: Vec<u32> = again.iter().map(|a| a.index).collect();
+        executor.hand_over(&driver, job, tasks.clone(), sum(&tasks), 10 * tasks.len() as u64);
+    }
+    let report = tokio::time::timeout(Duration::from_secs(10), &mut report).await.unwrap().unwrap();
+    assert_eq!(pi_counts(&report), (21, 60), "1 + … + 6 inside of 6 × 10, each task once");
+    assert_eq!(report.attempts, 6 + held_b.len() as u32);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn outputs_held_by_an_executor_that_goes_before_it_delivers_are_made_again() {
+    let driver = driver("30s");
+    let mut a = join(&driver, "a", 2, true).await;
+    let mut report = submit_pi(&driver, 2).await;
+    let mut held = Vec::new();
+    while held.len() < 2 {
+        for launch in a.launches().await {
+            a.report(&driver, launch.attempt, TaskOutput::Combined);
+            held.push(launch.attempt.index);
+        }
+    }
+    let job = match a.next_word().await {
+        ExecutorCommand::Collect(job) => job,
+        other => panic!("expected a collect, got {other:?}"),
+    };
+    // A second executor joins, then the first goes without handing anything over.
+    let mut b = join(&driver, "b", 2, true).await;
+    driver.executor_lost(a.id.clone(), a.incarnation, "connection closed".into()).await;
+    let mut rerun = Vec::new();
+    while rerun.len() < 2 {
+        rerun.extend(b.launches().await);
+    }
+    // The reruns prove the loss was taken; a partial from the lost life now is not folded.
+    a.hand_over(&driver, job, held.clone(), 1000, 1000);
+    for launch in rerun {
+        b.answer_pi(&driver, launch.attempt);
+    }
+    let report = tokio::time::timeout(Duration::from_secs(10), &mut report).await.unwrap().unwrap();
+    assert_eq!(pi_counts(&report), (3, 20), "each task once, from b");
+    assert!(report.failures.is_empty(), "a loss is not a task failure: {:?}", report.failures);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_combined_report_for_a_job_that_does_not_combine_fails_that_attempt_only() {
+    let driver = driver("30s");
+    let mut liar = join(&driver, "liar", 1, true).await;
+    let mut report = submit(&driver, 2).await;
+    let mut lied = false;
+    let mut answered = 0;
+    while answered < 2 {
+        for launch in liar.launches().await {
+            if !lied {
+                lied = true;
+                liar.report(&driver, launch.attempt, TaskOutput::Combined);
+                continue;
+            }
+            liar.answer(&driver, launch.attempt);
+            answered += 1;
+        }
+    }
+    let report = tokio::time::timeout(Duration::from_secs(10), &mut report).await.unwrap().unwrap();
+    assert_eq!(answer_of(&report), 3, "1 + 2, each once");
+    assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
+    assert!(report.failures[0].failure.to_string().contains("does not combine"), "{:?}", report.failures);
 }

@@ -1,14 +1,15 @@
 //! The executor's task runner: runs launched attempts on the sandboxed runtime, one per
-//! slot, keeps outputs too large for a report as blocks, and kills attempts, queued or
-//! running, on request.
+//! slot, keeps outputs too large for a report as blocks, combines the tasks of jobs
+//! with a commutative merge into one live instance per slot, and kills attempts, queued
+//! or running, on request.
 
 use crate::blocks::BlockStore;
 use crate::inputs::InputReader;
 use flint_proto::{
-    Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, PartitionSpec, StatusUpdate, TaskFailure,
-    TaskLaunch, TaskOutput, TaskState, Token,
+    Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
+    TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
 };
-use flint_runtime::{Call, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
+use flint_runtime::{Call, Combiner, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, Once, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -55,6 +56,48 @@ pub struct ExecutorCore {
     queue: Arc<SlotQueue>,
     /// Starts the slot threads on the first launch.
     started: Once,
+    /// Combining instances, at most one per slot.
+    combiners: Mutex<Combiners>,
+    /// Where partial results go, after the reports of the tasks they combine.
+    partials: Mutex<Option<PartialSink>>,
+}
+
+/// What hands partial results to the driver.
+pub type PartialSink = Box<dyn Fn(Partial) + Send + Sync>;
+
+/// The combining instances of an executor. A slot takes its job's idle one (or makes
+/// one) for each task it adds, and puts it back before reporting the task; so when the
+/// driver collects a job, every instance of it is here.
+#[derive(Default)]
+struct Combiners {
+    idle: VecDeque<HeldCombiner>,
+    /// Taken out by a slot now.
+    in_use: usize,
+    /// Partial results handed over so far (numbers their blocks).
+    handed: u64,
+}
+
+/// A combining instance and the tasks whose outputs it holds.
+struct HeldCombiner {
+    job: Arc<JobDescriptor>,
+    combiner: Combiner,
+    tasks: Vec<u32>,
+}
+
+/// A combining instance grown past this share of the task memory cap hands its value
+/// over at once, so that adding the next partition cannot fail for the room the
+/// running value takes.
+const COMBINER_FULL: u64 = 2;
+
+/// A combining instance holding this many tasks hands its value over, so that the list
+/// of tasks a partial result names stays far inside a frame.
+const MAX_COMBINED_TASKS: usize = 1 << 16;
+
+/// Work for a slot thread.
+enum Work {
+    Attempt(TaskLaunch, KillSwitch, Reporter),
+    /// Hand over the job's partial results.
+    Collect(JobId),
 }
 
 /// What reports an attempt's end.
@@ -71,7 +114,7 @@ struct SlotQueue {
 
 #[derive(Default)]
 struct QueueState {
-    waiting: VecDeque<(TaskLaunch, KillSwitch, Reporter)>,
+    waiting: VecDeque<Work>,
     /// Slot threads asleep on `ready`: a push wakes one only if there is one, so a
     /// busy executor makes no wake-up call per attempt.
     idle: usize,
@@ -79,7 +122,7 @@ struct QueueState {
 }
 
 impl SlotQueue {
-    fn push(&self, item: (TaskLaunch, KillSwitch, Reporter)) {
+    fn push(&self, item: Work) {
         let mut state = self.state.lock().expect("slot queue lock");
         state.waiting.push_back(item);
         if state.idle > 0 {
@@ -88,7 +131,7 @@ impl SlotQueue {
     }
 
     /// The next attempt, waiting for one; `None` once the executor is gone.
-    fn pop(&self) -> Option<(TaskLaunch, KillSwitch, Reporter)> {
+    fn pop(&self) -> Option<Work> {
         let mut state = self.state.lock().expect("slot queue lock");
         loop {
             if state.closed {
@@ -137,8 +180,29 @@ impl ExecutorCore {
             loading: Mutex::new(()),
             queue: Arc::new(SlotQueue::default()),
             started: Once::new(),
+            combiners: Mutex::new(Combiners::default()),
+            partials: Mutex::new(None),
             runtime,
         }
+    }
+
+    /// Where partial results of combined tasks go from now on. Without one they are
+    /// dropped and the driver, after its collect timeout, runs those tasks again.
+    pub fn set_partial_sink(&self, sink: PartialSink) {
+        *self.partials.lock().expect("partials lock") = Some(sink);
+    }
+
+    fn hand_over(&self, partial: Partial) {
+        if let Some(sink) = self.partials.lock().expect("partials lock").as_ref() {
+            sink(partial);
+        }
+    }
+
+    /// Hands over every partial result held for `job` (on a slot thread: it runs
+    /// guest code).
+    pub fn collect(self: &Arc<Self>, job: JobId) {
+        self.started.call_once(|| self.start_slots());
+        self.queue.push(Work::Collect(job));
     }
 
     /// One thread per slot, each pulling attempts from the queue. They hold the core
@@ -159,7 +223,7 @@ impl ExecutorCore {
         self.started.call_once(|| self.start_slots());
         let kill = KillSwitch::default();
         self.running.lock().expect("running lock").insert(launch.attempt, kill.clone());
-        self.queue.push((launch, kill, Box::new(report)));
+        self.queue.push(Work::Attempt(launch, kill, Box::new(report)));
     }
 
     pub fn id(&self) -> &str {
@@ -195,13 +259,15 @@ impl ExecutorCore {
         }
     }
 
-    /// A job ended: its attempts still here are killed and its blocks dropped.
+    /// A job ended: its attempts still here are killed, its combining instances and
+    /// blocks dropped.
     pub fn job_ended(&self, job: JobId) {
         for (attempt, switch) in self.running.lock().expect("running lock").iter() {
             if attempt.job == job {
                 switch.kill();
             }
         }
+        self.combiners.lock().expect("combiners lock").idle.retain(|held| held.job.job != job);
         self.blocks.drop_job(job);
     }
 
@@ -210,10 +276,12 @@ impl ExecutorCore {
         &self.blocks
     }
 
-    /// Runs one attempt to its end on the calling thread (a blocking call). An attempt
-    /// killed before it started does not start.
-    pub fn run_task(&self, launch: &TaskLaunch, kill: KillSwitch) -> StatusUpdate {
+    /// Runs one attempt to its end on the calling thread (a blocking call), with the
+    /// partial results to hand over after its report. An attempt killed before it
+    /// started does not start.
+    fn run_attempt(&self, launch: &TaskLaunch, kill: KillSwitch) -> (StatusUpdate, Vec<Partial>) {
         let started = Instant::now();
+        let mut partials = Vec::new();
         let (state, log) = if kill.is_killed() {
             let failure = TaskFailure::Killed { reason: "killed before it started".into() };
             (TaskState::Failed(failure), String::new())
@@ -224,18 +292,22 @@ impl ExecutorCore {
                     // Reading the input counted against the deadline (compiling the
                     // component, once per executor, does not).
                     ctx.spent = spent;
-                    let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
-                    let state = match outcome.result {
-                        Ok(bytes) if bytes.len() <= self.inline_limit => {
-                            TaskState::Succeeded(TaskOutput::Inline(bytes))
-                        }
-                        Ok(bytes) => {
-                            let block = self.blocks.put(BlockId::Output(launch.attempt), bytes);
-                            TaskState::Succeeded(TaskOutput::Block(block))
-                        }
-                        Err(failure) => TaskState::Failed(failure),
-                    };
-                    (state, outcome.log)
+                    if launch.job.combine && component.combines() {
+                        self.combine(launch, component, &ctx, input, &mut partials)
+                    } else {
+                        let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
+                        let state = match outcome.result {
+                            Ok(bytes) if bytes.len() <= self.inline_limit => {
+                                TaskState::Succeeded(TaskOutput::Inline(bytes))
+                            }
+                            Ok(bytes) => {
+                                let block = self.blocks.put(BlockId::Output(launch.attempt), bytes);
+                                TaskState::Succeeded(TaskOutput::Block(block))
+                            }
+                            Err(failure) => TaskState::Failed(failure),
+                        };
+                        (state, outcome.log)
+                    }
                 }
                 Err(failure) => (TaskState::Failed(failure), String::new()),
             }
@@ -251,7 +323,156 @@ impl ExecutorCore {
         if let TaskState::Failed(failure) = &update.state {
             tracing::warn!(attempt = %launch.attempt, kind = failure.kind(), %failure, "task failed");
         }
-        update
+        (update, partials)
+    }
+
+    /// Adds the attempt's partition to its job's combining instance on this slot. A
+    /// failed add loses what the instance held: those tasks are handed over as lost
+    /// (they run again) and the attempt fails as any task would.
+    fn combine(
+        &self,
+        launch: &TaskLaunch,
+        component: Arc<JobComponent>,
+        ctx: &TaskContext,
+        input: TaskInput,
+        partials: &mut Vec<Partial>,
+    ) -> (TaskState, String) {
+        let mut held = match self.take_combiner(&launch.job, component, ctx, partials) {
+            Ok(held) => held,
+            Err(failure) => return (TaskState::Failed(failure), String::new()),
+        };
+        let outcome = held.combiner.add(ctx, input);
+        let state = match outcome.result {
+            Ok(_) => {
+                held.tasks.push(launch.attempt.index);
+                let full = held.combiner.memory() > self.runtime.instance_memory() / COMBINER_FULL;
+                if full || held.tasks.len() >= MAX_COMBINED_TASKS {
+                    partials.push(self.take_value(held));
+                    self.combiners.lock().expect("combiners lock").in_use -= 1;
+                } else {
+                    self.put_combiner(held);
+                }
+                TaskState::Succeeded(TaskOutput::Combined)
+            }
+            Err(failure) => {
+                self.combiners.lock().expect("combiners lock").in_use -= 1;
+                if !held.tasks.is_empty() {
+                    tracing::warn!(job_id = held.job.job, tasks = held.tasks.len(), %failure, "combined outputs lost with their instance");
+                    partials.push(Partial {
+                        job: held.job.job,
+                        tasks: held.tasks,
+                        output: Err(format!(
+                            "the combining instance failed in task {}: {failure}",
+                            launch.attempt
+                        )),
+                    });
+                }
+                TaskState::Failed(failure)
+            }
+        };
+        (state, outcome.log)
+    }
+
+    /// The slot's combining instance for the job: an idle one, or a new one. At most
+    /// one per slot: at that bound the longest idle of another job hands its value over
+    /// first.
+    fn take_combiner(
+        &self,
+        job: &Arc<JobDescriptor>,
+        component: Arc<JobComponent>,
+        ctx: &TaskContext,
+        partials: &mut Vec<Partial>,
+    ) -> Result<HeldCombiner, TaskFailure> {
+        let evicted = {
+            let mut combiners = self.combiners.lock().expect("combiners lock");
+            combiners.in_use += 1;
+            if let Some(at) = combiners.idle.iter().position(|held| held.job.job == job.job) {
+                return Ok(combiners.idle.remove(at).expect("found above"));
+            }
+            if combiners.idle.len() + combiners.in_use > self.runtime.slots() as usize {
+                combiners.idle.pop_front()
+            } else {
+                None
+            }
+        };
+        if let Some(held) = evicted {
+            partials.push(self.take_value(held));
+        }
+        match self.runtime.combiner(component, ctx) {
+            Ok(combiner) => Ok(HeldCombiner { job: job.clone(), combiner, tasks: Vec::new() }),
+            Err(failure) => {
+                self.combiners.lock().expect("combiners lock").in_use -= 1;
+                Err(failure)
+            }
+        }
+    }
+
+    fn put_combiner(&self, held: HeldCombiner) {
+        let mut combiners = self.combiners.lock().expect("combiners lock");
+        combiners.in_use -= 1;
+        combiners.idle.push_back(held);
+    }
+
+    /// The instance's value as a partial result (a block when it is large); the
+    /// instance goes with it.
+    fn take_value(&self, mut held: HeldCombiner) -> Partial {
+        let job = &held.job;
+        let ctx = TaskContext {
+            app_id: job.app_id.clone(),
+            job_id: job.job.to_string(),
+            task_index: held.tasks.first().copied().unwrap_or(0),
+            task_count: job.task_count,
+            attempt: 0,
+            config: Arc::new(job.config.clone()),
+            tokens: Arc::new(Vec::new()),
+            memory_limit: job.memory_limit,
+            deadline: job.deadline,
+            spent: Duration::ZERO,
+            deadline_key: "flint.task.deadline",
+            // The value of many tasks: bounded by the instance's memory, which it came from.
+            max_result_size: self.runtime.instance_memory(),
+            kill: KillSwitch::default(),
+        };
+        let output = match held.combiner.take(&ctx) {
+            Ok(bytes) if bytes.len() <= self.inline_limit => Ok(TaskOutput::Inline(bytes)),
+            Ok(bytes) => {
+                let number = {
+                    let mut combiners = self.combiners.lock().expect("combiners lock");
+                    combiners.handed += 1;
+                    combiners.handed
+                };
+                Ok(TaskOutput::Block(self.blocks.put(BlockId::Partial { job: job.job, number }, bytes)))
+            }
+            Err(failure) => {
+                tracing::warn!(job_id = job.job, tasks = held.tasks.len(), %failure, "combined outputs lost handing them over");
+                Err(format!("handing the combined value over failed: {failure}"))
+            }
+        };
+        Partial { job: job.job, tasks: std::mem::take(&mut held.tasks), output }
+    }
+
+    /// Hands over the partial results of the job's idle combining instances.
+    fn collect_now(&self, job: JobId) {
+        self.hand_over_where(|held| held.job.job == job);
+    }
+
+    /// Hands over every partial result this executor holds (it is leaving), on the
+    /// calling thread: it runs guest code.
+    pub fn hand_over_all(&self) {
+        self.hand_over_where(|_| true);
+    }
+
+    fn hand_over_where(&self, pick: impl Fn(&HeldCombiner) -> bool) {
+        let held: VecDeque<HeldCombiner> = {
+            let mut combiners = self.combiners.lock().expect("combiners lock");
+            let (picked, others) = std::mem::take(&mut combiners.idle).into_iter().partition(|h| pick(h));
+            combiners.idle = others;
+            picked
+        };
+        for held in held {
+            let partial = self.take_value(held);
+            self.hand_over(partial);
+        }
     }
 
     /// The component and the input of an attempt, and the time reading the input took.
@@ -333,8 +554,17 @@ impl ExecutorCore {
 
 /// A slot thread's life: run queued attempts one after another until the core is gone.
 fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
-    while let Some((launch, kill, report)) = queue.pop() {
+    while let Some(work) = queue.pop() {
         let Some(core) = core.upgrade() else { return };
+        let (launch, kill, report) = match work {
+            Work::Attempt(launch, kill, report) => (launch, kill, report),
+            Work::Collect(job) => {
+                let span = tracing::debug_span!("collect", job_id = job);
+                let _entered = span.enter();
+                core.collect_now(job);
+                continue;
+            }
+        };
         let attempt = launch.attempt;
         let span = tracing::debug_span!(
             "task",
@@ -344,16 +574,16 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
         );
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _entered = span.enter();
-            core.run_task(&launch, kill)
+            core.run_attempt(&launch, kill)
         }));
         // A panic in host code fails the attempt; the executor and its slot go on.
-        let update = run.unwrap_or_else(|panic| {
+        let (update, partials) = run.unwrap_or_else(|panic| {
             let message = panic
                 .downcast_ref::<String>()
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("a panic");
-            StatusUpdate {
+            let update = StatusUpdate {
                 executor: core.id.clone(),
                 attempt,
                 state: TaskState::Failed(TaskFailure::Host {
@@ -361,10 +591,15 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
                 }),
                 log: String::new(),
                 elapsed: std::time::Duration::ZERO,
-            }
+            };
+            (update, Vec::new())
         });
         core.running.lock().expect("running lock").remove(&attempt);
-        drop(core);
         report(update);
+        // After the report: the driver learns a task was combined before it is handed
+        // the value that holds it.
+        for partial in partials {
+            core.hand_over(partial);
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! transport around it differs.
 
 use crate::core::ExecutorCore;
-use flint_proto::{ExecutorCommand, StatusUpdate, TaskFailure, TaskState};
+use flint_proto::{ExecutorCommand, Partial, StatusUpdate, TaskFailure, TaskState};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -23,8 +23,17 @@ pub const MAX_HELD_PER_SLOT: usize = 64;
 #[derive(Debug)]
 pub enum Outbound {
     Reports(Vec<StatusUpdate>),
+    /// Combined outputs handed over; always after the reports of the tasks they hold.
+    Partial(Partial),
     /// It drains: it takes nothing new.
     Draining,
+}
+
+/// What the slot threads say, in the order they say it: a task's report before the
+/// partial result that holds its output.
+enum Said {
+    Report(StatusUpdate),
+    Partial(Partial),
 }
 
 /// How serving ended.
@@ -45,8 +54,15 @@ pub async fn serve(
     outbound: mpsc::Sender<Outbound>,
     mut decommission: watch::Receiver<bool>,
 ) -> Ended {
-    // Reports of attempts launched here: at most `limit` are ever outstanding.
-    let (reports, mut report_rx) = mpsc::unbounded_channel::<StatusUpdate>();
+    // Reports of attempts launched here (at most `limit` are ever outstanding) and the
+    // partial results of combined ones (at most one per combining instance a collect).
+    let (said, mut said_rx) = mpsc::unbounded_channel::<Said>();
+    {
+        let said = said.clone();
+        core.set_partial_sink(Box::new(move |partial| {
+            let _ = said.send(Said::Partial(partial));
+        }));
+    }
     // Launched here and not yet reported.
     let mut running = 0usize;
     let limit = core.runtime().slots() as usize * MAX_HELD_PER_SLOT;
@@ -72,18 +88,18 @@ pub async fn serve(
                                 executor: core.id().to_owned(),
                                 reason: reason.into(),
                             };
-                            let _ = reports.send(StatusUpdate {
+                            let _ = said.send(Said::Report(StatusUpdate {
                                 executor: core.id().to_owned(),
                                 attempt: launch.attempt,
                                 state: TaskState::Failed(failure),
                                 log: String::new(),
                                 elapsed: Duration::ZERO,
-                            });
+                            }));
                             continue;
                         }
-                        let reports = reports.clone();
+                        let said = said.clone();
                         core.launch(launch, move |update| {
-                            let _ = reports.send(update);
+                            let _ = said.send(Said::Report(update));
                         });
                     }
                     false
@@ -96,25 +112,21 @@ pub async fn serve(
                     core.job_ended(job);
                     false
                 }
+                Some(ExecutorCommand::Collect(job)) => {
+                    core.collect(job);
+                    false
+                }
                 Some(ExecutorCommand::Decommission) => true,
                 Some(ExecutorCommand::Tokens(tokens)) => {
                     core.set_tokens(tokens);
                     false
                 }
             },
-            Some(first) = report_rx.recv() => {
-                let mut bytes = report_size(&first);
-                let mut batch = vec![first];
-                while bytes < REPORT_BATCH_BYTES {
-                    let Ok(more) = report_rx.try_recv() else { break };
-                    bytes += report_size(&more);
-                    batch.push(more);
+            Some(first) = said_rx.recv() => {
+                match forward(first, &mut said_rx, &mut running, &outbound).await {
+                    Ok(()) => false,
+                    Err(Closed) => return Ended::Closed,
                 }
-                running -= batch.len();
-                if outbound.send(Outbound::Reports(batch)).await.is_err() {
-                    return Ended::Closed;
-                }
-                false
             }
             changed = decommission.changed(), if !draining => changed.is_err() || *decommission.borrow(),
         };
@@ -126,9 +138,57 @@ pub async fn serve(
             }
         }
         if draining && running == 0 {
+            // What it combined goes to the driver before it leaves, so that no task runs
+            // again for want of it.
+            let handing = core.clone();
+            let _ = tokio::task::spawn_blocking(move || handing.hand_over_all()).await;
+            while let Ok(next) = said_rx.try_recv() {
+                if forward(next, &mut said_rx, &mut running, &outbound).await.is_err() {
+                    return Ended::Closed;
+                }
+            }
             return Ended::Drained;
         }
     }
+}
+
+/// The outbound channel closed: the transport is gone.
+struct Closed;
+
+/// Sends `first` and what follows it already queued: reports together up to about
+/// [`REPORT_BATCH_BYTES`], a partial result on its own after the reports before it.
+async fn forward(
+    first: Said,
+    said_rx: &mut mpsc::UnboundedReceiver<Said>,
+    running: &mut usize,
+    outbound: &mpsc::Sender<Outbound>,
+) -> Result<(), Closed> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    let mut next = Some(first);
+    while let Some(said) = next.take() {
+        match said {
+            Said::Report(update) => {
+                bytes += report_size(&update);
+                batch.push(update);
+                if bytes < REPORT_BATCH_BYTES {
+                    next = said_rx.try_recv().ok();
+                }
+            }
+            Said::Partial(partial) => {
+                if !batch.is_empty() {
+                    *running -= batch.len();
+                    outbound.send(Outbound::Reports(std::mem::take(&mut batch))).await.map_err(|_| Closed)?;
+                }
+                outbound.send(Outbound::Partial(partial)).await.map_err(|_| Closed)?;
+            }
+        }
+    }
+    if !batch.is_empty() {
+        *running -= batch.len();
+        outbound.send(Outbound::Reports(batch)).await.map_err(|_| Closed)?;
+    }
+    Ok(())
 }
 
 fn report_size(update: &StatusUpdate) -> usize {

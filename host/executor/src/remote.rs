@@ -366,6 +366,7 @@ async fn serve(
                             ExecutorCommand::JobEnded(job)
                         }
                         Ok(Some(DriverMessage::Decommission)) => ExecutorCommand::Decommission,
+                        Ok(Some(DriverMessage::Collect(job))) => ExecutorCommand::Collect(job),
                         Ok(Some(DriverMessage::Tokens(tokens))) => {
                             core.set_tokens(tokens);
                             continue;
@@ -398,6 +399,7 @@ async fn serve(
                             done.fetch_add(batch.len() as u64, Ordering::Relaxed);
                             ExecutorMessage::Status(batch)
                         }
+                        Outbound::Partial(partial) => ExecutorMessage::Partial(partial),
                         Outbound::Draining => ExecutorMessage::Decommissioning,
                     };
                     write_frame(&mut send, &message).await?;

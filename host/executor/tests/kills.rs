@@ -67,6 +67,7 @@ fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
         memory_limit: None,
         deadline: Duration::from_secs(60),
         max_result_size: 1 << 20,
+        combine: false,
     })
 }
 

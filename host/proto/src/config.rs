@@ -84,6 +84,10 @@ pub struct Settings {
     pub task_deadline: Duration,
     /// `flint.task.maxResultSize` (default 64m): the largest output one task may return.
     pub task_max_result_size: u64,
+    /// `flint.task.combine` (default true): for a job whose merge is commutative (its
+    /// component exports `combiner`), the tasks one executor slot runs are folded into
+    /// one value where they run, and the driver merges one partial result per slot.
+    pub task_combine: bool,
     /// `flint.driver.maxResultSize` (default 1g, as Spark): the most a job's task
     /// results may add up to on the driver; a job over it fails, naming the key.
     pub driver_max_result_size: u64,
@@ -337,6 +341,7 @@ impl Default for Settings {
             task_max_failures: 4,
             task_deadline: Duration::from_secs(600),
             task_max_result_size: 64 << 20,
+            task_combine: true,
             driver_max_result_size: 1 << 30,
             network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
@@ -373,6 +378,7 @@ impl Settings {
         "flint.task.maxFailures",
         "flint.task.deadline",
         "flint.task.maxResultSize",
+        "flint.task.combine",
         "flint.task.maxLogSize",
         "flint.driver.maxResultSize",
         "flint.input.roots",
@@ -456,6 +462,10 @@ impl Settings {
                 "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.task.maxResultSize" => {
                     s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
+                }
+                "flint.task.combine" => {
+                    s.task_combine =
+                        value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
                 }
                 "flint.input.roots" => {
                     let roots: Vec<String> = value

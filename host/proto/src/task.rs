@@ -99,6 +99,11 @@ pub struct JobDescriptor {
     pub memory_limit: Option<u64>,
     pub deadline: Duration,
     pub max_result_size: u64,
+    /// The job's merge is commutative (its component exports `combiner`) and the
+    /// driver wants its partitions combined where they run: each slot folds the tasks
+    /// it runs into one running value, handed over as a [`Partial`] when the driver
+    /// collects it.
+    pub combine: bool,
 }
 
 /// Run one attempt of one task.
@@ -115,12 +120,15 @@ pub struct TaskLaunch {
 pub enum BlockId {
     /// The output of one attempt.
     Output(Attempt),
+    /// A partial result of combined tasks: the executor's `number`th of the job.
+    Partial { job: JobId, number: u64 },
 }
 
 impl BlockId {
     pub fn job(&self) -> JobId {
         match self {
             BlockId::Output(attempt) => attempt.job,
+            BlockId::Partial { job, .. } => *job,
         }
     }
 }
@@ -139,6 +147,9 @@ pub struct BlockRef {
 pub enum TaskOutput {
     Inline(Vec<u8>),
     Block(BlockRef),
+    /// Folded into the running value the executor holds for the job (see
+    /// [`JobDescriptor::combine`]); it arrives with a [`Partial`].
+    Combined,
 }
 
 impl TaskOutput {
@@ -146,8 +157,22 @@ impl TaskOutput {
         match self {
             TaskOutput::Inline(bytes) => bytes.len() as u64,
             TaskOutput::Block(block) => block.size,
+            TaskOutput::Combined => 0,
         }
     }
+}
+
+/// The running value of combined tasks, handed over by the executor that combined
+/// them (asked by the driver once every task of the job is done, or sooner when the
+/// executor needs the room), or word that it was lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Partial {
+    pub job: JobId,
+    /// The tasks whose outputs it combines.
+    pub tasks: Vec<u32>,
+    /// The value, encoded as a task output (inline or a block); or why the combining
+    /// instance lost it, in which case those tasks run again.
+    pub output: Result<TaskOutput, String>,
 }
 
 /// How an attempt ended.
@@ -195,4 +220,6 @@ pub enum ExecutorCommand {
     Decommission,
     /// The application's delegation tokens changed: tasks read these from now on.
     Tokens(Vec<Token>),
+    /// Hand over the partial results held for the job.
+    Collect(JobId),
 }

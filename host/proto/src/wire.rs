@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -116,6 +116,8 @@ pub enum ExecutorMessage {
     Status(Vec<StatusUpdate>),
     /// The executor was told to stop (SIGTERM): it finishes its tasks and takes no more.
     Decommissioning,
+    /// Combined outputs handed over (after the reports of the tasks they combine).
+    Partial(crate::Partial),
 }
 
 /// Driver → executor, on the control stream.
@@ -134,6 +136,8 @@ pub enum DriverMessage {
     Decommission,
     /// The job ended: kill its attempts still here, drop its descriptor and blocks.
     JobEnded(JobId),
+    /// Hand over the partial results held for the job.
+    Collect(JobId),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

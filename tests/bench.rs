@@ -560,7 +560,10 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
     };
     let job = root().join("examples/word-count");
     let job = job.to_str().unwrap();
-    let run = |splits: &str| {
+    // `combine`: the splits a slot runs are counted into one table there (the job
+    // implements `Combine`); without it, each split's table is sent and merged.
+    let run_with = |splits: &str, combine: bool| {
+        let combine = format!("flint.task.combine={combine}");
         let (summary, time) = flint_word_count(&[
             "run",
             job,
@@ -570,11 +573,14 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
             splits,
             "--cores",
             "2",
+            "--conf",
+            &combine,
             "--json",
         ]);
-        check(&summary, &format!("flint run, {splits} splits"));
+        check(&summary, &format!("flint run, {splits} splits, {combine}"));
         time
     };
+    let run = |splits: &str| run_with(splits, true);
     let roots = format!("flint.input.roots={}", path.parent().unwrap().display());
     let (_driver, url, _dir) = start_driver(std::process::Stdio::null(), &["--conf", &roots]);
     let (_executor, _) = start_executor(&url);
@@ -596,13 +602,16 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
         time
     };
     // Rounds of all three, so that each sees the machine as the others did.
-    let (mut natives, mut embeddeds, mut clusters) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut natives, mut embeddeds, mut clusters, mut uncombined) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
         natives.push(native_word_count(&path, 32, 2).1);
         embeddeds.push(run("32"));
         clusters.push(submit());
+        uncombined.push(run_with("32", false));
     }
     let (native, embedded, cluster) = (median(natives), median(embeddeds), median(clusters));
+    let uncombined = median(uncombined);
     let rate = |d: Duration| mib / d.as_secs_f64();
     println!(
         "word count, 256 MiB in 32 splits on 2 threads: flint run {:.0} MiB/s ({:.2}× native), cluster {:.0} MiB/s ({:.2}× native), native Rust (rayon) {:.0} MiB/s (target ≥ 0.5× native)",
@@ -611,6 +620,12 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
         rate(cluster),
         native.as_secs_f64() / cluster.as_secs_f64(),
         rate(native),
+    );
+    println!(
+        "word count, 256 MiB in 32 splits, flint run without combining (flint.task.combine=false): {:.0} MiB/s ({:.2}× native); combining is {:.2}× faster",
+        rate(uncombined),
+        native.as_secs_f64() / uncombined.as_secs_f64(),
+        uncombined.as_secs_f64() / embedded.as_secs_f64(),
     );
     let sweep: Vec<(u32, f64)> = [2u32, 8, 32, 64]
         .iter()
@@ -625,6 +640,7 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
         json!({ "flint_run": rate(embedded), "cluster": rate(cluster), "native": rate(native),
                 "ratio_flint_run": native.as_secs_f64() / embedded.as_secs_f64(),
                 "ratio_cluster": native.as_secs_f64() / cluster.as_secs_f64(), "target_ratio": 0.5,
+                "flint_run_uncombined": rate(uncombined),
                 "seconds_by_splits": sweep.iter().map(|(n, t)| (n.to_string(), json!(t))).collect::<serde_json::Map<_, _>>() }),
     );
 }

@@ -205,6 +205,9 @@ fn sigterm_decommissions_a_busy_executor() {
     let report = ok_json(&job.wait_with_output().unwrap());
     assert_eq!(report["result"], expected_slow_pi());
     assert_eq!(report["task_failures"], serde_json::json!([]), "no task was lost or retried");
+    // pi combines where it runs: the leaver handed its combined value over before it
+    // left, so none of the tasks it ran had to run again.
+    assert_eq!(report["attempts"], 24, "{report}");
     let leaver = cluster.executor_status("leaver");
     assert_eq!(leaver["removed"], "decommissioned", "{leaver}\n{}", cluster.driver.log_text());
     assert!(leaver["tasks_done"].as_u64().unwrap() >= done + running, "its running tasks reported: {leaver}");

@@ -341,7 +341,13 @@ impl ExecutorCore {
             Ok(held) => held,
             Err(failure) => return (TaskState::Failed(failure), String::new()),
         };
-        let outcome = held.combiner.add(ctx, input);
+        let mut outcome = held.combiner.add(ctx, input);
+        // Killed just as the add ended (its job ended, or the driver took the attempt
+        // back): the instance is not put back, so it can neither outlive its job nor
+        // hold an attempt the driver no longer counts; what it held runs again.
+        if outcome.result.is_ok() && ctx.kill.is_killed() {
+            outcome.result = Err(TaskFailure::Killed { reason: "killed as its output was combined".into() });
+        }
         let state = match outcome.result {
             Ok(_) => {
                 held.tasks.push(launch.attempt.index);

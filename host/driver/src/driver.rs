@@ -1020,7 +1020,7 @@ impl EventLoop {
             name: job.name.clone(),
             component: job.component.digest,
             task_count: tasks,
-            config: job.config,
+            config: Arc::new(job.config),
             token_services: job.token_services,
             memory_limit: job.memory_limit,
             deadline: job.deadline,
@@ -1108,7 +1108,8 @@ impl EventLoop {
             return;
         }
         self.driver.shared.durations.record(update.elapsed);
-        let output = match &update.state {
+        let mut update = update;
+        let output = match &mut update.state {
             TaskState::Failed(failure) => {
                 let failure = failure.clone();
                 return self.fail(now, incarnation, update, failure);
@@ -1121,6 +1122,8 @@ impl EventLoop {
                 };
                 return self.fail(now, incarnation, update, failure);
             }
+            // The bytes move on to the fold; the report keeps only what it says.
+            TaskState::Succeeded(TaskOutput::Inline(bytes)) => TaskOutput::Inline(std::mem::take(bytes)),
             TaskState::Succeeded(output) => output.clone(),
         };
         let Some(job) = self.jobs.get_mut(&update.attempt.job) else { return };
@@ -1346,7 +1349,9 @@ impl EventLoop {
                         .into_iter()
                         .filter_map(|attempt| {
                             let job = self.jobs.get_mut(&attempt.job)?;
-                            job.executors.insert(executor.clone());
+                            if !job.executors.contains(&executor) {
+                                job.executors.insert(executor.clone());
+                            }
                             self.journal.push(Envelope::now(AppEvent::TaskStart {
                                 job: attempt.job,
                                 index: attempt.index,
@@ -1659,7 +1664,7 @@ fn spawn_fold(
                 task_index: 0,
                 task_count: job.task_count,
                 attempt: 0,
-                config: Arc::new(job.config.clone()),
+                config: job.config.clone(),
                 tokens: Arc::new(Vec::new()),
                 memory_limit: job.memory_limit,
                 deadline,

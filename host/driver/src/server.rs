@@ -303,8 +303,10 @@ async fn serve_executor(
         match read_frame::<ExecutorMessage>(&mut recv).await {
             Ok(Some(ExecutorMessage::Status(updates))) => {
                 // The executor is who the connection says, whatever the report claims.
-                let updates =
-                    updates.into_iter().map(|u| StatusUpdate { executor: id.clone(), ..u }).collect();
+                let updates = updates
+                    .into_iter()
+                    .map(|u| if u.executor == id { u } else { StatusUpdate { executor: id.clone(), ..u } })
+                    .collect();
                 driver.peer_status(incarnation, updates).await;
             }
             Ok(Some(ExecutorMessage::Decommissioning)) => {

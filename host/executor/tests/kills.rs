@@ -52,7 +52,7 @@ fn one_slot_executor() -> (Arc<ExecutorCore>, Digest) {
 
 /// A job whose task 0 spins and whose other tasks succeed at once.
 fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
-    let config = [("mode", "loop"), ("only_task", "0"), ("other_mode", "ok")]
+    let config: flint_proto::Conf = [("mode", "loop"), ("only_task", "0"), ("other_mode", "ok")]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
@@ -62,7 +62,7 @@ fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
         name: "chaos".into(),
         component: digest,
         task_count: tasks,
-        config,
+        config: Arc::new(config),
         token_services: Vec::new(),
         memory_limit: None,
         deadline: Duration::from_secs(60),
@@ -151,7 +151,7 @@ async fn launches_past_what_any_driver_may_place_are_handed_back_not_queued() {
     let (core, digest) = one_slot_executor();
     // Every task spins: the first holds the slot, the rest would queue.
     let mut descriptor = (*job(digest, 100)).clone();
-    descriptor.config.remove("only_task");
+    Arc::make_mut(&mut descriptor.config).remove("only_task");
     let job = Arc::new(descriptor);
     let (commands, command_rx) = mpsc::unbounded_channel();
     let (outbound, mut outbound_rx) = mpsc::channel(16);

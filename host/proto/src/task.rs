@@ -91,8 +91,9 @@ pub struct JobDescriptor {
     pub name: String,
     pub component: Digest,
     pub task_count: u32,
-    /// The job's configuration, as tasks read it.
-    pub config: Conf,
+    /// The job's configuration, as tasks read it: shared by all its tasks on an
+    /// executor, never copied per task.
+    pub config: Arc<Conf>,
     /// Token services the job's manifest names.
     pub token_services: Vec<String>,
     /// The job's own memory cap, when it asks for less than the executor's.

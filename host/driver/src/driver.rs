@@ -1171,6 +1171,12 @@ impl EventLoop {
     /// fetched as a block; a combining instance that failed loses what it held.
     fn partial(&mut self, now: Instant, id: ExecutorId, incarnation: Incarnation, partial: Partial) {
         let Partial { job, tasks, output } = partial;
+        if tasks.len() > flint_proto::MAX_PARTIAL_TASKS {
+            // No honest executor names this many: what it holds of them runs again.
+            let reason =
+                format!("a partial result may name at most {} tasks", flint_proto::MAX_PARTIAL_TASKS);
+            return self.partial_lost(now, id, incarnation, job, tasks, &reason);
+        }
         match output {
             Ok(TaskOutput::Inline(bytes)) => self.partial_in(now, id, incarnation, job, tasks, bytes),
             Ok(TaskOutput::Block(block)) if self.jobs.contains_key(&job) => {

@@ -89,10 +89,6 @@ struct HeldCombiner {
 /// running value takes.
 const COMBINER_FULL: u64 = 2;
 
-/// A combining instance holding this many tasks hands its value over, so that the list
-/// of tasks a partial result names stays far inside a frame.
-const MAX_COMBINED_TASKS: usize = 1 << 16;
-
 /// Work for a slot thread.
 enum Work {
     Attempt(TaskLaunch, KillSwitch, Reporter),
@@ -352,7 +348,8 @@ impl ExecutorCore {
             Ok(_) => {
                 held.tasks.push(launch.attempt.index);
                 let full = held.combiner.memory() > self.runtime.instance_memory() / COMBINER_FULL;
-                if full || held.tasks.len() >= MAX_COMBINED_TASKS {
+                // The list of tasks a partial names stays far inside a frame.
+                if full || held.tasks.len() >= flint_proto::MAX_PARTIAL_TASKS {
                     partials.push(self.take_value(held));
                     self.combiners.lock().expect("combiners lock").in_use -= 1;
                 } else {

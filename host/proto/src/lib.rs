@@ -22,6 +22,6 @@ pub use report::{
     TaskRecord, log_tail,
 };
 pub use task::{
-    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, Partial,
-    StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
+    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, MAX_PARTIAL_TASKS,
+    Partial, StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
 };

@@ -163,6 +163,10 @@ impl TaskOutput {
     }
 }
 
+/// The most tasks one [`Partial`] may name: an executor hands a combining instance's
+/// value over when it holds this many, and a driver refuses a longer list.
+pub const MAX_PARTIAL_TASKS: usize = 1 << 16;
+
 /// The running value of combined tasks, handed over by the executor that combined
 /// them (asked by the driver once every task of the job is done, or sooner when the
 /// executor needs the room), or word that it was lost.

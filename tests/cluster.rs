@@ -128,6 +128,13 @@ fn submit_gives_exactly_the_answers_run_gives() {
     assert_eq!(submitted["result"], local["result"]);
     assert!(submitted["result"]["total_words"].as_u64().unwrap() > 100_000);
 
+    // Combined values too large for a frame cross as blocks the driver fetches, each
+    // task counted once (tally's answer is 1 + … + 16), none run twice.
+    let tally = ["examples/tally", "--partitions", "16", "--conf", "pad=300000", "--json"];
+    let submitted = ok_json(&cluster.submit(&tally));
+    assert_eq!(submitted["result"], serde_json::json!({"sum": 136, "tasks": 16}), "{submitted}");
+    assert_eq!(submitted["attempts"], 16, "{submitted}");
+
     // Both executors took part.
     let status = cluster.status();
     for e in status["executors"].as_array().unwrap() {
@@ -138,7 +145,7 @@ fn submit_gives_exactly_the_answers_run_gives() {
             "{status}"
         );
     }
-    assert_eq!(status["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(status["jobs"].as_array().unwrap().len(), 3);
 }
 
 /// Long enough tasks to catch executors busy: 24 tasks of 40 M points.

@@ -67,12 +67,17 @@ pub type PartialSink = Box<dyn Fn(Partial) + Send + Sync>;
 
 /// The combining instances of an executor. A slot takes its job's idle one (or makes
 /// one) for each task it adds, and puts it back before reporting the task; so when the
-/// driver collects a job, every instance of it is here.
+/// driver collects a job, every instance of it is here. Idle ones count against the
+/// slots like running tasks: idle, taken and plain calls together never pass the slot
+/// count (the longest idle hands its value over first), so the instances alive stay
+/// within the task memory pool.
 #[derive(Default)]
 struct Combiners {
     idle: VecDeque<HeldCombiner>,
     /// Taken out by a slot now.
     in_use: usize,
+    /// Tasks running in a fresh instance of their own now.
+    plain: usize,
     /// Partial results handed over so far (numbers their blocks).
     handed: u64,
 }
@@ -291,7 +296,9 @@ impl ExecutorCore {
                     if launch.job.combine && component.combines() {
                         self.combine(launch, component, &ctx, input, &mut partials)
                     } else {
+                        self.make_room(1, 0, &mut partials);
                         let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
+                        self.combiners.lock().expect("combiners lock").plain -= 1;
                         let state = match outcome.result {
                             Ok(bytes) if bytes.len() <= self.inline_limit => {
                                 TaskState::Succeeded(TaskOutput::Inline(bytes))
@@ -386,27 +393,41 @@ impl ExecutorCore {
         ctx: &TaskContext,
         partials: &mut Vec<Partial>,
     ) -> Result<HeldCombiner, TaskFailure> {
-        let evicted = {
+        {
             let mut combiners = self.combiners.lock().expect("combiners lock");
-            combiners.in_use += 1;
             if let Some(at) = combiners.idle.iter().position(|held| held.job.job == job.job) {
+                combiners.in_use += 1;
                 return Ok(combiners.idle.remove(at).expect("found above"));
             }
-            if combiners.idle.len() + combiners.in_use > self.runtime.slots() as usize {
-                combiners.idle.pop_front()
-            } else {
-                None
-            }
-        };
-        if let Some(held) = evicted {
-            partials.push(self.take_value(held));
         }
+        self.make_room(0, 1, partials);
         match self.runtime.combiner(component, ctx) {
             Ok(combiner) => Ok(HeldCombiner { job: job.clone(), combiner, tasks: Vec::new() }),
             Err(failure) => {
                 self.combiners.lock().expect("combiners lock").in_use -= 1;
                 Err(failure)
             }
+        }
+    }
+
+    /// Counts a plain call or a taken combining instance about to start, first handing
+    /// over the longest idle instances while there would be more than one per slot.
+    fn make_room(&self, plain: usize, in_use: usize, partials: &mut Vec<Partial>) {
+        let evicted: Vec<HeldCombiner> = {
+            let mut combiners = self.combiners.lock().expect("combiners lock");
+            combiners.plain += plain;
+            combiners.in_use += in_use;
+            let mut evicted = Vec::new();
+            while combiners.idle.len() + combiners.in_use + combiners.plain > self.runtime.slots() as usize {
+                match combiners.idle.pop_front() {
+                    Some(held) => evicted.push(held),
+                    None => break,
+                }
+            }
+            evicted
+        };
+        for held in evicted {
+            partials.push(self.take_value(held));
         }
     }
 

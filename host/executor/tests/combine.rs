@@ -1,0 +1,195 @@
+//! Combining where tasks run, on a one-slot executor with the real `tally` component
+//! (task i counts i + 1; its merge is commutative) and `noop`: tasks of a combining job
+//! are added to one live instance whose value is handed over when collected, when an
+//! `add` fails (as lost, naming the tasks it held), or when a task of another job needs
+//! the slot's room.
+
+use flint_executor::{DriverSource, ExecutorCore, InputReader};
+use flint_proto::{
+    Attempt, Digest, JobDescriptor, JobId, Partial, PartitionSpec, Settings, StatusUpdate, TaskFailure,
+    TaskLaunch, TaskOutput, TaskState, Token,
+};
+use flint_runtime::{Runtime, RuntimeConfig};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+fn component(name: &str) -> Vec<u8> {
+    let path = format!("{}/../../target/wasm32-wasip2/release/{name}.wasm", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e} (run `make build` first)"))
+}
+
+struct Components(HashMap<Digest, Vec<u8>>);
+
+impl DriverSource for Components {
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
+        self.0.get(digest).cloned().ok_or_else(|| "no such component".into())
+    }
+
+    fn read_input(
+        &self,
+        _: Option<&Token>,
+        _: JobId,
+        _: &str,
+        _: u64,
+        _: u64,
+        _: std::time::Instant,
+    ) -> Result<Vec<u8>, String> {
+        Err("no inputs here".into())
+    }
+}
+
+struct Executor {
+    core: Arc<ExecutorCore>,
+    digests: HashMap<&'static str, Digest>,
+    reports: mpsc::UnboundedReceiver<StatusUpdate>,
+    report_tx: mpsc::UnboundedSender<StatusUpdate>,
+    partials: mpsc::UnboundedReceiver<Partial>,
+}
+
+fn one_slot_executor() -> Executor {
+    let mut digests = HashMap::new();
+    let mut bytes = HashMap::new();
+    for name in ["tally", "noop"] {
+        let b = component(name);
+        digests.insert(name, Digest::of(&b));
+        bytes.insert(Digest::of(&b), b);
+    }
+    let runtime = Runtime::new(RuntimeConfig {
+        slots: 1,
+        instance_memory: 64 << 20,
+        cache_dir: None,
+        max_log_size: 1 << 16,
+        pooling: true,
+        component_cache: 64 << 20,
+    })
+    .unwrap();
+    let inputs = InputReader::new(&Settings::default(), tokio::runtime::Handle::current());
+    let core =
+        ExecutorCore::new("e".into(), Arc::new(runtime), Arc::new(Components(bytes)), inputs, usize::MAX);
+    let core = Arc::new(core);
+    let (partial_tx, partials) = mpsc::unbounded_channel();
+    core.set_partial_sink(Box::new(move |p| {
+        let _ = partial_tx.send(p);
+    }));
+    let (report_tx, reports) = mpsc::unbounded_channel();
+    Executor { core, digests, reports, report_tx, partials }
+}
+
+fn job(digest: Digest, id: JobId, tasks: u32, combine: bool, config: &[(&str, &str)]) -> Arc<JobDescriptor> {
+    Arc::new(JobDescriptor {
+        job: id,
+        app_id: "a".into(),
+        name: "j".into(),
+        component: digest,
+        task_count: tasks,
+        config: Arc::new(config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        token_services: Vec::new(),
+        memory_limit: None,
+        deadline: Duration::from_secs(60),
+        max_result_size: 1 << 20,
+        combine,
+    })
+}
+
+impl Executor {
+    fn launch(&self, job: &Arc<JobDescriptor>, index: u32) {
+        let attempt = Attempt { job: job.job, index, number: 0 };
+        let reports = self.report_tx.clone();
+        let launch = TaskLaunch { attempt, job: job.clone(), partition: PartitionSpec::Index(index) };
+        self.core.launch(launch, move |u| {
+            let _ = reports.send(u);
+        });
+    }
+
+    async fn report(&mut self) -> StatusUpdate {
+        tokio::time::timeout(Duration::from_secs(10), self.reports.recv()).await.unwrap().unwrap()
+    }
+
+    async fn partial(&mut self) -> Partial {
+        tokio::time::timeout(Duration::from_secs(10), self.partials.recv()).await.unwrap().unwrap()
+    }
+
+    /// No partial within a moment.
+    async fn no_partial(&mut self) {
+        let next = tokio::time::timeout(Duration::from_millis(300), self.partials.recv()).await;
+        assert!(next.is_err(), "unexpected partial: {next:?}");
+    }
+}
+
+/// tally's value: `sum`, `tasks`, then its padding, in postcard.
+fn tally(partial: &Partial) -> (u64, u64) {
+    let Ok(TaskOutput::Inline(bytes)) = &partial.output else { panic!("not an inline value: {partial:?}") };
+    let (sum, tasks, _pad): (u64, u64, Vec<u8>) = postcard::from_bytes(bytes).unwrap();
+    (sum, tasks)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slot_combines_its_tasks_into_one_value_handed_over_when_collected() {
+    let mut e = one_slot_executor();
+    let job = job(e.digests["tally"], 1, 4, true, &[]);
+    for index in 0..4 {
+        e.launch(&job, index);
+    }
+    for _ in 0..4 {
+        let update = e.report().await;
+        assert_eq!(update.state, TaskState::Succeeded(TaskOutput::Combined), "{update:?}");
+    }
+    e.no_partial().await;
+    e.core.collect(1);
+    let partial = e.partial().await;
+    let mut tasks = partial.tasks.clone();
+    tasks.sort_unstable();
+    assert_eq!(tasks, vec![0, 1, 2, 3]);
+    assert_eq!(tally(&partial), (10, 4), "1 + 2 + 3 + 4 from one instance");
+    // Collected once: nothing is left to hand over.
+    e.core.collect(1);
+    e.no_partial().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_add_that_traps_hands_over_the_tasks_its_instance_held_as_lost() {
+    let mut e = one_slot_executor();
+    let job = job(e.digests["tally"], 1, 4, true, &[("trap_task", "2")]);
+    for index in 0..4 {
+        e.launch(&job, index);
+    }
+    let mut states = Vec::new();
+    for _ in 0..4 {
+        let update = e.report().await;
+        states.push((update.attempt.index, update.state));
+    }
+    assert!(matches!(&states[2], (2, TaskState::Failed(TaskFailure::Trap { .. }))), "{states:?}");
+    let lost = e.partial().await;
+    assert_eq!(lost.tasks, vec![0, 1], "what the trapped instance held");
+    assert!(lost.output.as_ref().is_err_and(|e| e.contains("job 1 task 2 attempt 0")), "{lost:?}");
+    // Task 3 went to a new instance.
+    e.core.collect(1);
+    let partial = e.partial().await;
+    assert_eq!((partial.tasks.clone(), tally(&partial)), (vec![3], (4, 1)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_of_another_job_takes_the_room_of_an_idle_combining_instance() {
+    let mut e = one_slot_executor();
+    let combining = job(e.digests["tally"], 1, 2, true, &[]);
+    let other = job(e.digests["noop"], 2, 1, false, &[]);
+    e.launch(&combining, 0);
+    e.launch(&combining, 1);
+    e.report().await;
+    e.report().await;
+    e.no_partial().await;
+    // One slot: the idle instance hands its value over before the other job's task runs.
+    e.launch(&other, 0);
+    let update = e.report().await;
+    assert!(matches!(update.state, TaskState::Succeeded(TaskOutput::Inline(_))), "{update:?}");
+    let partial = e.partial().await;
+    assert_eq!(tally(&partial), (3, 2));
+    // A job that ended drops what is idle for it, unhanded.
+    e.launch(&combining, 1);
+    e.report().await;
+    e.core.job_ended(1);
+    e.core.collect(1);
+    e.no_partial().await;
+}

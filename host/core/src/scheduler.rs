@@ -404,14 +404,7 @@ impl Scheduler {
                 // Only the executor holding the attempt may end it: a report for an index
                 // out of range, an attempt never given, or one already replaced is dropped.
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
-                self.release(ix);
-                let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
-                let secs = elapsed.as_secs_f64();
-                job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
-                let task = &mut job.tasks[attempt.index as usize];
-                task.done = true;
-                task.running = None;
-                job.running -= 1;
+                let job = self.attempt_ended_well(ix, attempt, elapsed);
                 job.remaining -= 1;
                 out.push(Output::TaskDone { attempt });
                 if job.remaining == 0 {
@@ -430,18 +423,11 @@ impl Scheduler {
             }
             Input::TaskCombined { attempt, executor, elapsed } => {
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
-                self.release(ix);
                 if let Some(exec) = self.executors[ix as usize].as_mut() {
                     exec.held += 1;
                 }
-                let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
-                let secs = elapsed.as_secs_f64();
-                job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
-                let task = &mut job.tasks[attempt.index as usize];
-                task.done = true;
-                task.running = None;
-                task.held = Some(ix);
-                job.running -= 1;
+                let job = self.attempt_ended_well(ix, attempt, elapsed);
+                job.tasks[attempt.index as usize].held = Some(ix);
                 job.held += 1;
                 out.push(Output::TaskDone { attempt });
                 self.collect_if_ready(now, attempt.job, &mut out);
@@ -645,6 +631,20 @@ impl Scheduler {
             }
         }
         &self.rooms[level]
+    }
+
+    /// An attempt `holder()` vouched for ended with its output (sent or held): its place
+    /// is freed, the job's mean run time takes it in, and its task is done.
+    fn attempt_ended_well(&mut self, ix: Ix, attempt: Attempt, elapsed: Duration) -> &mut Job {
+        self.release(ix);
+        let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
+        let secs = elapsed.as_secs_f64();
+        job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
+        let task = &mut job.tasks[attempt.index as usize];
+        task.done = true;
+        task.running = None;
+        job.running -= 1;
+        job
     }
 
     /// Once nothing of `job` waits or runs and executors hold some of its outputs,

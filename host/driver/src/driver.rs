@@ -2,7 +2,7 @@
 //! the links to executors and every running job. Submitters, executors and fold workers
 //! talk to it by events; it carries out what the core decides.
 
-use crate::fold::Folding;
+use crate::fold::{FoldError, Folding};
 use crate::job::{JobRequest, SubmitError};
 use crate::link::ExecutorLink;
 use flint_core::{
@@ -198,6 +198,8 @@ enum Event {
         incarnation: Incarnation,
         job: JobId,
         tasks: Vec<u32>,
+        /// Charged before the fetch; given back if the bytes never came.
+        size: u64,
         result: Result<Vec<u8>, String>,
     },
     Folded {
@@ -928,9 +930,14 @@ impl EventLoop {
                 }
             },
             Event::Partial { id, incarnation, partial } => self.partial(now, id, incarnation, partial),
-            Event::PartialFetched { id, incarnation, job, tasks, result } => match result {
+            Event::PartialFetched { id, incarnation, job, tasks, size, result } => match result {
                 Ok(bytes) => self.partial_in(now, id, incarnation, job, tasks, bytes),
-                Err(reason) => self.partial_lost(now, id, incarnation, job, tasks, &reason),
+                Err(reason) => {
+                    if let Some(record) = self.jobs.get_mut(&job) {
+                        record.result_bytes = record.result_bytes.saturating_sub(size);
+                    }
+                    self.partial_lost(now, id, incarnation, job, tasks, &reason)
+                }
             },
             Event::Folded { job, result } => self.complete(job, result),
             Event::Snapshot(reply) => {
@@ -1126,12 +1133,7 @@ impl EventLoop {
             TaskState::Succeeded(TaskOutput::Inline(bytes)) => TaskOutput::Inline(std::mem::take(bytes)),
             TaskState::Succeeded(output) => output.clone(),
         };
-        let Some(job) = self.jobs.get_mut(&update.attempt.job) else { return };
-        job.result_bytes += output.size();
-        if job.result_bytes > job.max_result_bytes {
-            let reason = JobError::ResultTooLarge { size: job.result_bytes, limit: job.max_result_bytes };
-            // Reported with this reason; `complete` stops the job's tasks.
-            self.complete(update.attempt.job, Err(reason));
+        if !self.charge(update.attempt.job, output.size()) {
             return;
         }
         match output {
@@ -1167,8 +1169,24 @@ impl EventLoop {
         }
     }
 
+    /// Counts `size` bytes of results against the job's `flint.driver.maxResultSize`,
+    /// before any of them is fetched; over it, the job fails with that reason (and
+    /// `complete` stops its tasks). False when the job is gone or just failed.
+    fn charge(&mut self, job: JobId, size: u64) -> bool {
+        let Some(record) = self.jobs.get_mut(&job) else { return false };
+        record.result_bytes = record.result_bytes.saturating_add(size);
+        if record.result_bytes > record.max_result_bytes {
+            let reason =
+                JobError::ResultTooLarge { size: record.result_bytes, limit: record.max_result_bytes };
+            self.complete(job, Err(reason));
+            return false;
+        }
+        true
+    }
+
     /// Combined outputs handed over: small ones ride in the message, larger ones are
-    /// fetched as a block; a combining instance that failed loses what it held.
+    /// fetched as a block (their size charged first, as a task's); a combining instance
+    /// that failed loses what it held.
     fn partial(&mut self, now: Instant, id: ExecutorId, incarnation: Incarnation, partial: Partial) {
         let Partial { job, tasks, output } = partial;
         if tasks.len() > flint_proto::MAX_PARTIAL_TASKS {
@@ -1178,8 +1196,15 @@ impl EventLoop {
             return self.partial_lost(now, id, incarnation, job, tasks, &reason);
         }
         match output {
-            Ok(TaskOutput::Inline(bytes)) => self.partial_in(now, id, incarnation, job, tasks, bytes),
-            Ok(TaskOutput::Block(block)) if self.jobs.contains_key(&job) => {
+            Ok(TaskOutput::Inline(bytes)) => {
+                if self.charge(job, bytes.len() as u64) {
+                    self.partial_in(now, id, incarnation, job, tasks, bytes);
+                }
+            }
+            Ok(TaskOutput::Block(block)) => {
+                if !self.charge(job, block.size) {
+                    return;
+                }
                 let span =
                     tracing::debug_span!("fetch", job_id = job, tasks = tasks.len(), size = block.size);
                 let executor = id.clone();
@@ -1188,13 +1213,12 @@ impl EventLoop {
                     incarnation,
                     job,
                     tasks,
+                    size: block.size,
                     result: result.map_err(|failure| match failure {
                         FetchFailure::Mismatch(message) | FetchFailure::Lost(message) => message,
                     }),
                 });
             }
-            // A job that ended holds nothing more.
-            Ok(TaskOutput::Block(_)) => {}
             Ok(TaskOutput::Combined) => {
                 self.partial_lost(now, id, incarnation, job, tasks, "a partial result must hold a value")
             }
@@ -1202,7 +1226,7 @@ impl EventLoop {
         }
     }
 
-    /// A partial result's bytes are in: the core accepts it whole (the executor holds
+    /// A partial result's bytes are in (and charged): the core accepts it whole (the executor holds
     /// every task it names) or has those tasks run again; accepted, it is folded.
     fn partial_in(
         &mut self,
@@ -1213,15 +1237,16 @@ impl EventLoop {
         tasks: Vec<u32>,
         bytes: Vec<u8>,
     ) {
-        let Some(record) = self.jobs.get_mut(&job) else { return };
-        record.result_bytes += bytes.len() as u64;
-        if record.result_bytes > record.max_result_bytes {
-            let reason =
-                JobError::ResultTooLarge { size: record.result_bytes, limit: record.max_result_bytes };
-            self.complete(job, Err(reason));
+        if !self.jobs.contains_key(&job) {
             return;
         }
         let actions = self.core.handle(now, CoreEvent::Partial { id, incarnation, job, tasks });
+        if !actions.iter().any(|a| matches!(a, Action::PartialAccepted { .. })) {
+            // Refused: its tasks run again and are charged again when they end.
+            if let Some(record) = self.jobs.get_mut(&job) {
+                record.result_bytes = record.result_bytes.saturating_sub(bytes.len() as u64);
+            }
+        }
         self.apply(actions, Some(bytes));
     }
 
@@ -1694,7 +1719,7 @@ fn spawn_fold(
                         for FoldInput { index, tasks, bytes } in outputs {
                             let size = bytes.len() as u64;
                             if failed.is_none() {
-                                let pushed = folder.load(&bytes).map_err(Ok).and_then(|acc| {
+                                let pushed = folder.load(&bytes).map_err(FoldError::Merge).and_then(|acc| {
                                     drop(bytes);
                                     fold.push(index, tasks, acc, &mut |left, right| {
                                         folder.absorb(&left, right).map(|()| left)
@@ -1706,8 +1731,8 @@ fn spawn_fold(
                         }
                         match failed {
                             None => {}
-                            Some(Ok(failure)) => break Err(JobError::Merge(failure)),
-                            Some(Err(crate::fold::Unplaceable)) => {
+                            Some(FoldError::Merge(failure)) => break Err(JobError::Merge(failure)),
+                            Some(FoldError::Unplaceable) => {
                                 break Err(JobError::Merge(TaskFailure::Host {
                                     message: "a combined output reached a job folded in partition order"
                                         .into(),

@@ -67,11 +67,16 @@ pub enum Folding<T> {
     Any { total: Option<T>, tasks: u64 },
 }
 
-/// A value the fold cannot place: it names no partition while the fold keeps partition
-/// order. The caller's checks keep this from happening; if it does, the job fails
-/// rather than finish without that value.
+/// Why a value could not be folded.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Unplaceable;
+pub enum FoldError<E> {
+    /// The job's merge failed.
+    Merge(E),
+    /// It names no partition while the fold keeps partition order. The caller's checks
+    /// keep this from happening; if it does, the job fails rather than finish without
+    /// that value.
+    Unplaceable,
+}
 
 impl<T> Folding<T> {
     pub fn new(commutative: bool) -> Self {
@@ -89,15 +94,15 @@ impl<T> Folding<T> {
         tasks: u32,
         value: T,
         merge: &mut impl FnMut(T, T) -> Result<T, E>,
-    ) -> Result<(), Result<E, Unplaceable>> {
+    ) -> Result<(), FoldError<E>> {
         match self {
             Folding::Ordered(fold) => match index {
-                Some(index) if tasks == 1 => fold.push(index, value, merge).map_err(Ok),
-                _ => Err(Err(Unplaceable)),
+                Some(index) if tasks == 1 => fold.push(index, value, merge).map_err(FoldError::Merge),
+                _ => Err(FoldError::Unplaceable),
             },
             Folding::Any { total, tasks: count } => {
                 *total = Some(match total.take() {
-                    Some(left) => merge(left, value).map_err(Ok)?,
+                    Some(left) => merge(left, value).map_err(FoldError::Merge)?,
                     None => value,
                 });
                 *count += u64::from(tasks);
@@ -142,8 +147,8 @@ mod tests {
     #[test]
     fn ordered_fold_refuses_a_partial() {
         let mut fold = Folding::new(false);
-        assert_eq!(fold.push(None, 3, 30, &mut add), Err(Err(Unplaceable)));
-        assert_eq!(fold.push(Some(0), 2, 30, &mut add), Err(Err(Unplaceable)));
+        assert_eq!(fold.push(None, 3, 30, &mut add), Err(FoldError::Unplaceable));
+        assert_eq!(fold.push(Some(0), 2, 30, &mut add), Err(FoldError::Unplaceable));
     }
 
     fn concat(a: Vec<u8>, b: Vec<u8>) -> Result<Vec<u8>, ()> {

@@ -131,6 +131,17 @@ impl SlotQueue {
         }
     }
 
+    /// A collect of `job`, unless one waits already.
+    fn push_collect(&self, job: JobId) {
+        let waiting = {
+            let state = self.state.lock().expect("slot queue lock");
+            state.waiting.iter().any(|work| matches!(work, Work::Collect(j) if *j == job))
+        };
+        if !waiting {
+            self.push(Work::Collect(job));
+        }
+    }
+
     /// The next attempt, waiting for one; `None` once the executor is gone.
     fn pop(&self) -> Option<Work> {
         let mut state = self.state.lock().expect("slot queue lock");
@@ -200,10 +211,15 @@ impl ExecutorCore {
     }
 
     /// Hands over every partial result held for `job` (on a slot thread: it runs
-    /// guest code).
+    /// guest code). Queued only while an idle instance of the job is here and no
+    /// collect of it waits already, so however many a driver sends, the slot queue
+    /// holds at most one per idle instance (at most one per slot).
     pub fn collect(self: &Arc<Self>, job: JobId) {
+        if !self.combiners.lock().expect("combiners lock").idle.iter().any(|held| held.job.job == job) {
+            return;
+        }
         self.started.call_once(|| self.start_slots());
-        self.queue.push(Work::Collect(job));
+        self.queue.push_collect(job);
     }
 
     /// One thread per slot, each pulling attempts from the queue. They hold the core

@@ -55,7 +55,10 @@ pub async fn serve(
     mut decommission: watch::Receiver<bool>,
 ) -> Ended {
     // Reports of attempts launched here (at most `limit` are ever outstanding) and the
-    // partial results of combined ones (at most one per combining instance a collect).
+    // partial results of combined ones. Unbounded as a type, bounded by what feeds it:
+    // a partial names at least one task combined here, each in one partial only, and
+    // a task is combined only under the launch credit, so at most `limit` reports and
+    // as many partials wait between two turns of this loop.
     let (said, mut said_rx) = mpsc::unbounded_channel::<Said>();
     {
         let said = said.clone();

@@ -36,8 +36,8 @@ impl Cluster {
         }
         cmd.args(extra).env("FLINT_SECRET", SECRET);
         let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
-        let url =
-            eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
+        let url = eventually(Duration::from_secs(20), || read_url(&url_file))
+            .unwrap_or_else(|| panic!("the driver prints its URL; its log:\n{}", driver.log_text()));
         Cluster { dir, url, driver, executors: Vec::new(), peer_env: Vec::new() }
     }
 

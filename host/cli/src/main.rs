@@ -64,7 +64,20 @@ enum Command {
     History(cluster::HistoryArgs),
 }
 
+/// Buffers of a MiB or more (task inputs and outputs, blocks) get pages of their own
+/// and give them back when freed. glibc otherwise raises its mmap threshold after the
+/// first such free, to 32 MiB, and later ones land in per-thread arenas that keep the
+/// memory: 40 outputs of 24 MiB left `flint run` at 820 MiB resident, 540 with this.
+fn return_large_buffers_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 fn main() -> ExitCode {
+    return_large_buffers_to_the_system();
     let cli = Cli::parse();
     // `run` reports failures in its summary; a long-running service logs them.
     let default_level = match cli.command {

@@ -392,3 +392,37 @@ fn outputs_behind_a_slow_merge_make_tasks_wait_not_memory_grow() {
     assert!(peak < 700 << 10, "peak RSS {} MiB", peak >> 10);
     eprintln!("peak RSS behind a slow merge: {} MiB", peak >> 10);
 }
+
+#[test]
+fn a_jobs_tasks_reuse_their_instance_as_flint_task_instance_reuse_says() {
+    // One slot: 8 tasks run one after another. Each residue task says how many ran in
+    // its instance before it.
+    let residues = |reuse: &str| -> Vec<String> {
+        let reuse = format!("flint.task.instanceReuse={reuse}");
+        let out = flint(&[
+            "run",
+            "examples/chaos",
+            "--partitions",
+            "8",
+            "--cores",
+            "1",
+            "--conf",
+            "mode=residue",
+            "--conf",
+            "bytes=4096",
+            "--conf",
+            &reuse,
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", lossy(&out.stderr));
+        let report = json(&out);
+        let items = report["result"].as_array().unwrap().iter();
+        items.map(|v| v.as_str().unwrap().split(' ').next().unwrap().to_owned()).collect()
+    };
+    let runs = |ns: &[u32]| -> Vec<String> { ns.iter().map(|n| format!("runs={n}")).collect() };
+    assert_eq!(residues("4"), runs(&[0, 1, 2, 3, 0, 1, 2, 3]));
+    assert_eq!(residues("1"), runs(&[0; 8]), "1: a fresh instance for every task");
+    let out = flint(&["run", "examples/chaos", "--conf", "flint.task.instanceReuse=0", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("flint.task.instanceReuse"), "{}", lossy(&out.stderr));
+}

@@ -1034,6 +1034,7 @@ impl EventLoop {
             max_result_size: job.settings.task_max_result_size,
             // Its merge is commutative: the tasks a slot runs are combined there.
             combine: job.component.combines() && job.settings.task_combine,
+            instance_reuse: job.settings.task_instance_reuse,
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
         let span = tracing::info_span!("job", job_id = id, name = %job.name);

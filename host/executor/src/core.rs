@@ -1,7 +1,7 @@
 //! The executor's task runner: runs launched attempts on the sandboxed runtime, one per
-//! slot, keeps outputs too large for a report as blocks, combines the tasks of jobs
-//! with a commutative merge into one live instance per slot, and kills attempts, queued
-//! or running, on request.
+//! slot, in live instances a job's tasks reuse, keeps outputs too large for a report as
+//! blocks, combines the tasks of jobs with a commutative merge into one live instance
+//! per slot, and kills attempts, queued or running, on request.
 
 use crate::blocks::BlockStore;
 use crate::inputs::InputReader;
@@ -9,7 +9,7 @@ use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
     TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
 };
-use flint_runtime::{Call, Combiner, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
+use flint_runtime::{Instance, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, Once, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -56,8 +56,8 @@ pub struct ExecutorCore {
     queue: Arc<SlotQueue>,
     /// Starts the slot threads on the first launch.
     started: Once,
-    /// Combining instances, at most one per slot.
-    combiners: Mutex<Combiners>,
+    /// Live instances, at most one per slot.
+    instances: Mutex<Instances>,
     /// Where partial results go, after the reports of the tasks they combine.
     partials: Mutex<Option<PartialSink>>,
 }
@@ -65,34 +65,87 @@ pub struct ExecutorCore {
 /// What hands partial results to the driver.
 pub type PartialSink = Box<dyn Fn(Partial) + Send + Sync>;
 
-/// The combining instances of an executor. A slot takes its job's idle one (or makes
-/// one) for each task it adds, and puts it back before reporting the task; so when the
-/// driver collects a job, every instance of it is here. Idle ones count against the
-/// slots like running tasks: idle, taken and plain calls together never pass the slot
-/// count (the longest idle hands its value over first), so the instances alive stay
-/// within the task memory pool.
+/// The live instances of an executor, kept between tasks: a job's plain tasks run one
+/// after another in one (up to its `instance_reuse`), a combining job's tasks add into
+/// one. A slot takes its job's idle one (or makes one) for each task and puts it back
+/// before reporting the task; so when the driver collects a job, every instance of it
+/// is here. Idle ones count against the slots like running tasks: idle and taken
+/// together never pass the slot count (at the bound an idle one holding nothing is
+/// dropped first, else the longest idle hands its value over), so the instances alive
+/// stay within the task memory pool.
 #[derive(Default)]
-struct Combiners {
-    idle: VecDeque<HeldCombiner>,
+struct Instances {
+    idle: VecDeque<Held>,
     /// Taken out by a slot now.
     in_use: usize,
-    /// Tasks running in a fresh instance of their own now.
-    plain: usize,
     /// Partial results handed over so far (numbers their blocks).
     handed: u64,
 }
 
-/// A combining instance and the tasks whose outputs it holds.
-struct HeldCombiner {
+/// A live instance of a job and, for a combining job, the tasks whose outputs it holds.
+struct Held {
     job: Arc<JobDescriptor>,
-    combiner: Combiner,
+    instance: Instance,
     tasks: Vec<u32>,
 }
 
-/// A combining instance grown past this share of the task memory cap hands its value
-/// over at once, so that adding the next partition cannot fail for the room the
-/// running value takes.
-const COMBINER_FULL: u64 = 2;
+/// A combining instance grown past this share of its memory cap hands its value over
+/// at once, so that adding the next partition cannot fail for the room the running
+/// value takes.
+const FULL: u64 = 2;
+
+impl Held {
+    fn full(&self) -> bool {
+        self.instance.memory() > self.instance.memory_limit() / FULL
+    }
+}
+
+/// An instance a slot has taken out: counted against the slots until it is put back or
+/// dropped, on every path out of the task, a host panic included.
+struct Taken<'a> {
+    instances: &'a Mutex<Instances>,
+    held: Option<Held>,
+    /// Still counted in `in_use`.
+    counted: bool,
+}
+
+impl Taken<'_> {
+    fn held(&mut self) -> &mut Held {
+        self.held.as_mut().expect("an instance is held until it is put back or given up")
+    }
+
+    /// The instance itself, to hand its value over; it still counts until `self` goes.
+    fn give_up(&mut self) -> Held {
+        self.held.take().expect("an instance is held until it is put back or given up")
+    }
+
+    /// Puts the instance back for the job's next task, unless the attempt was killed:
+    /// checked under the lock [`ExecutorCore::job_ended`] drops the job's idle
+    /// instances under, after killing its attempts, so an instance never outlives its
+    /// job. A killed one comes back, still counted.
+    fn put_back(mut self, kill: &KillSwitch) -> Result<(), Self> {
+        let instances = self.instances;
+        let mut instances = instances.lock().expect("instances lock");
+        if kill.is_killed() {
+            drop(instances);
+            return Err(self);
+        }
+        instances.idle.push_back(self.give_up());
+        instances.in_use -= 1;
+        self.counted = false;
+        Ok(())
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        // The instance goes first, so its memory is free before the slot counts free.
+        drop(self.held.take());
+        if self.counted {
+            self.instances.lock().expect("instances lock").in_use -= 1;
+        }
+    }
+}
 
 /// Work for a slot thread.
 enum Work {
@@ -192,7 +245,7 @@ impl ExecutorCore {
             loading: Mutex::new(()),
             queue: Arc::new(SlotQueue::default()),
             started: Once::new(),
-            combiners: Mutex::new(Combiners::default()),
+            instances: Mutex::new(Instances::default()),
             partials: Mutex::new(None),
             runtime,
         }
@@ -215,7 +268,7 @@ impl ExecutorCore {
     /// collect of it waits already, so however many a driver sends, the slot queue
     /// holds at most one per idle instance (at most one per slot).
     pub fn collect(self: &Arc<Self>, job: JobId) {
-        if !self.combiners.lock().expect("combiners lock").idle.iter().any(|held| held.job.job == job) {
+        if !self.instances.lock().expect("instances lock").idle.iter().any(|held| held.job.job == job) {
             return;
         }
         self.started.call_once(|| self.start_slots());
@@ -256,6 +309,11 @@ impl ExecutorCore {
         *self.tokens.write().expect("tokens lock") = Arc::new(tokens);
     }
 
+    /// Live instances kept for their jobs' next tasks.
+    pub fn idle_instances(&self) -> usize {
+        self.instances.lock().expect("instances lock").idle.len()
+    }
+
     /// Attempts running now.
     pub fn running(&self) -> usize {
         self.running.lock().expect("running lock").len()
@@ -276,15 +334,23 @@ impl ExecutorCore {
         }
     }
 
-    /// A job ended: its attempts still here are killed, its combining instances and
-    /// blocks dropped.
+    /// A job ended: its attempts still here are killed, its idle instances and blocks
+    /// dropped. (A slot finishing one of its tasks now sees the kill and drops its
+    /// instance: see [`Taken::put_back`].)
     pub fn job_ended(&self, job: JobId) {
         for (attempt, switch) in self.running.lock().expect("running lock").iter() {
             if attempt.job == job {
                 switch.kill();
             }
         }
-        self.combiners.lock().expect("combiners lock").idle.retain(|held| held.job.job != job);
+        let ended: VecDeque<Held> = {
+            let mut instances = self.instances.lock().expect("instances lock");
+            let (ended, others) =
+                std::mem::take(&mut instances.idle).into_iter().partition(|h| h.job.job == job);
+            instances.idle = others;
+            ended
+        };
+        drop(ended);
         self.blocks.drop_job(job);
     }
 
@@ -309,23 +375,11 @@ impl ExecutorCore {
                     // Reading the input counted against the deadline (compiling the
                     // component, once per executor, does not).
                     ctx.spent = spent;
-                    if launch.job.combine && component.combines() {
-                        self.combine(launch, component, &ctx, input, &mut partials)
-                    } else {
-                        self.make_room(1, 0, &mut partials);
-                        let outcome = self.runtime.call(&component, &ctx, Call::Run(input));
-                        self.combiners.lock().expect("combiners lock").plain -= 1;
-                        let state = match outcome.result {
-                            Ok(bytes) if bytes.len() <= self.inline_limit => {
-                                TaskState::Succeeded(TaskOutput::Inline(bytes))
-                            }
-                            Ok(bytes) => {
-                                let block = self.blocks.put(BlockId::Output(launch.attempt), bytes);
-                                TaskState::Succeeded(TaskOutput::Block(block))
-                            }
-                            Err(failure) => TaskState::Failed(failure),
-                        };
-                        (state, outcome.log)
+                    let combine = launch.job.combine && component.combines();
+                    match self.take_instance(&launch.job, component, &ctx, &mut partials) {
+                        Ok(taken) if combine => self.combine(launch, taken, &ctx, input, &mut partials),
+                        Ok(taken) => self.run_task(launch, taken, &ctx, input),
+                        Err(failure) => (TaskState::Failed(failure), String::new()),
                     }
                 }
                 Err(failure) => (TaskState::Failed(failure), String::new()),
@@ -345,97 +399,126 @@ impl ExecutorCore {
         (update, partials)
     }
 
+    /// Runs the attempt's partition in the instance taken for it, and keeps the
+    /// instance for the job's next task when it may run one: after a success, below
+    /// the job's reuse count, and no larger than the memory an idle slot keeps resident
+    /// anyway (a task that grew it further gives that memory back, as a fresh instance
+    /// per task would).
+    fn run_task(
+        &self,
+        launch: &TaskLaunch,
+        mut taken: Taken<'_>,
+        ctx: &TaskContext,
+        input: TaskInput,
+    ) -> (TaskState, String) {
+        let outcome = taken.held().instance.run(ctx, input);
+        let state = match outcome.result {
+            Ok(bytes) if bytes.len() <= self.inline_limit => TaskState::Succeeded(TaskOutput::Inline(bytes)),
+            Ok(bytes) => {
+                let block = self.blocks.put(BlockId::Output(launch.attempt), bytes);
+                TaskState::Succeeded(TaskOutput::Block(block))
+            }
+            Err(failure) => TaskState::Failed(failure),
+        };
+        let held = taken.held();
+        let reusable = matches!(state, TaskState::Succeeded(_))
+            && held.instance.calls() < launch.job.instance_reuse
+            && held.instance.memory() <= self.runtime.resident_per_slot();
+        if reusable {
+            // A killed attempt's instance comes back and goes with `taken`.
+            let _ = taken.put_back(&ctx.kill);
+        }
+        (state, outcome.log)
+    }
+
     /// Adds the attempt's partition to its job's combining instance on this slot. A
     /// failed add loses what the instance held: those tasks are handed over as lost
     /// (they run again) and the attempt fails as any task would.
     fn combine(
         &self,
         launch: &TaskLaunch,
-        component: Arc<JobComponent>,
+        mut taken: Taken<'_>,
         ctx: &TaskContext,
         input: TaskInput,
         partials: &mut Vec<Partial>,
     ) -> (TaskState, String) {
-        let mut held = match self.take_combiner(&launch.job, component, ctx, partials) {
-            Ok(held) => held,
-            Err(failure) => return (TaskState::Failed(failure), String::new()),
-        };
-        let mut outcome = held.combiner.add(ctx, input);
+        let mut outcome = taken.held().instance.add(ctx, input);
         // Killed just as the add ended (its job ended, or the driver took the attempt
         // back): the instance is not put back, so it can neither outlive its job nor
         // hold an attempt the driver no longer counts; what it held runs again.
         if outcome.result.is_ok() && ctx.kill.is_killed() {
             outcome.result = Err(TaskFailure::Killed { reason: "killed as its output was combined".into() });
         }
-        let state = match outcome.result {
+        let failure = match outcome.result {
             Ok(_) => {
+                let held = taken.held();
                 held.tasks.push(launch.attempt.index);
-                let full = held.combiner.memory() > self.runtime.instance_memory() / COMBINER_FULL;
                 // The list of tasks a partial names stays far inside a frame.
-                if full || held.tasks.len() >= flint_proto::MAX_PARTIAL_TASKS {
-                    partials.push(self.take_value(held));
-                    self.combiners.lock().expect("combiners lock").in_use -= 1;
-                } else {
-                    self.put_combiner(held);
+                if held.full() || held.tasks.len() >= flint_proto::MAX_PARTIAL_TASKS {
+                    partials.push(self.take_value(taken.give_up()));
+                    return (TaskState::Succeeded(TaskOutput::Combined), outcome.log);
                 }
-                TaskState::Succeeded(TaskOutput::Combined)
-            }
-            Err(failure) => {
-                self.combiners.lock().expect("combiners lock").in_use -= 1;
-                if !held.tasks.is_empty() {
-                    tracing::warn!(job_id = held.job.job, tasks = held.tasks.len(), %failure, "combined outputs lost with their instance");
-                    partials.push(Partial {
-                        job: held.job.job,
-                        tasks: held.tasks,
-                        output: Err(format!(
-                            "the combining instance failed in task {}: {failure}",
-                            launch.attempt
-                        )),
-                    });
+                match taken.put_back(&ctx.kill) {
+                    Ok(()) => return (TaskState::Succeeded(TaskOutput::Combined), outcome.log),
+                    Err(mut back) => {
+                        back.held().tasks.pop();
+                        taken = back;
+                        TaskFailure::Killed { reason: "killed as its output was combined".into() }
+                    }
                 }
-                TaskState::Failed(failure)
             }
+            Err(failure) => failure,
         };
-        (state, outcome.log)
+        let held = taken.give_up();
+        if !held.tasks.is_empty() {
+            tracing::warn!(job_id = held.job.job, tasks = held.tasks.len(), %failure, "combined outputs lost with their instance");
+            partials.push(Partial {
+                job: held.job.job,
+                tasks: held.tasks,
+                output: Err(format!("the combining instance failed in task {}: {failure}", launch.attempt)),
+            });
+        }
+        (TaskState::Failed(failure), outcome.log)
     }
 
-    /// The slot's combining instance for the job: an idle one, or a new one. At most
-    /// one per slot: at that bound the longest idle of another job hands its value over
-    /// first.
-    fn take_combiner(
+    /// An instance of the job for the attempt: an idle one, or a new one. At most one
+    /// per slot: at that bound an idle one of another job goes first.
+    fn take_instance(
         &self,
         job: &Arc<JobDescriptor>,
         component: Arc<JobComponent>,
         ctx: &TaskContext,
         partials: &mut Vec<Partial>,
-    ) -> Result<HeldCombiner, TaskFailure> {
+    ) -> Result<Taken<'_>, TaskFailure> {
+        let taken = |held| Taken { instances: &self.instances, held, counted: true };
         {
-            let mut combiners = self.combiners.lock().expect("combiners lock");
-            if let Some(at) = combiners.idle.iter().position(|held| held.job.job == job.job) {
-                combiners.in_use += 1;
-                return Ok(combiners.idle.remove(at).expect("found above"));
+            let mut instances = self.instances.lock().expect("instances lock");
+            if let Some(at) = instances.idle.iter().position(|held| held.job.job == job.job) {
+                instances.in_use += 1;
+                return Ok(taken(instances.idle.remove(at)));
             }
         }
-        self.make_room(0, 1, partials);
-        match self.runtime.combiner(component, ctx) {
-            Ok(combiner) => Ok(HeldCombiner { job: job.clone(), combiner, tasks: Vec::new() }),
-            Err(failure) => {
-                self.combiners.lock().expect("combiners lock").in_use -= 1;
-                Err(failure)
-            }
-        }
+        self.make_room(partials);
+        let mut slot = taken(None);
+        slot.held = Some(Held {
+            job: job.clone(),
+            instance: self.runtime.instantiate(component, ctx)?,
+            tasks: Vec::new(),
+        });
+        Ok(slot)
     }
 
-    /// Counts a plain call or a taken combining instance about to start, first handing
-    /// over the longest idle instances while there would be more than one per slot.
-    fn make_room(&self, plain: usize, in_use: usize, partials: &mut Vec<Partial>) {
-        let evicted: Vec<HeldCombiner> = {
-            let mut combiners = self.combiners.lock().expect("combiners lock");
-            combiners.plain += plain;
-            combiners.in_use += in_use;
+    /// Counts an instance about to be taken, first making room while there would be
+    /// more than one per slot: idle ones holding nothing are dropped first, then the
+    /// longest idle hands its value over.
+    fn make_room(&self, partials: &mut Vec<Partial>) {
+        let evicted: Vec<Held> = {
+            let mut instances = self.instances.lock().expect("instances lock");
+            instances.in_use += 1;
             let mut evicted = Vec::new();
-            while combiners.idle.len() + combiners.in_use + combiners.plain > self.runtime.slots() as usize {
-                match combiners.idle.pop_front() {
+            while instances.idle.len() + instances.in_use > self.runtime.slots() as usize {
+                let empty = instances.idle.iter().position(|held| held.tasks.is_empty());
+                match instances.idle.remove(empty.unwrap_or(0)) {
                     Some(held) => evicted.push(held),
                     None => break,
                 }
@@ -443,19 +526,15 @@ impl ExecutorCore {
             evicted
         };
         for held in evicted {
-            partials.push(self.take_value(held));
+            if !held.tasks.is_empty() {
+                partials.push(self.take_value(held));
+            }
         }
-    }
-
-    fn put_combiner(&self, held: HeldCombiner) {
-        let mut combiners = self.combiners.lock().expect("combiners lock");
-        combiners.in_use -= 1;
-        combiners.idle.push_back(held);
     }
 
     /// The instance's value as a partial result (a block when it is large); the
     /// instance goes with it.
-    fn take_value(&self, mut held: HeldCombiner) -> Partial {
+    fn take_value(&self, mut held: Held) -> Partial {
         let job = &held.job;
         let ctx = TaskContext {
             app_id: job.app_id.clone(),
@@ -473,13 +552,13 @@ impl ExecutorCore {
             max_result_size: self.runtime.instance_memory(),
             kill: KillSwitch::default(),
         };
-        let output = match held.combiner.take(&ctx) {
+        let output = match held.instance.take(&ctx) {
             Ok(bytes) if bytes.len() <= self.inline_limit => Ok(TaskOutput::Inline(bytes)),
             Ok(bytes) => {
                 let number = {
-                    let mut combiners = self.combiners.lock().expect("combiners lock");
-                    combiners.handed += 1;
-                    combiners.handed
+                    let mut instances = self.instances.lock().expect("instances lock");
+                    instances.handed += 1;
+                    instances.handed
                 };
                 Ok(TaskOutput::Block(self.blocks.put(BlockId::Partial { job: job.job, number }, bytes)))
             }
@@ -491,7 +570,7 @@ impl ExecutorCore {
         Partial { job: job.job, tasks: std::mem::take(&mut held.tasks), output }
     }
 
-    /// Hands over the partial results of the job's idle combining instances.
+    /// Hands over the partial results of the job's idle instances.
     fn collect_now(&self, job: JobId) {
         self.hand_over_where(|held| held.job.job == job);
     }
@@ -502,14 +581,16 @@ impl ExecutorCore {
         self.hand_over_where(|_| true);
     }
 
-    fn hand_over_where(&self, pick: impl Fn(&HeldCombiner) -> bool) {
-        let held: VecDeque<HeldCombiner> = {
-            let mut combiners = self.combiners.lock().expect("combiners lock");
-            let (picked, others) = std::mem::take(&mut combiners.idle).into_iter().partition(|h| pick(h));
-            combiners.idle = others;
+    /// Hands over the values of the picked idle instances; those holding none are
+    /// dropped.
+    fn hand_over_where(&self, pick: impl Fn(&Held) -> bool) {
+        let held: VecDeque<Held> = {
+            let mut instances = self.instances.lock().expect("instances lock");
+            let (picked, others) = std::mem::take(&mut instances.idle).into_iter().partition(|h| pick(h));
+            instances.idle = others;
             picked
         };
-        for held in held {
+        for held in held.into_iter().filter(|held| !held.tasks.is_empty()) {
             let partial = self.take_value(held);
             self.hand_over(partial);
         }

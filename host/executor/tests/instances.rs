@@ -1,8 +1,9 @@
-//! Combining where tasks run, on a one-slot executor with the real `tally` component
-//! (task i counts i + 1; its merge is commutative) and `noop`: tasks of a combining job
-//! are added to one live instance whose value is handed over when collected, when an
-//! `add` fails (as lost, naming the tasks it held), or when a task of another job needs
-//! the slot's room.
+//! Live instances on a one-slot executor with the real `tally` (task i counts i + 1;
+//! its merge is commutative), `noop` and `chaos` components. A job's plain tasks reuse
+//! one instance up to its reuse count, never after a failure, never across jobs, never
+//! past the memory an idle slot keeps. Tasks of a combining job are added to one live
+//! instance whose value is handed over when collected, when an `add` fails (as lost,
+//! naming the tasks it held), or when a task of another job needs the slot's room.
 
 use flint_executor::{DriverSource, ExecutorCore, InputReader};
 use flint_proto::{
@@ -51,7 +52,7 @@ struct Executor {
 fn one_slot_executor() -> Executor {
     let mut digests = HashMap::new();
     let mut bytes = HashMap::new();
-    for name in ["tally", "noop"] {
+    for name in ["tally", "noop", "chaos"] {
         let b = component(name);
         digests.insert(name, Digest::of(&b));
         bytes.insert(Digest::of(&b), b);
@@ -90,6 +91,7 @@ fn job(digest: Digest, id: JobId, tasks: u32, combine: bool, config: &[(&str, &s
         deadline: Duration::from_secs(60),
         max_result_size: 1 << 20,
         combine,
+        instance_reuse: 100,
     })
 }
 
@@ -123,6 +125,73 @@ fn tally(partial: &Partial) -> (u64, u64) {
     let Ok(TaskOutput::Inline(bytes)) = &partial.output else { panic!("not an inline value: {partial:?}") };
     let (sum, tasks, _pad): (u64, u64, Vec<u8>) = postcard::from_bytes(bytes).unwrap();
     (sum, tasks)
+}
+
+/// The job with another reuse count.
+fn reusing(job: Arc<JobDescriptor>, instance_reuse: u32) -> Arc<JobDescriptor> {
+    Arc::new(JobDescriptor { instance_reuse, ..(*job).clone() })
+}
+
+/// What a chaos `residue` task said: how many calls of its mode its instance had run.
+fn runs_before(update: &StatusUpdate) -> u32 {
+    let TaskState::Succeeded(TaskOutput::Inline(bytes)) = &update.state else { panic!("{update:?}") };
+    let text = String::from_utf8_lossy(bytes);
+    let at = text.find("runs=").unwrap_or_else(|| panic!("{text}")) + "runs=".len();
+    text[at..].split(' ').next().unwrap().parse().unwrap()
+}
+
+impl Executor {
+    /// Launches `tasks` tasks of `job` and says what each found its instance had run.
+    async fn residues(&mut self, job: &Arc<JobDescriptor>) -> Vec<u32> {
+        for index in 0..job.task_count {
+            self.launch(job, index);
+        }
+        let mut runs = Vec::new();
+        for _ in 0..job.task_count {
+            runs.push(runs_before(&self.report().await));
+        }
+        runs
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_tasks_reuse_one_instance_up_to_its_reuse_count() {
+    let mut e = one_slot_executor();
+    let chaos = e.digests["chaos"];
+    let small = [("mode", "residue"), ("bytes", "4096")];
+    let three = reusing(job(chaos, 1, 7, false, &small), 3);
+    assert_eq!(e.residues(&three).await, [0, 1, 2, 0, 1, 2, 0]);
+    // flint.task.instanceReuse=1: a fresh instance for every task.
+    let one = reusing(job(chaos, 2, 3, false, &small), 1);
+    assert_eq!(e.residues(&one).await, [0, 0, 0]);
+    // A task that grew its instance past what an idle slot keeps resident (32 MiB)
+    // gives that memory back: the next task starts fresh.
+    let large = job(chaos, 3, 3, false, &[("mode", "residue"), ("bytes", "41943040")]);
+    assert_eq!(e.residues(&large).await, [0, 0, 0]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_instance_is_dropped_after_a_failure_and_never_shared_between_jobs() {
+    let mut e = one_slot_executor();
+    let chaos = e.digests["chaos"];
+    let conf = [("mode", "fail"), ("only_task", "1"), ("other_mode", "residue"), ("bytes", "4096")];
+    let first = job(chaos, 1, 4, false, &conf);
+    for index in 0..4 {
+        e.launch(&first, index);
+    }
+    let mut reports = Vec::new();
+    for _ in 0..4 {
+        reports.push(e.report().await);
+    }
+    assert!(matches!(reports[1].state, TaskState::Failed(TaskFailure::Guest { .. })), "{:?}", reports[1]);
+    let runs: Vec<u32> = [0, 2, 3].iter().map(|&i| runs_before(&reports[i])).collect();
+    assert_eq!(runs, [0, 0, 1], "task 2 starts in a fresh instance after task 1 failed in the first");
+    // The same component in another job: an instance of its own.
+    let second = job(chaos, 2, 1, false, &[("mode", "residue"), ("bytes", "4096")]);
+    assert_eq!(e.residues(&second).await, [0]);
+    assert_eq!(e.core.idle_instances(), 1, "one slot: the first job's instance made room");
+    e.core.job_ended(2);
+    assert_eq!(e.core.idle_instances(), 0, "a job's instances go when it ends");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -68,6 +68,7 @@ fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
         deadline: Duration::from_secs(60),
         max_result_size: 1 << 20,
         combine: false,
+        instance_reuse: 100,
     })
 }
 

@@ -88,6 +88,13 @@ pub struct Settings {
     /// component exports `combiner`), the tasks one executor slot runs are folded into
     /// one value where they run, and the driver merges one partial result per slot.
     pub task_combine: bool,
+    /// `flint.task.instanceReuse` (default 100): the most tasks of one job that one
+    /// instance runs, one after another on a slot, before a fresh one replaces it (as
+    /// PySpark reuses its Python workers, or a Python pool's `maxtasksperchild`). What a
+    /// task leaves in memory or globals is seen by the next; 1 gives every task a fresh
+    /// instance. An instance is never shared between jobs and is dropped after any
+    /// failure.
+    pub task_instance_reuse: u32,
     /// `flint.driver.maxResultSize` (default 1g, as Spark): the most a job's task
     /// results may add up to on the driver; a job over it fails, naming the key.
     pub driver_max_result_size: u64,
@@ -342,6 +349,7 @@ impl Default for Settings {
             task_deadline: Duration::from_secs(600),
             task_max_result_size: 64 << 20,
             task_combine: true,
+            task_instance_reuse: 100,
             driver_max_result_size: 1 << 30,
             network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
@@ -379,6 +387,7 @@ impl Settings {
         "flint.task.deadline",
         "flint.task.maxResultSize",
         "flint.task.combine",
+        "flint.task.instanceReuse",
         "flint.task.maxLogSize",
         "flint.driver.maxResultSize",
         "flint.input.roots",
@@ -466,6 +475,9 @@ impl Settings {
                 "flint.task.combine" => {
                     s.task_combine =
                         value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
+                }
+                "flint.task.instanceReuse" => {
+                    s.task_instance_reuse = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
                 }
                 "flint.input.roots" => {
                     let roots: Vec<String> = value
@@ -789,6 +801,17 @@ fn parse_u32(text: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_key_is_in_the_readme() {
+        // Whole, or as the last part of a row that names its siblings (`a.b` / `.c`).
+        let readme = include_str!("../../../README.md");
+        for key in Settings::KEYS {
+            let last = key.rsplit('.').next().unwrap();
+            let named = [format!("`{key}`"), format!("`{last}`"), format!("`.{last}`")];
+            assert!(named.iter().any(|n| readme.contains(n.as_str())), "README.md does not document {key}");
+        }
+    }
 
     fn conf(pairs: &[(&str, &str)]) -> Conf {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

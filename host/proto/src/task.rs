@@ -105,6 +105,9 @@ pub struct JobDescriptor {
     /// it runs into one running value, handed over as a [`Partial`] when the driver
     /// collects it.
     pub combine: bool,
+    /// The most tasks of this job one instance runs before a fresh one replaces it
+    /// (`flint.task.instanceReuse`); 1 gives every task a fresh instance.
+    pub instance_reuse: u32,
 }
 
 /// Run one attempt of one task.

@@ -120,6 +120,12 @@ impl Runtime {
         self.config.instance_memory
     }
 
+    /// Memory an idle pooled slot keeps resident anyway: an instance kept alive between
+    /// tasks within this size holds no more than an empty slot would.
+    pub fn resident_per_slot(&self) -> u64 {
+        KEEP_RESIDENT as u64
+    }
+
     /// A component loaded and still in memory, by digest.
     pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
         self.components.lock().expect("component cache lock").get(digest)

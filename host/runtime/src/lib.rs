@@ -13,7 +13,7 @@ mod sandbox;
 
 pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError, RuntimeStats};
-pub use sandbox::{Accumulator, Call, Combiner, Folder, KillSwitch, Outcome, TaskContext, TaskInput};
+pub use sandbox::{Accumulator, Call, Folder, Instance, KillSwitch, Outcome, TaskContext, TaskInput};
 
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
 mod bindings {

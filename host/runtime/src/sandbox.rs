@@ -93,14 +93,15 @@ impl std::error::Error for Killed {}
 impl Runtime {
     /// Runs `call` in a fresh instance of `component`. Never panics on guest behaviour:
     /// every way a guest can fail comes back as a [`TaskFailure`].
-    pub fn call(&self, component: &JobComponent, ctx: &TaskContext, call: Call) -> Outcome {
+    pub fn call(&self, component: &Arc<JobComponent>, ctx: &TaskContext, call: Call) -> Outcome {
         let started = Instant::now();
-        let (mut store, log) = self.new_store(ctx);
-        let result = component
-            .pre
-            .instantiate(&mut store)
-            .and_then(|instance| invoke(component, &mut store, &instance, call));
-        Outcome { result: settle(result, &store, ctx), log: log.contents(), elapsed: started.elapsed() }
+        let Call::Run(input) = call;
+        let mut outcome = match self.instantiate(component.clone(), ctx) {
+            Ok(mut instance) => instance.run(ctx, input),
+            Err(failure) => Outcome { result: Err(failure), log: String::new(), elapsed: Duration::ZERO },
+        };
+        outcome.elapsed = started.elapsed();
+        outcome
     }
 
     /// One instance of an `aggregate` job in which its outputs are folded: they load
@@ -144,14 +145,10 @@ impl Runtime {
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        // What a guest may hand the host in one call (its output, above all): room for a
-        // result of twice the task's limit, so that one over it is reported as too large
-        // rather than as a failed copy; never below wasmtime's default of 128 MiB.
-        let fuel = usize::try_from(ctx.max_result_size.saturating_mul(2)).unwrap_or(usize::MAX);
-        store.set_hostcall_fuel(fuel.max(128 << 20));
+        store.set_hostcall_fuel(hostcall_fuel(ctx));
         store.set_epoch_deadline(1);
         // The kill switch and the deadline are read from the store: a live instance
-        // (a combiner) gets the next call's own before each call.
+        // (one reused, or combining) gets the next call's own before each call.
         store.epoch_deadline_callback(move |store| {
             if store.data().kill.is_killed() {
                 return Err(wasmtime::Error::new(Killed));
@@ -166,30 +163,44 @@ impl Runtime {
 }
 
 impl Runtime {
-    /// A live instance of a combining job (one that exports `combiner`), into which the
-    /// partitions one slot runs are added one call at a time.
-    pub fn combiner(&self, component: Arc<JobComponent>, ctx: &TaskContext) -> Result<Combiner, TaskFailure> {
-        if !component.combines() {
-            return Err(TaskFailure::Host { message: "the component exports no combiner".into() });
-        }
+    /// A live instance of `component`, in which calls run one after another, each as
+    /// a task of its own: a job's tasks on one slot reuse it (as PySpark reuses its
+    /// Python workers), and a combining job adds its partitions into it.
+    pub fn instantiate(
+        &self,
+        component: Arc<JobComponent>,
+        ctx: &TaskContext,
+    ) -> Result<Instance, TaskFailure> {
         let (mut store, _log) = self.new_store(ctx);
         let instance = component.pre.instantiate(&mut store).map_err(|e| classify(e, &store, ctx))?;
-        Ok(Combiner { component, store, instance })
+        Ok(Instance { component, store, instance, calls: 0 })
     }
 }
 
-/// A live instance of a combining job holding the running value of the partitions
-/// added to it. Each call runs as its own task: its ids, deadline, kill switch and log,
-/// under the instance's one memory cap. After a failed call the value is gone with
-/// whatever it held: the owner drops the combiner and has those partitions run again.
-pub struct Combiner {
+/// A live instance of a job. Each call runs as its own task: its ids, configuration,
+/// deadline, kill switch and log, under the instance's one memory cap; what the guest
+/// keeps in memory or globals carries over to the next call. After a failed call the
+/// instance may be in any state: the owner drops it (with the value a combining
+/// instance held: those partitions run again).
+pub struct Instance {
     component: Arc<JobComponent>,
     store: Store<HostState>,
     instance: wasmtime::component::Instance,
+    calls: u32,
 }
 
-impl Combiner {
-    /// Folds one partition into the running value: a task whose output stays here.
+impl Instance {
+    /// Runs one partition: a task whose output comes back.
+    pub fn run(&mut self, ctx: &TaskContext, input: TaskInput) -> Outcome {
+        let started = Instant::now();
+        self.enter(ctx);
+        let result = invoke(&self.component, &mut self.store, &self.instance, Call::Run(input));
+        let result = settle(result, &self.store, ctx);
+        Outcome { result, log: self.store.data().log.contents(), elapsed: started.elapsed() }
+    }
+
+    /// Folds one partition into the running value of a combining job: a task whose
+    /// output stays here.
     pub fn add(&mut self, ctx: &TaskContext, input: TaskInput) -> Outcome {
         let started = Instant::now();
         self.enter(ctx);
@@ -203,7 +214,8 @@ impl Combiner {
         Outcome { result: result.map(|()| Vec::new()), log, elapsed: started.elapsed() }
     }
 
-    /// The running value, encoded as a task output, within `ctx`'s result size.
+    /// The running value of a combining job, encoded as a task output, within `ctx`'s
+    /// result size.
     pub fn take(&mut self, ctx: &TaskContext) -> Result<Vec<u8>, TaskFailure> {
         self.enter(ctx);
         let store = &mut self.store;
@@ -216,9 +228,20 @@ impl Combiner {
         self.store.data().limits.grown
     }
 
+    /// The memory cap the instance runs under (the job's, when it asked for less).
+    pub fn memory_limit(&self) -> u64 {
+        self.store.data().limits.limit
+    }
+
+    /// Calls made in this instance so far.
+    pub fn calls(&self) -> u32 {
+        self.calls
+    }
+
     /// Makes the store the next call's: its ids, configuration, tokens, deadline, kill
     /// switch, and an empty log.
     fn enter(&mut self, ctx: &TaskContext) {
+        self.calls = self.calls.saturating_add(1);
         let state = self.store.data_mut();
         state.info = TaskInfo {
             app_id: ctx.app_id.clone(),
@@ -234,6 +257,7 @@ impl Combiner {
         state.limits.refused = false;
         state.echo = crate::host::EchoBudget::new();
         state.log.clear();
+        self.store.set_hostcall_fuel(hostcall_fuel(ctx));
         self.store.set_epoch_deadline(1);
     }
 }
@@ -336,6 +360,14 @@ impl Folder<'_> {
         self.failed = Some(failure.clone());
         failure
     }
+}
+
+/// What a guest may hand the host in one call (its output, above all): room for a
+/// result of twice the task's limit, so that one over it is reported as too large
+/// rather than as a failed copy; never below wasmtime's default of 128 MiB.
+fn hostcall_fuel(ctx: &TaskContext) -> usize {
+    let fuel = usize::try_from(ctx.max_result_size.saturating_mul(2)).unwrap_or(usize::MAX);
+    fuel.max(128 << 20)
 }
 
 /// A call's result as the caller sees it: typed failures, the size limit applied.

@@ -256,6 +256,44 @@ fn nothing_an_instance_leaves_in_memory_reaches_the_next() {
 }
 
 #[test]
+fn a_live_instance_runs_each_call_as_a_task_of_its_own_and_keeps_its_memory() {
+    let rt = runtime(64 << 20, None);
+    let chaos = rt.load(&component("chaos")).unwrap();
+    let shown = |output: Vec<u8>| {
+        let mut folder = rt.folder(&chaos, ctx(&[]));
+        let acc = folder.load(&output).unwrap();
+        String::from_utf8(folder.finish(acc).unwrap()).unwrap()
+    };
+    let call = |task: u32, conf: &[(&str, &str)]| {
+        let mut c = ctx(conf);
+        c.task_index = task;
+        c
+    };
+    let residue = [("mode", "residue"), ("bytes", "4096")];
+    let mut instance = rt.instantiate(chaos.clone(), &call(0, &residue)).unwrap();
+    // What one call leaves in the guest's globals, the next sees: that is what reuse
+    // is (a fresh instance per call sees none, as the test above shows).
+    for task in 0..3 {
+        let out = instance.run(&call(task, &residue), TaskInput::Index(task)).result.unwrap();
+        assert!(shown(out).starts_with(&format!(r#"["runs={task} "#)), "call {task}");
+    }
+    // Each call has its own task, log and deadline.
+    let chatter = instance.run(&call(7, &[("mode", "chatter"), ("bytes", "2048")]), TaskInput::Index(7));
+    assert!(chatter.log.starts_with("[INFO] task 7 running mode chatter\n"), "{}", chatter.log);
+    assert!(!chatter.log.contains("residue"), "the log holds this call's output only");
+    let ok = instance.run(&call(9, &[]), TaskInput::Index(9));
+    assert_eq!(shown(ok.result.unwrap()), "[9]");
+    assert_eq!(ok.log, "[INFO] task 9 running mode ok\n");
+    let mut short = call(10, &[("mode", "sleep")]);
+    short.deadline = Duration::from_millis(100);
+    let started = Instant::now();
+    let slept = instance.run(&short, TaskInput::Index(10));
+    assert!(matches!(slept.result, Err(TaskFailure::Deadline { .. })), "{:?}", slept.result);
+    assert!(started.elapsed() < Duration::from_secs(5), "the call's own deadline, not the first one's");
+    assert_eq!(instance.calls(), 6);
+}
+
+#[test]
 fn outputs_fold_in_one_instance_in_partition_order() {
     let rt = runtime(64 << 20, None);
     let chaos = rt.load(&component("chaos")).unwrap();

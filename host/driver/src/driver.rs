@@ -1442,8 +1442,9 @@ impl EventLoop {
                     if let Some(record) = self.jobs.get(&job) {
                         record
                             .span
-                            .in_scope(|| tracing::info!(index, "combined output lost; the task runs again"));
+                            .in_scope(|| tracing::info!(index, "task output lost; the task runs again"));
                     }
+                    self.record(AppEvent::TaskLost { job, index });
                 }
                 Action::Kill { executor, incarnation, attempt } => {
                     if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {

@@ -79,6 +79,12 @@ pub enum AppEvent {
         failure: Option<TaskFailure>,
         log_tail: Option<String>,
     },
+    /// A done task's output was lost before the driver had it (its executor went, or
+    /// the combining instance holding it failed): the task is not done and runs again.
+    TaskLost {
+        job: JobId,
+        index: u32,
+    },
     TokenRenewed {
         service: String,
         expires_at_ms: u64,
@@ -328,6 +334,13 @@ impl Store {
                     record.log_tail = Some(tail.to_owned());
                 }
             }
+            AppEvent::TaskLost { job, index } => {
+                let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
+                if let Some(record) = entry.tasks.get_mut(index).filter(|r| r.state == "succeeded") {
+                    record.state = "lost".into();
+                    entry.status.progress.done = entry.status.progress.done.saturating_sub(1);
+                }
+            }
             AppEvent::TokenRenewed { .. } | AppEvent::TokenRenewalFailed { .. } => {}
         }
     }
@@ -425,6 +438,32 @@ mod tests {
         let p = job.status.progress;
         assert_eq!((p.total, p.done, p.running, p.failed_attempts), (2, 2, 0, 1));
         assert_eq!(job.status.state, "succeeded");
+    }
+
+    #[test]
+    fn a_done_task_whose_output_was_lost_is_not_done_until_it_runs_again() {
+        let mut store = Store::new(10);
+        store.apply(&at(1, AppEvent::JobStart { job: 1, name: "j".into(), tasks: 1 }));
+        let start = |attempt| AppEvent::TaskStart { job: 1, index: 0, attempt, executor: "a".into() };
+        let end = |attempt| AppEvent::TaskEnd {
+            job: 1,
+            index: 0,
+            attempt,
+            executor: "a".into(),
+            duration_ms: 5,
+            failure: None,
+            log_tail: None,
+        };
+        store.apply(&at(2, start(0)));
+        store.apply(&at(3, end(0)));
+        store.apply(&at(4, AppEvent::TaskLost { job: 1, index: 0 }));
+        let job = store.job(1).unwrap();
+        assert_eq!((job.status.progress.done, job.launched()[0].state.as_str()), (0, "lost"));
+        store.apply(&at(5, start(1)));
+        store.apply(&at(6, end(1)));
+        let job = store.job(1).unwrap();
+        assert_eq!((job.status.progress.done, job.launched()[0].state.as_str()), (1, "succeeded"));
+        assert_eq!(job.launched()[0].attempt, 1);
     }
 
     #[test]

@@ -1669,12 +1669,17 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
         let high_water = values("flint_executor_instance_memory_high_water_bytes");
         let hits = values("flint_executor_component_cache_hits_total");
         let misses = values("flint_executor_component_cache_misses_total");
+        let instances = values("flint_executor_instances_started_total");
         let all_in = hits.iter().sum::<f64>() + misses.iter().sum::<f64>() >= total;
-        (high_water.len() == 2 && hits.len() == 2 && all_in).then_some((high_water, hits, misses))
+        (high_water.len() == 2 && hits.len() == 2 && all_in).then_some((high_water, hits, misses, instances))
     });
-    let (high_water, hits, misses) = seen.expect("both executors' heartbeats say what they ran");
+    let (high_water, hits, misses, instances) = seen.expect("both executors' heartbeats say what they ran");
     assert!(high_water.iter().all(|b| *b > 0.0 && *b < 64.0 * 1024.0 * 1024.0), "{high_water:?}");
     assert!(misses.iter().sum::<f64>() <= 4.0, "hits {hits:?}, misses {misses:?}");
+    // One slot each: noop's tasks reused one instance per executor, pi's combined into
+    // one; 24 attempts, at most 4 instances.
+    assert_eq!(instances.len(), 2, "{instances:?}");
+    assert!(instances.iter().all(|n| (1.0..=2.0).contains(n)), "{instances:?} for {total} attempts");
 
     // Reachable beyond loopback, it asks for the secret.
     let open = free_port();

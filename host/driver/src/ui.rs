@@ -125,7 +125,7 @@ impl PeerMetrics {
             .filter_map(|e| beats.get(&e.id).map(|b| (escape(&e.id), b)))
             .collect();
         type Field = fn(&flint_proto::wire::Heartbeat) -> u64;
-        let families: [(&str, &str, &str, Field); 4] = [
+        let families: [(&str, &str, &str, Field); 5] = [
             ("flint_executor_rss_bytes", "gauge", "Resident memory of each live executor.", |b| b.rss_bytes),
             (
                 "flint_executor_instance_memory_high_water_bytes",
@@ -144,6 +144,12 @@ impl PeerMetrics {
                 "counter",
                 "Tasks of each live executor that had to load their component.",
                 |b| b.component_cache_misses,
+            ),
+            (
+                "flint_executor_instances_started_total",
+                "counter",
+                "Instances each live executor made to run tasks in; a task reusing its job's makes none.",
+                |b| b.instances_started,
             ),
         ];
         for (name, kind, help, field) in families {

@@ -318,6 +318,7 @@ async fn serve(
                         instance_memory_high_water: stats.instance_memory_high_water.load(Ordering::Relaxed),
                         component_cache_hits: stats.cache_hits.load(Ordering::Relaxed),
                         component_cache_misses: stats.cache_misses.load(Ordering::Relaxed),
+                        instances_started: stats.instances_started.load(Ordering::Relaxed),
                     };
                     if write_frame(&mut stream, &beat).await.is_err() {
                         return;

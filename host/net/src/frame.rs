@@ -154,6 +154,7 @@ mod tests {
             instance_memory_high_water: 1 << 16,
             component_cache_hits: 3,
             component_cache_misses: 1,
+            instances_started: 2,
         };
         write_frame(&mut buf, &beat).await.unwrap();
         write_frame(&mut buf, &ExecutorMessage::Decommissioning).await.unwrap();

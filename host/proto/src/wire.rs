@@ -157,6 +157,8 @@ pub struct Heartbeat {
     /// Components found loaded, and not, when a task needed one.
     pub component_cache_hits: u64,
     pub component_cache_misses: u64,
+    /// Instances made to run tasks in (a task reusing its job's made none).
+    pub instances_started: u64,
 }
 
 /// A job as a client submits it.

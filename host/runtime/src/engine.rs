@@ -59,6 +59,9 @@ pub struct RuntimeStats {
     /// Tasks that found their component loaded, and that did not (the executor counts).
     pub cache_hits: std::sync::atomic::AtomicU64,
     pub cache_misses: std::sync::atomic::AtomicU64,
+    /// Instances made to run tasks in: against the tasks run, how often a task found
+    /// one of its job's to reuse.
+    pub instances_started: std::sync::atomic::AtomicU64,
 }
 
 pub struct Runtime {

@@ -172,6 +172,7 @@ impl Runtime {
         ctx: &TaskContext,
     ) -> Result<Instance, TaskFailure> {
         let (mut store, _log) = self.new_store(ctx);
+        self.stats.instances_started.fetch_add(1, Ordering::Relaxed);
         let instance = component.pre.instantiate(&mut store).map_err(|e| classify(e, &store, ctx))?;
         Ok(Instance { component, store, instance, calls: 0 })
     }

@@ -14,6 +14,7 @@
 //! - `token`: output the secret of the token for service `service` (or "none")
 //! - `sleep`: sleep `secs` seconds (default an hour) in one blocking WASI call
 //! - `poll`: wait `secs` seconds on a clock pollable with `wasi:io/poll.poll`
+//! - `handles`: make `count` (default ten million) clock pollables and never drop them
 //! - `refused-then-panic`: ask for more memory than any cap allows, cope with the
 //!   refusal, then panic for another reason
 //! - `residue`: report what earlier instances left behind: how many times this
@@ -123,6 +124,13 @@ impl Task for Chaos {
                 let nanos = config_or::<u64>("secs", 3600)?.saturating_mul(1_000_000_000);
                 let clock = wasi::clocks::monotonic_clock::subscribe_duration(nanos);
                 wasi::io::poll::poll(&[&clock]);
+            }
+            "handles" => {
+                // Host-side handles the guest never drops: each lives in the host's
+                // memory, not the guest's.
+                for _ in 0..config_or::<u64>("count", 10_000_000)? {
+                    std::mem::forget(wasi::clocks::monotonic_clock::subscribe_duration(1));
+                }
             }
             other => return Err(Error::fatal(format!("unknown mode {other:?}"))),
         }

@@ -449,7 +449,15 @@ fn classify(e: wasmtime::Error, store: &Store<HostState>, ctx: &TaskContext) -> 
             let backtrace = e.downcast_ref::<WasmBacktrace>().map(|bt| bt.to_string());
             TaskFailure::Trap { message, backtrace }
         }
-        None => TaskFailure::Host { message: format!("{e:#}").replace('\n', " ") },
+        // Refused by wasmtime in the middle of the guest's call for what the guest did
+        // (a store past its 100,000 handles, say): the guest's failure, where it was.
+        None => match e.downcast_ref::<WasmBacktrace>() {
+            Some(backtrace) => TaskFailure::Trap {
+                message: e.root_cause().to_string(),
+                backtrace: Some(backtrace.to_string()),
+            },
+            None => TaskFailure::Host { message: format!("{e:#}").replace('\n', " ") },
+        },
     }
 }
 

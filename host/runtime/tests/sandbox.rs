@@ -107,6 +107,14 @@ fn every_failure_is_typed_and_the_runtime_keeps_serving() {
         Err(TaskFailure::Guest { message: "chaos asked to fail for good".into(), retryable: false })
     );
     healthy(&rt);
+
+    // Handles live in the host's memory, outside the cap: wasmtime stops a store at
+    // 100,000 of them.
+    match run(&rt, &chaos, &ctx(&[("mode", "handles")])) {
+        Err(TaskFailure::Trap { message, .. }) => assert!(message.contains("handle limit"), "{message}"),
+        other => panic!("a trap at the handle limit expected: {other:?}"),
+    }
+    healthy(&rt);
 }
 
 #[test]

@@ -5,41 +5,17 @@
 //! instance whose value is handed over when collected, when an `add` fails (as lost,
 //! naming the tasks it held), or when a task of another job needs the slot's room.
 
-use flint_executor::{DriverSource, ExecutorCore, InputReader};
+mod common;
+
+use flint_executor::ExecutorCore;
 use flint_proto::{
-    Attempt, Digest, JobDescriptor, JobId, Partial, PartitionSpec, Settings, StatusUpdate, TaskFailure,
-    TaskLaunch, TaskOutput, TaskState, Token,
+    Attempt, Digest, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate, TaskFailure, TaskLaunch,
+    TaskOutput, TaskState,
 };
-use flint_runtime::{Runtime, RuntimeConfig};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-
-fn component(name: &str) -> Vec<u8> {
-    let path = format!("{}/../../target/wasm32-wasip2/release/{name}.wasm", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e} (run `make build` first)"))
-}
-
-struct Components(HashMap<Digest, Vec<u8>>);
-
-impl DriverSource for Components {
-    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
-        self.0.get(digest).cloned().ok_or_else(|| "no such component".into())
-    }
-
-    fn read_input(
-        &self,
-        _: Option<&Token>,
-        _: JobId,
-        _: &str,
-        _: u64,
-        _: u64,
-        _: std::time::Instant,
-    ) -> Result<Vec<u8>, String> {
-        Err("no inputs here".into())
-    }
-}
 
 struct Executor {
     core: Arc<ExecutorCore>,
@@ -50,26 +26,7 @@ struct Executor {
 }
 
 fn one_slot_executor() -> Executor {
-    let mut digests = HashMap::new();
-    let mut bytes = HashMap::new();
-    for name in ["tally", "noop", "chaos"] {
-        let b = component(name);
-        digests.insert(name, Digest::of(&b));
-        bytes.insert(Digest::of(&b), b);
-    }
-    let runtime = Runtime::new(RuntimeConfig {
-        slots: 1,
-        instance_memory: 64 << 20,
-        cache_dir: None,
-        max_log_size: 1 << 16,
-        pooling: true,
-        component_cache: 64 << 20,
-    })
-    .unwrap();
-    let inputs = InputReader::new(&Settings::default(), tokio::runtime::Handle::current());
-    let core =
-        ExecutorCore::new("e".into(), Arc::new(runtime), Arc::new(Components(bytes)), inputs, usize::MAX);
-    let core = Arc::new(core);
+    let (core, digests) = common::one_slot_executor(&["tally", "noop", "chaos"], true);
     let (partial_tx, partials) = mpsc::unbounded_channel();
     core.set_partial_sink(Box::new(move |p| {
         let _ = partial_tx.send(p);

@@ -2,52 +2,19 @@
 //! attempt holds the slot while others queue behind it. The real `chaos` component logs
 //! "task N running" when it starts, so an attempt's log says whether it ever ran.
 
-use flint_executor::{DriverSource, ExecutorCore, InputReader};
+mod common;
+
+use flint_executor::ExecutorCore;
 use flint_proto::{
-    Attempt, Digest, JobDescriptor, JobId, PartitionSpec, Settings, StatusUpdate, TaskFailure, TaskLaunch,
-    TaskState, Token,
+    Attempt, Digest, JobDescriptor, PartitionSpec, StatusUpdate, TaskFailure, TaskLaunch, TaskState,
 };
-use flint_runtime::{Runtime, RuntimeConfig};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-struct Chaos(Vec<u8>);
-
-impl DriverSource for Chaos {
-    fn fetch(&self, _: &Digest) -> Result<Vec<u8>, String> {
-        Ok(self.0.clone())
-    }
-
-    fn read_input(
-        &self,
-        _: Option<&Token>,
-        _: JobId,
-        _: &str,
-        _: u64,
-        _: u64,
-        _: std::time::Instant,
-    ) -> Result<Vec<u8>, String> {
-        Err("no inputs here".into())
-    }
-}
-
 fn one_slot_executor() -> (Arc<ExecutorCore>, Digest) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/wasm32-wasip2/release/chaos.wasm");
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e} (run `make build` first)"));
-    let digest = Digest::of(&bytes);
-    let runtime = Runtime::new(RuntimeConfig {
-        slots: 1,
-        instance_memory: 64 << 20,
-        cache_dir: None,
-        max_log_size: 1 << 16,
-        pooling: false,
-        component_cache: 64 << 20,
-    })
-    .unwrap();
-    let inputs = InputReader::new(&Settings::default(), tokio::runtime::Handle::current());
-    let core = ExecutorCore::new("e".into(), Arc::new(runtime), Arc::new(Chaos(bytes)), inputs, usize::MAX);
-    (Arc::new(core), digest)
+    let (core, digests) = common::one_slot_executor(&["chaos"], false);
+    (core, digests["chaos"])
 }
 
 /// A job whose task 0 spins and whose other tasks succeed at once.

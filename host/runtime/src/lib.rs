@@ -1,8 +1,9 @@
 //! Flint's wasmtime sandbox. One [`Runtime`] per executor: one `Engine` with the pooling
 //! allocator, copy-on-write memory images and epoch interruption from one ticker thread;
 //! components identified by SHA-256 digest, compiled once and kept on disk; one
-//! `InstancePre` per component; a fresh store per call that always carries the memory cap,
-//! the deadline and a WASI context without ambient authority. No networking here.
+//! `InstancePre` per component; a store per instance that always carries the memory cap,
+//! the deadline and a WASI context without ambient authority, and that each call into
+//! the instance enters as its own task. No networking here.
 
 mod blocking;
 mod capture;

@@ -1,9 +1,11 @@
-//! Running one call of a job component in a fresh, limited store.
+//! Running job components in limited stores: a fresh instance per call
+//! ([`Runtime::call`]), a live [`Instance`] a job's calls enter one after another, each
+//! as its own task ([`Runtime::instantiate`]), or a job's [`Folder`].
 //!
-//! [`Runtime::call`] is the only way to run guest code, and the store it builds always
-//! carries the memory cap, the deadline, the kill switch and a WASI context with no
-//! ambient authority: no environment, arguments, directories or sockets; stdout and
-//! stderr go to the task's bounded log; clocks and random are allowed.
+//! Every store is made in one place and always carries the memory cap, the deadline,
+//! the kill switch and a WASI context with no ambient authority: no environment,
+//! arguments, directories or sockets; stdout and stderr go to the task's bounded log;
+//! clocks and random are allowed.
 
 use crate::bindings::exports::flint::task::job;
 use crate::bindings::flint::task::host::TaskInfo;

@@ -4,7 +4,7 @@ CARGO ?= cargo
 FLINT := target/release/flint
 DEMO := target/demo
 
-.PHONY: build host examples demo test lint bench fuzz image clean
+.PHONY: build host examples setup-build setup-test demo test lint bench fuzz image clean
 
 ## build: the flint binary (target/release/flint) and every example component
 build: host examples
@@ -12,7 +12,15 @@ build: host examples
 host:
 	$(CARGO) build --release -p flint-cli
 
-examples:
+## the wasm32-wasip2 target (rustup adds a toolchain file's targets only when it installs
+## the toolchain itself); setup-test adds the tools the tests drive (tests/setup.sh)
+setup-build:
+	@bash tests/setup.sh build
+
+setup-test:
+	@bash tests/setup.sh test
+
+examples: setup-build
 	cd examples && $(CARGO) build --release
 
 ## demo: word count over a few MB of generated text, then Monte Carlo pi
@@ -27,11 +35,11 @@ demo: build
 	$(FLINT) run examples/pi --conf points=10000000 --partitions 16
 
 ## test: unit tests, runtime tests on the real example components, CLI end-to-end tests
-test: build
+test: setup-test build
 	$(CARGO) test --release --workspace
 
 ## lint: formatting and clippy, host and guests
-lint:
+lint: setup-build
 	$(CARGO) fmt --all --check
 	cd examples && $(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings

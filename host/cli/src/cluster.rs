@@ -153,8 +153,9 @@ pub fn driver(args: DriverArgs) -> u8 {
         let port = endpoint.local_addr().map(|a| a.port()).unwrap_or(args.listen.port());
         let url = DriverUrl { host, port, fingerprint: identity.fingerprint() };
         let runtime = match Runtime::new(RuntimeConfig {
+            // Merges and finishes, a few at a time, each within flint.driver.memory.
             slots: 4,
-            instance_memory: settings.instance_memory(),
+            instance_memory: settings.merge_memory(),
             cache_dir: cache_dir(),
             max_log_size: settings.task_max_log_size as usize,
             pooling: true,

@@ -124,7 +124,8 @@ pub fn run(args: RunArgs) -> u8 {
     let request = match JobRequest::from_manifest(
         &bundle.manifest,
         bundle.component,
-        cli_conf,
+        // Platform keys went to the embedded driver above; the job keeps its own.
+        cli_conf.into_iter().filter(|(k, _)| !k.starts_with("flint.") || flint_proto::JOB_KEYS.contains(&k.as_str())).collect(),
         inputs,
         args.partitions,
     ) {

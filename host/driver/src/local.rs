@@ -88,16 +88,16 @@ impl LocalCluster {
     /// Starts the driver and its executors on the current tokio runtime.
     pub async fn start(config: LocalConfig) -> Result<LocalCluster, LocalError> {
         let settings = Settings::from_conf(&config.conf)?;
-        let runtime_config = |slots| RuntimeConfig {
+        let runtime_config = |slots, instance_memory| RuntimeConfig {
             slots,
-            instance_memory: settings.instance_memory(),
+            instance_memory,
             cache_dir: config.cache_dir.clone(),
             max_log_size: settings.task_max_log_size as usize,
             pooling: true,
             component_cache: settings.component_cache_size,
         };
         // The driver's own runtime runs merges and finishes, a few at a time.
-        let driver_runtime = Arc::new(Runtime::new(runtime_config(2))?);
+        let driver_runtime = Arc::new(Runtime::new(runtime_config(2, settings.merge_memory()))?);
         let event_log = crate::eventlog::EventLogWriter::from_settings(&settings, &config.app_id)
             .map_err(|(dir, error)| LocalError::EventLog { dir, error })?;
         let driver = Driver::start(DriverConfig {
@@ -112,7 +112,7 @@ impl LocalCluster {
                 .reserve_executor_id(Some(format!("exec-{n}")), None)
                 .await
                 .map_err(LocalError::Rejected)?;
-            let runtime = Arc::new(Runtime::new(runtime_config(settings.slots()))?);
+            let runtime = Arc::new(Runtime::new(runtime_config(settings.slots(), settings.instance_memory()))?);
             // Large outputs wait as blocks here too, until the driver is ready for them.
             let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
             let source = Arc::new(driver.clone());

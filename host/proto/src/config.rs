@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod held;
+pub use held::JOB_KEYS;
+
 /// Raw properties, in key order.
 pub type Conf = BTreeMap<String, String>;
 
@@ -67,6 +70,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     n.checked_mul(unit_ms).map(Duration::from_millis).ok_or_else(|| format!("{text:?} is too long"))
 }
 
+/// The most attempts `flint.task.maxFailures` may allow a task: past a few, a failing
+/// task only burns executors.
+pub const MAX_TASK_FAILURES: u32 = 100;
+/// The most guest output `flint.task.maxLogSize` may keep per task (it is held in the
+/// executor's memory while the task runs).
+pub const MAX_TASK_LOG: u64 = 64 << 20;
+
 /// The platform's typed settings, each with its key and documented default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
@@ -98,6 +108,12 @@ pub struct Settings {
     /// `flint.driver.maxResultSize` (default 1g, as Spark): the most a job's task
     /// results may add up to on the driver; a job over it fails, naming the key.
     pub driver_max_result_size: u64,
+    /// `flint.driver.memory` (default 2g; Spark's `spark.driver.memory`): the memory
+    /// each merge and finish on the driver may grow to (a job's fold runs in one
+    /// instance, holding the running result and the next output at once), at most the
+    /// 4 GiB a wasm32 memory can address. `flint.driver.maxResultSize` must fit in half
+    /// of it.
+    pub driver_memory: u64,
     /// `flint.network.idleTimeout` (default 3s): a connection that hears nothing, not
     /// even a keep-alive, for this long is closed, so a peer that died is noticed in
     /// seconds. Keep-alives go out at a third of it.
@@ -351,6 +367,7 @@ impl Default for Settings {
             task_combine: true,
             task_instance_reuse: 100,
             driver_max_result_size: 1 << 30,
+            driver_memory: 2 << 30,
             network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
             input_roots: Vec::new(),
@@ -390,6 +407,7 @@ impl Settings {
         "flint.task.instanceReuse",
         "flint.task.maxLogSize",
         "flint.driver.maxResultSize",
+        "flint.driver.memory",
         "flint.input.roots",
         "flint.executor.componentCacheSize",
         "flint.driver.retainedJobs",
@@ -466,7 +484,11 @@ impl Settings {
                     s.task_cpus = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
                 }
                 "flint.task.maxFailures" => {
-                    s.task_max_failures = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                    let n = positive(parse_u32(value).map_err(&invalid)?.into())? as u32;
+                    if n > MAX_TASK_FAILURES {
+                        return Err(invalid(format!("must be at most {MAX_TASK_FAILURES}")));
+                    }
+                    s.task_max_failures = n
                 }
                 "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.task.maxResultSize" => {
@@ -499,6 +521,7 @@ impl Settings {
                 "flint.driver.maxResultSize" => {
                     s.driver_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
                 }
+                "flint.driver.memory" => s.driver_memory = positive(parse_size(value).map_err(&invalid)?)?,
                 "flint.network.idleTimeout" => {
                     let d = parse_duration(value).map_err(&invalid)?;
                     if d < Duration::from_millis(100) {
@@ -506,7 +529,12 @@ impl Settings {
                     }
                     s.network_idle_timeout = d
                 }
-                "flint.task.maxLogSize" => s.task_max_log_size = parse_size(value).map_err(&invalid)?,
+                "flint.task.maxLogSize" => {
+                    s.task_max_log_size = parse_size(value).map_err(&invalid)?;
+                    if s.task_max_log_size > MAX_TASK_LOG {
+                        return Err(invalid(format!("must be at most {}m", MAX_TASK_LOG >> 20)));
+                    }
+                }
                 "flint.executor.heartbeatInterval" => {
                     s.heartbeat_interval = parse_duration(value).map_err(&invalid)?
                 }
@@ -733,6 +761,17 @@ impl Settings {
                 ),
             });
         }
+        // The fold holds the running result and the next output at once.
+        if s.driver_max_result_size > s.merge_memory() / 2 {
+            return Err(ConfError::Invalid {
+                key: "flint.driver.maxResultSize".into(),
+                value: s.driver_max_result_size.to_string(),
+                reason: format!(
+                    "must fit in half of flint.driver.memory ({} bytes for merges), which folds it",
+                    s.merge_memory()
+                ),
+            });
+        }
         if s.task_cpus > s.executor_cores {
             return Err(ConfError::Invalid {
                 key: "flint.task.cpus".into(),
@@ -741,6 +780,12 @@ impl Settings {
             });
         }
         Ok(s)
+    }
+
+    /// The memory cap of a merge or finish on the driver: `flint.driver.memory`, within
+    /// what a wasm32 memory can address.
+    pub fn merge_memory(&self) -> u64 {
+        self.driver_memory.min(4 << 30)
     }
 
     /// Task slots per executor: cores ÷ cpus per task.

@@ -12,7 +12,7 @@ pub mod wire;
 
 pub use bundle::{Bundle, BundleError};
 pub use config::{
-    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, FLINT_SERVICE, KubernetesSettings,
+    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, FLINT_SERVICE, JOB_KEYS, KubernetesSettings,
     ObjectSettings, Settings,
 };
 pub use failure::TaskFailure;

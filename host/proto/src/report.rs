@@ -12,9 +12,9 @@ pub enum JobError {
         "task {index} failed {attempts} time(s); last attempt (#{last_attempt}) on executor {executor}: {failure}"
     )]
     TaskFailed { index: u32, attempts: u32, last_attempt: u32, executor: ExecutorId, failure: TaskFailure },
-    #[error("merging task outputs failed: {0}")]
+    #[error("merging task outputs failed: {0}{hint}", hint = on_driver(.0))]
     Merge(TaskFailure),
-    #[error("finishing the job failed: {0}")]
+    #[error("finishing the job failed: {0}{hint}", hint = on_driver(.0))]
     Finish(TaskFailure),
     #[error("cancelled: {0}")]
     Cancelled(String),
@@ -24,6 +24,15 @@ pub enum JobError {
     ResultTooLarge { size: u64, limit: u64 },
     #[error("no executor to run it: {0}")]
     NoExecutors(String),
+}
+
+/// What to change when a merge on the driver runs out of memory: the driver's key, not
+/// the task's.
+fn on_driver(failure: &TaskFailure) -> &'static str {
+    match failure {
+        TaskFailure::MemoryLimit { .. } => " (merges on the driver are capped by flint.driver.memory)",
+        _ => "",
+    }
 }
 
 /// How far a job has got.

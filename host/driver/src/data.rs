@@ -6,6 +6,7 @@
 //! service, and each renewal mints a new token for every job that reads from here.
 
 use crate::credentials::{Fetch, TokenProvider, now_ms};
+use crate::limited::Limited;
 use flint_data::{Claims, DataKey};
 use flint_proto::wire::{DataRefusal, MAX_INPUT_READ};
 use flint_proto::{FLINT_SERVICE, JobId, Token};
@@ -25,21 +26,9 @@ pub struct DataService {
     pub reads: tokio::sync::Semaphore,
     /// The `flint://` inputs of each running job that has any, by resolved path.
     jobs: Mutex<HashMap<JobId, Arc<HashSet<String>>>>,
-    /// Refused reads: how many in all, and the window their warnings are limited in.
-    refusals: Mutex<Refusals>,
-}
-
-/// Refused reads are logged at most [`REFUSALS_LOGGED`] a minute: a peer holding the
-/// secret but no valid token cannot flood the driver's log.
-const REFUSALS_LOGGED: u32 = 10;
-const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
-
-#[derive(Default)]
-struct Refusals {
-    total: u64,
-    window: Option<std::time::Instant>,
-    logged: u32,
-    quiet: u64,
+    /// Refused reads, logged at most ten a minute: a peer holding the secret but no
+    /// valid token cannot flood the driver's log.
+    refusals: Limited,
 }
 
 impl DataService {
@@ -49,32 +38,19 @@ impl DataService {
             key: DataKey::generate(),
             reads: tokio::sync::Semaphore::new(CONCURRENT_READS),
             jobs: Mutex::new(HashMap::new()),
-            refusals: Mutex::new(Refusals::default()),
+            refusals: Limited::default(),
         }
     }
 
     /// Counts a refused read and logs it, unless ten were logged this minute already
     /// (the next logged one says how many were not).
     pub fn note_refusal(&self, refusal: &DataRefusal) {
-        let now = std::time::Instant::now();
-        let mut r = self.refusals.lock().expect("refusals lock");
-        r.total += 1;
-        if r.window.is_none_or(|start| now.duration_since(start) >= REFUSAL_WINDOW) {
-            r.window = Some(now);
-            r.logged = 0;
-        }
-        if r.logged < REFUSALS_LOGGED {
-            r.logged += 1;
-            let not_logged = std::mem::take(&mut r.quiet);
-            tracing::warn!(%refusal, not_logged, "input read refused");
-        } else {
-            r.quiet += 1;
-        }
+        self.refusals.note(|not_logged| tracing::warn!(%refusal, not_logged, "input read refused"));
     }
 
     /// Reads refused so far.
     pub fn refused(&self) -> u64 {
-        self.refusals.lock().expect("refusals lock").total
+        self.refusals.total()
     }
 
     /// A job reads these files through the service until it ends.

@@ -73,13 +73,42 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn transport(idle_timeout: Duration) -> Arc<quinn::TransportConfig> {
+/// Streams a peer that proved itself may have open towards the other side at once.
+const OPEN_STREAMS: u32 = 1024;
+/// ... and one-way streams (heartbeats).
+const OPEN_UNI_STREAMS: u32 = 16;
+/// The bytes a peer that has not yet proved the secret may have in flight towards the
+/// driver, all streams together (a hello is at most 4 KiB).
+pub const UNPROVEN_WINDOW: u32 = 64 << 10;
+
+fn transport(idle_timeout: Duration) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
     t.max_idle_timeout(Some(idle_timeout.try_into().expect("idle timeout in range")));
     // Three keep-alives fit in the idle timeout: one lost packet is not a lost peer.
     t.keep_alive_interval(Some(idle_timeout / 3));
-    t.max_concurrent_bidi_streams(1024u32.into());
-    Arc::new(t)
+    t.max_concurrent_bidi_streams(OPEN_STREAMS.into());
+    t.max_concurrent_uni_streams(OPEN_UNI_STREAMS.into());
+    t
+}
+
+/// The driver's side: until a peer's hello is accepted it may open its hello stream
+/// and nothing else, with [`UNPROVEN_WINDOW`] bytes in flight (quinn's default would let
+/// it open 1,024 streams of 1.25 MB each). [`open_up`] gives a welcome peer the rest.
+fn unproven_transport(idle_timeout: Duration) -> quinn::TransportConfig {
+    let mut t = transport(idle_timeout);
+    t.max_concurrent_bidi_streams(1u32.into());
+    t.max_concurrent_uni_streams(0u32.into());
+    t.receive_window(UNPROVEN_WINDOW.into());
+    t
+}
+
+/// Lifts a connection the driver accepted out of [`unproven_transport`]'s limits: the
+/// streams and window every peer has. Call it before answering the hello, so that the
+/// peer finds room for its next streams (until then, its opens wait, they do not fail).
+pub fn open_up(connection: &quinn::Connection) {
+    connection.set_max_concurrent_bi_streams(OPEN_STREAMS.into());
+    connection.set_max_concurrent_uni_streams(OPEN_UNI_STREAMS.into());
+    connection.set_receive_window(quinn::VarInt::MAX);
 }
 
 /// Reads the certificates of a PEM (or single-certificate DER) file: a CA bundle.
@@ -130,7 +159,7 @@ pub fn server_endpoint(
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(transport(idle_timeout));
+    config.transport_config(Arc::new(unproven_transport(idle_timeout)));
     quinn::Endpoint::server(config, bind)
 }
 
@@ -161,7 +190,7 @@ pub fn client_endpoint(
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(transport(idle_timeout));
+    config.transport_config(Arc::new(transport(idle_timeout)));
     let mut endpoint = quinn::Endpoint::client(bind)?;
     endpoint.set_default_client_config(config);
     Ok(endpoint)

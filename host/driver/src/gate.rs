@@ -1,0 +1,147 @@
+//! The door before authentication. Until a peer's hello proves the secret it gets
+//! almost nothing: one stream and a small receive window (`flint_net::tls`, raised by
+//! `open_up` once it is welcome), a few seconds, and a place in a
+//! small pool of unproven connections, of which one source may hold only a few. When
+//! many arrive at once, a new one must first prove its address (a QUIC retry), so
+//! spoofed sources cost the driver a packet, not a handshake. A flood of connections
+//! that never say hello therefore fills this pool, never the one executors and clients
+//! are served from.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Connections that have not yet proved the secret, at most, in all.
+pub const MAX_UNPROVEN: usize = 512;
+/// ... and from one source (an IPv4 address, an IPv6 /64).
+pub const MAX_UNPROVEN_PER_SOURCE: usize = 64;
+/// Past this many unproven connections, a new one must prove its address first.
+pub const RETRY_ABOVE: usize = 64;
+/// From the first packet to a hello accepted: the TLS handshake, the hello and its
+/// check. A peer that takes longer is dropped (it may connect again).
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+
+/// What to do with a new connection.
+#[derive(Debug)]
+pub enum Admit {
+    /// Take it; the pass holds its place until it proves itself or goes.
+    Accept(Pass),
+    /// Ask it to prove its address first (it comes back with a token).
+    Retry,
+    /// Turn it away: too many unproven, in all or from its source.
+    Refuse(&'static str),
+}
+
+#[derive(Debug, Default)]
+pub struct Gate {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    total: usize,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+/// A place among the unproven connections, given back when dropped.
+#[derive(Debug)]
+pub struct Pass {
+    gate: Arc<Gate>,
+    source: IpAddr,
+}
+
+impl Gate {
+    /// Decides on a connection from `remote`, whose address is `validated` when it
+    /// came back from a retry with a token (or cannot be asked again).
+    pub fn admit(self: &Arc<Self>, remote: IpAddr, validated: bool) -> Admit {
+        let source = source_of(remote);
+        let mut s = self.state.lock().expect("gate lock");
+        if s.total >= MAX_UNPROVEN {
+            return Admit::Refuse("too many connections have not said hello");
+        }
+        if s.by_source.get(&source).is_some_and(|n| *n >= MAX_UNPROVEN_PER_SOURCE) {
+            return Admit::Refuse("too many connections from this source have not said hello");
+        }
+        if s.total >= RETRY_ABOVE && !validated {
+            return Admit::Retry;
+        }
+        s.total += 1;
+        *s.by_source.entry(source).or_default() += 1;
+        Admit::Accept(Pass { gate: self.clone(), source })
+    }
+
+    /// Connections holding a pass now.
+    pub fn unproven(&self) -> usize {
+        self.state.lock().expect("gate lock").total
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut s = self.gate.state.lock().expect("gate lock");
+        s.total -= 1;
+        if let Some(n) = s.by_source.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                s.by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// The unit one party is likely to hold: an IPv4 address, or an IPv6 /64 (a host is
+/// often given a whole /64).
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_source_cannot_fill_the_pool_and_places_come_back() {
+        let gate = Arc::new(Gate::default());
+        let flood: IpAddr = "10.0.0.1".parse().unwrap();
+        let passes: Vec<Pass> = (0..MAX_UNPROVEN_PER_SOURCE)
+            .map(|_| match gate.admit(flood, true) {
+                Admit::Accept(p) => p,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(matches!(gate.admit(flood, true), Admit::Refuse(_)));
+        // Another source still gets in, once it proves its address.
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        assert!(matches!(gate.admit(other, false), Admit::Retry));
+        assert!(matches!(gate.admit(other, true), Admit::Accept(_)));
+        drop(passes);
+        assert_eq!(gate.unproven(), 0);
+        assert!(matches!(gate.admit(flood, false), Admit::Accept(_)), "a quiet driver asks no retry");
+    }
+
+    #[test]
+    fn an_ipv6_host_is_one_source_across_its_64() {
+        let gate = Arc::new(Gate::default());
+        let _held: Vec<Admit> = (0..MAX_UNPROVEN_PER_SOURCE)
+            .map(|n| gate.admit(format!("2001:db8::{n:x}").parse().unwrap(), true))
+            .collect();
+        assert!(matches!(gate.admit("2001:db8::ffff:1".parse().unwrap(), true), Admit::Refuse(_)));
+        assert!(matches!(gate.admit("2001:db8:0:1::1".parse().unwrap(), true), Admit::Accept(_)));
+    }
+
+    #[test]
+    fn the_pool_is_bounded_in_all() {
+        let gate = Arc::new(Gate::default());
+        let _held: Vec<Admit> =
+            (0..MAX_UNPROVEN).map(|n| gate.admit(IpAddr::from([10, 1, (n / 256) as u8, n as u8]), true)).collect();
+        assert_eq!(gate.unproven(), MAX_UNPROVEN);
+        assert!(matches!(gate.admit("10.9.9.9".parse().unwrap(), true), Admit::Refuse(_)));
+    }
+}

@@ -298,16 +298,10 @@ impl Driver {
         let mut conf = self.shared.conf.clone();
         conf.extend(request.config.clone());
         let settings = Settings::from_conf(&conf)?;
-        // Which files jobs may read is the driver's to say, never a job's.
-        if let Some(asked) =
-            request.config.get(INPUT_ROOTS).filter(|v| Some(*v) != self.shared.conf.get(INPUT_ROOTS))
-        {
-            return Err(SubmitError::Conf(flint_proto::ConfError::Invalid {
-                key: INPUT_ROOTS.into(),
-                value: asked.clone(),
-                reason: "is set on the driver, not by a job".into(),
-            }));
-        }
+        // The driver's limits, inputs, network and security are its operator's: a job
+        // may tighten a limit, never loosen one or change the rest.
+        settings.within_driver(self.settings())?;
+        request.check_sizes()?;
         if request.partitions == Some(0) {
             return Err(SubmitError::Partitions("must be at least 1".into()));
         }
@@ -1699,7 +1693,9 @@ fn spawn_fold(
                 attempt: 0,
                 config: job.config.clone(),
                 tokens: Arc::new(Vec::new()),
-                memory_limit: job.memory_limit,
+                // A merge answers to the driver's memory (`flint.driver.memory`, the
+                // runtime's cap), not to the job's limit for one task.
+                memory_limit: None,
                 deadline,
                 spent: Duration::ZERO,
                 deadline_key: "flint.merge.deadline",

@@ -90,11 +90,47 @@ pub enum SubmitError {
     Conf(#[from] ConfError),
     #[error("partitions: {0}")]
     Partitions(String),
+    #[error("too large: {0}")]
+    TooLarge(String),
     #[error("the driver has stopped")]
     DriverStopped,
 }
 
+/// The longest job name: it is shown in every status reply and page.
+pub const MAX_NAME: usize = 256;
+/// The longest input URL or path: each travels in its tasks' launches.
+pub const MAX_URL: usize = 4096;
+/// The largest input value (JSON): each travels in its task's launch.
+pub const MAX_VALUE: usize = 16 << 10;
+
 impl JobRequest {
+    /// Refuses names, URLs and values too large to travel in status replies and launch
+    /// frames, naming which.
+    pub fn check_sizes(&self) -> Result<(), SubmitError> {
+        if self.name.len() > MAX_NAME {
+            return Err(SubmitError::TooLarge(format!(
+                "the job's name is {} bytes; at most {MAX_NAME}",
+                self.name.len()
+            )));
+        }
+        if let Some(url) = self.inputs.iter().find(|u| u.len() > MAX_URL) {
+            return Err(SubmitError::TooLarge(format!(
+                "input {} is {} bytes long; at most {MAX_URL}",
+                flint_proto::failure::head(url, 64),
+                url.len()
+            )));
+        }
+        for (n, value) in self.values.iter().enumerate() {
+            let size = value.to_string().len();
+            if size > MAX_VALUE {
+                return Err(SubmitError::TooLarge(format!(
+                    "input value {n} is {size} bytes of JSON; at most {MAX_VALUE} (put large inputs in files)"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// A request from a job's manifest and component, with configuration given at
     /// submission (`--conf`, overriding the manifest's key by key), input files and a
     /// partition count. Shared by `flint run` and the driver's submission endpoint.

@@ -3,6 +3,8 @@
 //! names the peer; a peer that sends garbage loses its connection, nobody else notices.
 
 use crate::driver::Driver;
+use crate::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
+use crate::limited::Limited;
 use crate::job::JobRequest;
 use crate::job::{HeldBytes, Uploads};
 use crate::link::{Blocks, ChannelLink, Fetch};
@@ -28,10 +30,10 @@ use tracing::Instrument;
 const MAX_COMPONENT: usize = 256 << 20;
 /// The least time between two progress updates sent to a submitter.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
-/// How long a new connection may take to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-/// Launches per frame: a frame stays far below the size limit whatever the partitions.
+/// Launches per frame, and about the most bytes of them: a frame stays far below the
+/// size limit whatever the partitions (a job's values and URLs are bounded at submission).
 const LAUNCHES_PER_FRAME: usize = 256;
+const LAUNCH_FRAME_BYTES: usize = 1 << 20;
 /// The largest job result a submitter is sent (beyond it the job fails on the driver,
 /// by `flint.driver.maxResultSize`, long before).
 const MAX_CLIENT_RESULT: u64 = 1 << 40;
@@ -74,37 +76,66 @@ pub struct FrontConfig {
     pub log_level: String,
 }
 
-/// Connections are refused past this many at once (executors and clients together).
+/// Connections that proved the secret are refused past this many at once (executors
+/// and clients together); those that have not are bounded apart (`gate`).
 pub const MAX_CONNECTIONS: usize = 4096;
 
-/// Accepts connections until the endpoint closes, at most [`MAX_CONNECTIONS`] at once:
-/// past that, a new one is refused at once rather than queued.
+/// Accepts connections until the endpoint closes. A new one must first get past the
+/// gate (a small pool of unproven connections, retries when many arrive), and once its
+/// hello is accepted, one of [`MAX_CONNECTIONS`] places: past either bound it is
+/// refused at once rather than queued.
 pub async fn serve(driver: Driver, endpoint: quinn::Endpoint, config: FrontConfig) {
-    let config = Arc::new(config);
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let front = Arc::new(Front {
+        config,
+        gate: Arc::new(Gate::default()),
+        permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+        turned_away: Limited::default(),
+        dropped: Limited::default(),
+    });
     while let Some(incoming) = endpoint.accept().await {
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::warn!(remote = %incoming.remote_address(), "connection refused: {MAX_CONNECTIONS} open");
-            incoming.refuse();
-            continue;
+        let remote = incoming.remote_address();
+        let validated = incoming.remote_address_validated() || !incoming.may_retry();
+        let pass = match front.gate.admit(remote.ip(), validated) {
+            Admit::Accept(pass) => pass,
+            Admit::Retry => {
+                let _ = incoming.retry();
+                continue;
+            }
+            Admit::Refuse(why) => {
+                front.turned_away.note(|not_logged| tracing::warn!(%remote, not_logged, "connection refused: {why}"));
+                incoming.refuse();
+                continue;
+            }
         };
-        let (driver, config) = (driver.clone(), config.clone());
-        let span = tracing::info_span!("connection", remote = %incoming.remote_address());
+        let (driver, front) = (driver.clone(), front.clone());
+        let span = tracing::info_span!("connection", %remote);
         tokio::spawn(
             async move {
-                let _permit = permit;
-                match incoming.await {
-                    Ok(connection) => {
-                        if let Err(e) = handle_connection(driver, connection, config).await {
-                            tracing::warn!(error = %e, "connection dropped");
+                if let Err(e) = handle_connection(driver, incoming, pass, &front).await {
+                    // Unproven peers can make these as fast as they like.
+                    match e {
+                        PeerError::Unproven(_) | PeerError::Rejected(_) => {
+                            front.dropped.note(|not_logged| tracing::warn!(error = %e, not_logged, "connection dropped"))
                         }
+                        _ => tracing::warn!(error = %e, "connection dropped"),
                     }
-                    Err(e) => tracing::warn!(error = %e, "handshake failed"),
                 }
             }
             .instrument(span),
         );
     }
+}
+
+/// The front's own state, shared by its connections.
+struct Front {
+    config: FrontConfig,
+    gate: Arc<Gate>,
+    /// Places for connections that proved the secret.
+    permits: Arc<tokio::sync::Semaphore>,
+    /// Connections refused at the gate, and unproven ones dropped: logged at most ten a
+    /// minute each.
+    turned_away: Limited,
+    dropped: Limited,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,21 +148,38 @@ enum PeerError {
     Rejected(Rejection),
     #[error("protocol: {0}")]
     Protocol(String),
+    /// Before its hello was accepted: a handshake that failed, a hello that did not come
+    /// in time, bytes that are not a hello.
+    #[error("before hello: {0}")]
+    Unproven(String),
 }
 
 async fn handle_connection(
     driver: Driver,
-    connection: quinn::Connection,
-    config: Arc<FrontConfig>,
+    incoming: quinn::Incoming,
+    pass: Pass,
+    front: &Front,
 ) -> Result<(), PeerError> {
-    let (mut send, mut recv) = tokio::time::timeout(HELLO_TIMEOUT, connection.accept_bi())
+    let config = &front.config;
+    // The handshake and the hello within one deadline, on the gate's pass.
+    let said = async {
+        let connection = incoming.await.map_err(|e| PeerError::Unproven(format!("handshake failed: {e}")))?;
+        let (send, mut recv) =
+            connection.accept_bi().await.map_err(|e| PeerError::Unproven(format!("no hello: {e}")))?;
+        let hello: Hello = read_frame_within(&mut recv, MAX_HELLO)
+            .await
+            .map_err(|e| PeerError::Unproven(format!("bad hello: {e}")))?
+            .ok_or_else(|| PeerError::Unproven("stream closed before hello".into()))?;
+        Ok::<_, PeerError>((connection, send, recv, hello))
+    };
+    let (connection, mut send, recv, hello) = tokio::time::timeout(HELLO_DEADLINE, said)
         .await
-        .map_err(|_| PeerError::Protocol("no hello".into()))??;
-    let hello: Hello = tokio::time::timeout(HELLO_TIMEOUT, read_frame_within(&mut recv, MAX_HELLO))
-        .await
-        .map_err(|_| PeerError::Protocol("no hello".into()))??
-        .ok_or_else(|| PeerError::Protocol("stream closed before hello".into()))?;
-    let verdict = if hello.protocol_version != PROTOCOL_VERSION {
+        .map_err(|_| PeerError::Unproven(format!("no hello within {} s", HELLO_DEADLINE.as_secs())))??;
+    // A place among the proven connections, taken before an executor id is reserved.
+    let permit = front.permits.clone().try_acquire_owned();
+    let verdict = if permit.is_err() {
+        Err(Rejection::Protocol(format!("the driver serves {MAX_CONNECTIONS} connections already")))
+    } else if hello.protocol_version != PROTOCOL_VERSION {
         Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: hello.protocol_version })
     } else if !verify_proof(&config.secret, &connection, &hello.proof) {
         Err(Rejection::NotAuthenticated)
@@ -146,10 +194,14 @@ async fn handle_connection(
     let executor_id = match verdict {
         Ok(id) => id,
         Err(rejection) => {
-            tracing::warn!(role = ?hello.role, %rejection, "peer rejected");
             return reject(&connection, send, &HelloReply::Rejected(rejection.clone()), rejection).await;
         }
     };
+    // Proven: out of the gate's pool, into a place of its own, with the streams and
+    // window every peer has.
+    drop(pass);
+    let _permit = permit;
+    flint_net::open_up(&connection);
     write_frame(
         &mut send,
         &HelloReply::Welcome { executor_id: executor_id.as_ref().map(|(id, _)| id.clone()) },
@@ -158,7 +210,7 @@ async fn handle_connection(
     match executor_id {
         Some((id, incarnation)) => {
             let span = tracing::info_span!("executor", executor_id = %id, incarnation);
-            let result = serve_executor(&driver, &connection, &config, (id.clone(), incarnation), send, recv)
+            let result = serve_executor(&driver, &connection, config, (id.clone(), incarnation), send, recv)
                 .instrument(span)
                 .await;
             // Which layer noticed: the transport's idle timeout, or the peer closing.
@@ -206,7 +258,14 @@ async fn serve_executor(
     let settings = driver.settings();
     let app = AppConfig {
         app_id: driver.app_id().to_owned(),
-        properties: driver.conf().clone(),
+        // How the driver gets its tokens (commands, files) is its own business:
+        // executors get the tokens, never the means.
+        properties: driver
+            .conf()
+            .iter()
+            .filter(|(key, _)| !key.starts_with("flint.security.credentials."))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         tokens: driver.tokens(),
         resource_profile: ResourceProfile { id: resource_profile_id, task_cpus: settings.task_cpus },
         log_level: config.log_level.clone(),
@@ -236,6 +295,7 @@ async fn serve_executor(
     driver.executor_up(id.clone(), incarnation, info, link).await;
 
     // Commands out: a job's descriptor goes once, before its first launch here.
+    let out = connection.clone();
     let writer = tokio::spawn(
         async move {
             let mut known: HashSet<JobId> = HashSet::new();
@@ -249,6 +309,7 @@ async fn serve_executor(
                 }
                 let mut messages = Vec::new();
                 let mut launches = Vec::new();
+                let mut launch_bytes = 0;
                 for command in commands {
                     if !matches!(command, ExecutorCommand::Launch(_)) && !launches.is_empty() {
                         messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
@@ -262,9 +323,13 @@ async fn serve_executor(
                                     }
                                     messages.push(DriverMessage::Job((*launch.job).clone()));
                                 }
+                                if launches.is_empty() {
+                                    launch_bytes = 0;
+                                }
+                                launch_bytes += launch.partition.wire_size_hint();
                                 launches
                                     .push(Launch { attempt: launch.attempt, partition: launch.partition });
-                                if launches.len() == LAUNCHES_PER_FRAME {
+                                if launches.len() == LAUNCHES_PER_FRAME || launch_bytes >= LAUNCH_FRAME_BYTES {
                                     messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
                                 }
                             }
@@ -284,7 +349,13 @@ async fn serve_executor(
                     messages.push(DriverMessage::Launch(launches));
                 }
                 for message in messages {
-                    if write_frame(&mut send, &message).await.is_err() {
+                    if let Err(e) = write_frame(&mut send, &message).await {
+                        // A link that cannot carry a command is no link: the executor
+                        // goes (its tasks run elsewhere) rather than stay registered
+                        // and never hear from the driver again.
+                        tracing::warn!(error = %e, "a command to the executor could not be written");
+                        let why = flint_proto::failure::head(&format!("cannot send a command: {e}"), 200);
+                        out.close(2u32.into(), why.as_bytes());
                         return;
                     }
                 }

@@ -119,6 +119,21 @@ pub enum PartitionSpec {
     Split { source: Source, start: u64, end: u64, size: u64 },
 }
 
+impl PartitionSpec {
+    /// About how many bytes this partition takes in a frame: enough to keep a batch of
+    /// launches under the frame limit without encoding each one twice.
+    pub fn wire_size_hint(&self) -> usize {
+        16 + match self {
+            PartitionSpec::Index(_) => 0,
+            PartitionSpec::Value(v) => v.len(),
+            PartitionSpec::Split { source, .. } => match source {
+                Source::File(s) | Source::Driver(s) | Source::Http(s) => s.len(),
+                Source::S3 { bucket, key } => bucket.len() + key.len(),
+            },
+        }
+    }
+}
+
 /// Where an input lives, as the driver planned it. Executors read it straight from
 /// there, byte range by byte range; only `Driver` inputs flow through the driver.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

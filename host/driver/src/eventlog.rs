@@ -49,7 +49,12 @@ impl EventLogWriter {
         let mut folder = dir.join(&name);
         let mut n = 1;
         loop {
-            match std::fs::create_dir(&folder) {
+            // What an application did is its operator's to read: the folder is private.
+            let made = {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new().mode(0o700).create(&folder)
+            };
+            match made {
                 Ok(()) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     folder = dir.join(format!("{name}-{n}"));
@@ -151,7 +156,8 @@ impl Files {
     fn roll(&mut self) -> std::io::Result<()> {
         self.number += 1;
         let path = self.folder.join(format!("{PREFIX}{:05}{SUFFIX}", self.number));
-        self.file = Some(std::fs::OpenOptions::new().create_new(true).append(true).open(path)?);
+        use std::os::unix::fs::OpenOptionsExt;
+        self.file = Some(std::fs::OpenOptions::new().create_new(true).append(true).mode(0o600).open(path)?);
         self.written = 0;
         Ok(())
     }

@@ -288,6 +288,20 @@ pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
     out
 }
 
+/// A folder name as one segment of a URL path: anything but letters, digits and
+/// `-._~` percent-encoded, so `?`, `#`, `/` or a quote in a name cannot change the link.
+fn url_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for byte in name.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            let _ = write!(out, "%{byte:02X}");
+        }
+    }
+    out
+}
+
 /// The applications an event log directory holds, newest first.
 pub fn applications(apps: &[crate::eventlog::LoggedApp]) -> String {
     let mut out = String::from(
@@ -302,7 +316,7 @@ pub fn applications(apps: &[crate::eventlog::LoggedApp]) -> String {
             out,
             "<tr class='{class}'><td><a href='/history/{id}/'>{app_id}</a></td><td data-ms='{ms}'>{started}</td><td>{ended}</td></tr>",
             class = if app.running { "running" } else { "finished" },
-            id = esc(&app.id),
+            id = url_segment(&app.id),
             app_id = esc(&app.app_id),
             ms = app.started_ms,
             started = moment(app.started_ms),
@@ -310,4 +324,14 @@ pub fn applications(apps: &[crate::eventlog::LoggedApp]) -> String {
     }
     out.push_str("</table>");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_folder_name_stays_one_path_segment() {
+        assert_eq!(super::url_segment("app-1.x_y"), "app-1.x_y");
+        assert_eq!(super::url_segment("a?b#c/d'e f"), "a%3Fb%23c%2Fd%27e%20f");
+        assert_eq!(super::url_segment("é"), "%C3%A9");
+    }
 }

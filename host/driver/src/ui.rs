@@ -1,9 +1,13 @@
 //! The driver's HTTP side: the status page (`page`), a JSON API behind every table
 //! (`/api/v1/…`, the same records `flint status --json` prints) and Prometheus metrics
-//! (`/metrics`). Read-only. Bound to loopback unless told otherwise; bound beyond it,
-//! every request must carry the application secret (as a bearer token, or once as
-//! `?token=`, which a browser then keeps as a cookie). `flint history` serves the same
-//! pages from event logs through [`app_routes`].
+//! (`/metrics`). Read-only. Bound to loopback unless told otherwise, and then it
+//! answers only requests addressed to a loopback name (a page elsewhere cannot reach
+//! it through DNS rebinding). Bound beyond it, every request must carry a credential:
+//! API clients the application secret as a bearer token; a browser the UI's own token
+//! (derived from the secret, never the secret), which it is given once as `?token=`
+//! (the secret works there too) and keeps in an `HttpOnly` cookie, the address then
+//! redirected without it. `flint history` serves the same pages from event logs through
+//! [`app_routes`].
 
 use crate::driver::Driver;
 use crate::journal::Store;
@@ -170,14 +174,36 @@ pub const PORT_RETRIES: u16 = 16;
 const CONCURRENT_REQUESTS: usize = 8;
 const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
-/// The cookie a browser keeps the secret in, once given it by `?token=`.
-const TOKEN_COOKIE: &str = "flint_token";
+/// The cookie a browser keeps the UI token in, once given it by `?token=`.
+const TOKEN_COOKIE: &str = "flint_ui";
 
 pub struct Ui {
     driver: Driver,
-    /// The secret a request must show, when the page is reachable beyond loopback.
-    bearer: Option<flint_net::Secret>,
+    /// What a request must show, when the page is reachable beyond loopback.
+    auth: Option<Credentials>,
     permits: Semaphore,
+}
+
+/// The application secret (for API clients) and the UI token made from it (for
+/// browsers).
+pub struct Credentials {
+    secret: flint_net::Secret,
+    token: flint_net::Secret,
+}
+
+impl Credentials {
+    pub fn new(secret: &flint_net::Secret) -> Credentials {
+        Credentials { secret: secret.clone(), token: ui_token(secret) }
+    }
+
+    fn accepts(&self, shown: &[u8]) -> bool {
+        self.secret.matches(shown) || self.token.matches(shown)
+    }
+}
+
+/// The status page's own credential: a browser holds this, never the secret.
+pub fn ui_token(secret: &flint_net::Secret) -> flint_net::Secret {
+    secret.derive("status-page")
 }
 
 /// Binds `bind`, or the next free port of the following [`PORT_RETRIES`], and serves
@@ -189,11 +215,7 @@ pub async fn serve_on(bind: SocketAddr, app: Router) -> std::io::Result<SocketAd
         match tokio::net::TcpListener::bind(SocketAddr::new(bind.ip(), port)).await {
             Ok(listener) => {
                 let bound = listener.local_addr()?;
-                tokio::spawn(async move {
-                    if let Err(e) = axum::serve(listener, app).await {
-                        tracing::warn!(error = %e, %bound, "an HTTP server stopped");
-                    }
-                });
+                tokio::spawn(crate::http::serve(listener, app));
                 return Ok(bound);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && bind.port() != 0 => last = Some(e),
@@ -211,8 +233,8 @@ pub async fn serve_ui(
     bind: SocketAddr,
     secret: &flint_net::Secret,
 ) -> std::io::Result<SocketAddr> {
-    let bearer = (!bind.ip().is_loopback()).then(|| secret.clone());
-    let ui = Arc::new(Ui { driver, bearer, permits: Semaphore::new(CONCURRENT_REQUESTS) });
+    let auth = (!bind.ip().is_loopback()).then(|| Credentials::new(secret));
+    let ui = Arc::new(Ui { driver, auth, permits: Semaphore::new(CONCURRENT_REQUESTS) });
     let app = app_routes("")
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(ui.clone(), authorize))
@@ -252,39 +274,60 @@ pub async fn limited(permits: &Semaphore, request: Request, next: Next) -> Respo
 }
 
 async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response {
-    let mut remember = None;
-    if let Some(secret) = &ui.bearer {
-        let headers = request.headers();
-        let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-        let cookie = headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .find_map(|c| c.trim().strip_prefix(TOKEN_COOKIE)?.strip_prefix('='))
-            .map(str::as_bytes);
-        // A browser is given the secret once, in the address; it keeps it as a cookie.
-        let query = request
-            .uri()
-            .query()
-            .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")))
-            .map(|t| t.to_owned());
-        let shown = [bearer, cookie, query.as_deref().map(str::as_bytes)];
-        if !shown.iter().flatten().any(|s| secret.matches(s)) {
-            return (StatusCode::UNAUTHORIZED, "the application secret is required as a bearer token\n")
+    let Some(auth) = &ui.auth else {
+        if !addressed_to_loopback(&request) {
+            return (StatusCode::FORBIDDEN, "this page answers only to localhost, 127.0.0.1 or [::1]\n")
                 .into_response();
         }
-        if query.as_deref().is_some_and(|q| secret.matches(q.as_bytes())) {
-            remember = query;
-        }
+        return limited(&ui.permits, request, next).await;
+    };
+    let headers = request.headers();
+    let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let cookie = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| c.trim().strip_prefix(TOKEN_COOKIE)?.strip_prefix('='))
+        .map(str::as_bytes);
+    if bearer.is_some_and(|b| auth.accepts(b)) || cookie.is_some_and(|c| auth.token.matches(c)) {
+        return limited(&ui.permits, request, next).await;
     }
-    let mut response = limited(&ui.permits, request, next).await;
-    if let Some(token) = remember
-        && let Ok(cookie) = format!("{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/").parse()
-    {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    // A browser is given a credential once, in the address: it gets the UI token as a
+    // cookie and the same address without it, so no page, polled URL or history entry
+    // carries it from then on.
+    let uri = request.uri();
+    let query = uri.query().unwrap_or("");
+    let (given, rest): (Vec<&str>, Vec<&str>) = query.split('&').partition(|kv| kv.starts_with("token="));
+    if given.iter().any(|kv| auth.accepts(kv["token=".len()..].as_bytes())) {
+        let rest: Vec<&str> = rest.into_iter().filter(|kv| !kv.is_empty()).collect();
+        let location =
+            if rest.is_empty() { uri.path().to_owned() } else { format!("{}?{}", uri.path(), rest.join("&")) };
+        let cookie = format!(
+            "{TOKEN_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+            String::from_utf8_lossy(auth.token.expose())
+        );
+        return (StatusCode::SEE_OTHER, [(header::LOCATION, location), (header::SET_COOKIE, cookie)])
+            .into_response();
     }
-    response
+    (StatusCode::UNAUTHORIZED, "a credential is required: the application secret as a bearer token, or ?token=\n")
+        .into_response()
+}
+
+/// Whether a request names this host by a loopback name (its `Host` header): a page
+/// served by another site that rebinds its name to 127.0.0.1 sends its own name.
+fn addressed_to_loopback(request: &Request) -> bool {
+    let Some(host) = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        // HTTP/1.0 without a Host: not from a browser.
+        return true;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.to_ascii_lowercase().ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Where a page's records come from: a live driver, or an application's event log.

@@ -39,6 +39,18 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// A credential for one `purpose` (the status page's, say) made from this secret:
+    /// HMAC-SHA256 under the secret, as hex. Whoever holds it cannot work back to the
+    /// secret, so it can be handed to a browser where the secret must not go.
+    pub fn derive(&self, purpose: &str) -> Secret {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(b"flint-derived-credential:");
+        mac.update(purpose.as_bytes());
+        Secret(hex::encode(mac.finalize().into_bytes()).into_bytes())
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(..)")
@@ -74,5 +86,15 @@ mod tests {
         let secret = super::Secret::new("s3cret");
         assert!(secret.matches(b"s3cret"));
         assert!(!secret.matches(b"s3cret!") && !secret.matches(b"") && !secret.matches(b"S3cret"));
+    }
+
+    #[test]
+    fn a_derived_credential_is_not_the_secret_and_differs_by_purpose() {
+        let secret = super::Secret::new("s3cret");
+        let ui = secret.derive("ui");
+        assert_eq!(ui, secret.derive("ui"), "the same for the same secret");
+        assert!(!ui.matches(b"s3cret") && !secret.matches(ui.expose()));
+        assert_ne!(ui, secret.derive("other"));
+        assert_ne!(ui, super::Secret::new("s3cret2").derive("ui"));
     }
 }

@@ -106,15 +106,22 @@ fn manifests_validate_say_what_they_must_and_run() {
     // for the executor pods itself and runs a job on them.
     let api =
         KubeApi::start(HashMap::from([("flint:test".to_owned(), common::bin())]), dir.path().join("pods"));
-    std::fs::create_dir(dir.path().join("pods")).unwrap();
     api.add_secret(NS, "wc-secret", &[("secret", app_secret)]);
     let uid = api.add_pod(NS, "wc-driver-5f7c9-abcde");
     let etc = dir.path().join("etc");
     std::fs::create_dir(&etc).unwrap();
+    // As a kubelet mounts the Secret's volume for the Deployment's pod: files owned by
+    // root, group fsGroup, the volume's defaultMode with group read added.
+    let volume = driver_pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "flint-secret").unwrap();
+    let mode = volume["secret"]["defaultMode"].as_u64().unwrap() as u32;
+    let fs_group = driver_pod["securityContext"]["fsGroup"].as_u64().expect("the driver's pod sets fsGroup") as u32;
     for key in ["secret", "tls.crt", "tls.key"] {
         std::fs::write(etc.join(key), secret["stringData"][key].as_str().unwrap()).unwrap();
-        // As the Secret's volume mounts them (defaultMode 0400).
-        std::fs::set_permissions(etc.join(key), std::os::unix::fs::PermissionsExt::from_mode(0o400)).unwrap();
+        if kube_api::is_root() {
+            std::os::unix::fs::chown(etc.join(key), Some(0), Some(fs_group)).unwrap();
+        }
+        std::fs::set_permissions(etc.join(key), std::os::unix::fs::PermissionsExt::from_mode(mode | 0o440))
+            .unwrap();
     }
     let templates = dir.path().join("template");
     std::fs::create_dir(&templates).unwrap();
@@ -135,15 +142,40 @@ fn manifests_validate_say_what_they_must_and_run() {
     // No cluster DNS here: the executors reach the driver on loopback.
     let host = driver_args.iter().position(|a| a == "--advertise-host").unwrap();
     driver_args[host + 1] = "127.0.0.1".into();
-    let url_file = dir.path().join("url");
+    // The driver's process is the Deployment's user; it writes its URL where it may.
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let url_file = run.join("url");
     driver_args.extend(["--url-file".into(), url_file.to_string_lossy().into_owned()]);
     assert!(driver_args.contains(&"flint.task.maxFailures=6".to_owned()), "{driver_args:?}");
-    let refs: Vec<&str> = driver_args.iter().map(String::as_str).collect();
-    let mut driver_cmd = command(&refs);
+    // The image's binary, in a folder of the run's own, as the container would have it.
+    let mut driver_cmd = std::process::Command::new(api.image_binary("flint:test"));
     driver_cmd
+        .args(&driver_args)
+        .current_dir(&run)
+        .env("FLINT_CACHE_DIR", run.join("cache"))
         .env("KUBECONFIG", api.kubeconfig(NS))
         .env("FLINT_DRIVER_POD_NAME", "wc-driver-5f7c9-abcde")
-        .env_remove("FLINT_SECRET");
+        .env_remove("FLINT_SECRET")
+        .env_remove("HOME");
+    if kube_api::is_root() {
+        use std::os::unix::process::CommandExt;
+        let user = driver_pod["containers"][0]["securityContext"]["runAsUser"].as_u64().unwrap() as u32;
+        let group = driver_pod["containers"][0]["securityContext"]["runAsGroup"].as_u64().unwrap() as u32;
+        assert_eq!(user, 65532);
+        driver_cmd.uid(user).gid(group);
+        // SAFETY: setgroups only, between fork and exec.
+        unsafe {
+            driver_cmd.pre_exec(move || {
+                let groups = [fs_group];
+                if libc::setgroups(1, groups.as_ptr()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     let driver = Proc::spawn(driver_cmd, dir.path().join("driver.log"));
     let url = eventually(Duration::from_secs(20), || read_url(&url_file));
     let url = url.unwrap_or_else(|| panic!("the driver starts: {}", driver.log_text()));
@@ -209,7 +241,6 @@ impl PodCluster {
     fn start(image: &str, conf: &[&str]) -> PodCluster {
         let dir = tempfile::tempdir().unwrap();
         let pods = dir.path().join("pods");
-        std::fs::create_dir(&pods).unwrap();
         let api = KubeApi::start(HashMap::from([("flint:test".to_owned(), common::bin())]), pods);
         api.add_secret(NS, "wc-secret", &[("secret", SECRET)]);
         let driver_uid = api.add_pod(NS, "wc-driver-0");

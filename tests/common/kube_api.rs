@@ -10,6 +10,18 @@
 //! there), stops the process on delete (SIGTERM, SIGKILL after the grace period), and
 //! records how it ended. A test can fail a pod with a given reason (OOMKilled), and an
 //! image it does not know fails to pull.
+//!
+//! Files and users are as a real kubelet makes them, since that is what breaks pods on
+//! real clusters: a Secret's files are owned by root with the volume's `defaultMode`
+//! (or the item's `mode`); with a pod `fsGroup` their group becomes that gid and group
+//! read is added (a read-only volume gets `mode | 0440`); an `emptyDir` is 0777, given
+//! to `fsGroup` with the setgid bit; and the container's process runs as `runAsUser`
+//! and `runAsGroup` (the container's securityContext over the pod's) with `fsGroup`
+//! among its supplementary groups. See
+//! <https://kubernetes.io/docs/concepts/configuration/secret/#using-secrets-as-files-from-a-pod>
+//! and <https://kubernetes.io/docs/tasks/configure-pod-container/security-context/>.
+//! That needs root (as a kubelet has); run as anyone else, the kubelet keeps the modes
+//! but not the owners, and says so.
 #![allow(dead_code)]
 
 use axum::Router;
@@ -61,6 +73,26 @@ impl KubeApi {
     pub fn start(images: HashMap<String, PathBuf>, dir: PathBuf) -> KubeApi {
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        // Pods run as their own users: they pass through the test's folders to theirs,
+        // and run their image's binary from a copy of their own (an image's files are
+        // the image's, wherever the test's checkout lives).
+        std::fs::create_dir_all(&dir).unwrap();
+        for folder in [dir.parent(), Some(dir.as_path())].into_iter().flatten() {
+            set_mode(folder, 0o711);
+        }
+        let layers = dir.join("images");
+        std::fs::create_dir_all(&layers).unwrap();
+        set_mode(&layers, 0o755);
+        let images = images
+            .into_iter()
+            .enumerate()
+            .map(|(n, (image, binary))| {
+                let copy = layers.join(n.to_string());
+                std::fs::copy(&binary, &copy).unwrap();
+                set_mode(&copy, 0o755);
+                (image, copy)
+            })
+            .collect();
         let inner = Arc::new(Inner {
             store: Mutex::new(Store {
                 pods: BTreeMap::new(),
@@ -83,6 +115,11 @@ impl KubeApi {
         let url = format!("http://{}", listener.local_addr().unwrap());
         runtime.spawn(async move { axum::serve(listener, app).await });
         KubeApi { inner, url, runtime: Some(runtime) }
+    }
+
+    /// The copy of `image`'s binary that its pods run (readable by their users).
+    pub fn image_binary(&self, image: &str) -> PathBuf {
+        self.inner.images[image].clone()
     }
 
     /// A kubeconfig that points at this server, in `namespace`.
@@ -409,8 +446,10 @@ async fn kubelet(inner: Arc<Inner>, pod: Value) {
     };
     let (ns, name) = key.clone();
     let pod_ip = "127.0.0.1";
+    let run_as = RunAs::of(&pod, &container);
     let root = inner.dir.join(&name);
     std::fs::create_dir_all(&root).unwrap();
+    set_mode(&root, 0o755);
     // Volumes as directories; paths under their mounts moved there.
     let mut mounts: Vec<(String, PathBuf)> = Vec::new();
     for mount in container["volumeMounts"].as_array().into_iter().flatten() {
@@ -419,6 +458,14 @@ async fn kubelet(inner: Arc<Inner>, pod: Value) {
             pod["spec"]["volumes"].as_array().unwrap().iter().find(|v| v["name"] == volume_name).unwrap();
         let dir = root.join(volume_name);
         std::fs::create_dir_all(&dir).unwrap();
+        set_mode(&dir, 0o755);
+        if volume.get("emptyDir").is_some() {
+            set_mode(&dir, 0o777);
+            if let Some(group) = run_as.fs_group {
+                own(&dir, None, Some(group));
+                set_mode(&dir, 0o2777);
+            }
+        }
         if let Some(secret) = volume.get("secret") {
             let data = inner
                 .store
@@ -437,11 +484,14 @@ async fn kubelet(inner: Arc<Inner>, pod: Value) {
                 });
                 return;
             };
+            // Kubernetes' default mode for a Secret volume is 0644.
+            let default_mode = secret["defaultMode"].as_u64().unwrap_or(0o644) as u32;
             for item in secret["items"].as_array().unwrap() {
                 let file = dir.join(item["path"].as_str().unwrap());
                 std::fs::write(&file, &data[item["key"].as_str().unwrap()]).unwrap();
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).unwrap();
+                let mode = item["mode"].as_u64().map_or(default_mode, |m| m as u32);
+                own(&file, Some(0), Some(run_as.fs_group.unwrap_or(0)));
+                set_mode(&file, if run_as.fs_group.is_some() { mode | 0o440 } else { mode });
             }
         }
         mounts.push((mount["mountPath"].as_str().unwrap().to_owned(), dir));
@@ -473,6 +523,7 @@ async fn kubelet(inner: Arc<Inner>, pod: Value) {
     let args: Vec<String> =
         container["args"].as_array().into_iter().flatten().map(|a| moved(a.as_str().unwrap())).collect();
     let log = std::fs::File::create(inner.dir.join(format!("{name}.log"))).unwrap();
+    run_as.apply(&mut command);
     let spawned = command
         .args(args)
         .stdin(std::process::Stdio::null())
@@ -515,6 +566,64 @@ async fn kubelet(inner: Arc<Inner>, pod: Value) {
     let pod = store.put(&inner.changes, "MODIFIED", pod);
     if deleting {
         store.put(&inner.changes, "DELETED", pod);
+    }
+}
+
+/// Who a container's process runs as.
+struct RunAs {
+    uid: Option<u32>,
+    gid: Option<u32>,
+    fs_group: Option<u32>,
+}
+
+impl RunAs {
+    fn of(pod: &Value, container: &Value) -> RunAs {
+        let field = |name: &str| {
+            let ours = &container["securityContext"][name];
+            let theirs = &pod["spec"]["securityContext"][name];
+            ours.as_u64().or(theirs.as_u64()).map(|n| n as u32)
+        };
+        RunAs { uid: field("runAsUser"), gid: field("runAsGroup"), fs_group: field("fsGroup") }
+    }
+
+    fn apply(&self, command: &mut tokio::process::Command) {
+        if !is_root() {
+            eprintln!("test kubelet: not root, so the executor runs as the test's own user");
+            return;
+        }
+        if let Some(uid) = self.uid {
+            command.uid(uid);
+        }
+        // A container without runAsGroup runs in group 0 (the image's user's group, here).
+        command.gid(self.gid.unwrap_or(0));
+        let groups: Vec<libc::gid_t> = self.fs_group.into_iter().collect();
+        // SAFETY: setgroups only, between fork and exec, on a vector made before the fork.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Gives `path` to `uid` and `gid`, as a kubelet (root) does; a kubelet run by another
+/// user cannot, and leaves it as it is.
+fn own(path: &std::path::Path, uid: Option<u32>, gid: Option<u32>) {
+    if is_root() {
+        std::os::unix::fs::chown(path, uid, gid).unwrap();
     }
 }
 

@@ -48,18 +48,12 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
     }
     match file {
         Some(path) => {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(path)
-                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?
-                .permissions()
-                .mode();
-            if mode & 0o077 != 0 {
-                return Err(format!(
-                    "the secret file {} is open to others (mode {:o}): make it private with chmod 600",
-                    path.display(),
-                    mode & 0o777
-                ));
-            }
+            use std::os::unix::fs::MetadataExt;
+            let meta = std::fs::metadata(path)
+                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
+            secret_file_private(meta.mode(), meta.gid(), &own_groups()).map_err(|why| {
+                format!("the secret file {} is {why}: make it private with chmod 600", path.display())
+            })?;
             let text = std::fs::read(path)
                 .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
             let trimmed = text.trim_ascii().to_vec();
@@ -69,6 +63,40 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
             Ok(Some(Secret::new(trimmed)))
         }
         None => Ok(None),
+    }
+}
+
+/// Whether a secret file with `mode`, owned by group `gid`, is private enough: nobody
+/// outside its owner and this process's own groups may read it. A group-readable file
+/// is how a kubelet hands a pod its Secret (owned by root, group `fsGroup`, 0440).
+fn secret_file_private(mode: u32, gid: u32, own_groups: &[u32]) -> Result<(), String> {
+    let mode = mode & 0o777;
+    if mode & 0o007 != 0 {
+        return Err(format!("open to others (mode {mode:o})"));
+    }
+    if mode & 0o070 != 0 && !own_groups.contains(&gid) {
+        return Err(format!("open to group {gid}, which this process is not in (mode {mode:o})"));
+    }
+    if mode & 0o020 != 0 {
+        return Err(format!("writable by its group (mode {mode:o})"));
+    }
+    Ok(())
+}
+
+/// This process's group and supplementary groups.
+fn own_groups() -> Vec<u32> {
+    // SAFETY: getgid and getegid cannot fail; getgroups writes at most `len` ids into a
+    // buffer of that many and returns how many it wrote (or -1).
+    unsafe {
+        let mut groups = vec![libc::getgid(), libc::getegid()];
+        let n = libc::getgroups(0, std::ptr::null_mut());
+        if n > 0 {
+            let mut more = vec![0 as libc::gid_t; n as usize];
+            let got = libc::getgroups(n, more.as_mut_ptr());
+            more.truncate(got.max(0) as usize);
+            groups.extend(more);
+        }
+        groups
     }
 }
 
@@ -103,4 +131,21 @@ pub fn show_progress(bar: &ProgressBar, p: &JobProgress) {
         "{} running, {} failed, {} executors",
         p.running, p.failed_attempts, p.executors
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::secret_file_private;
+
+    #[test]
+    fn a_secret_may_be_read_by_the_processs_own_group_and_nobody_else() {
+        assert!(secret_file_private(0o100600, 0, &[1000]).is_ok());
+        assert!(secret_file_private(0o100400, 0, &[1000]).is_ok());
+        // As a kubelet mounts a Secret with fsGroup 65532 for a process in that group.
+        assert!(secret_file_private(0o100440, 65532, &[65532]).is_ok());
+        assert!(secret_file_private(0o100440, 100, &[65532]).unwrap_err().contains("group 100"));
+        assert!(secret_file_private(0o100444, 65532, &[65532]).unwrap_err().contains("others"));
+        assert!(secret_file_private(0o100604, 0, &[0]).unwrap_err().contains("others"));
+        assert!(secret_file_private(0o100660, 65532, &[65532]).unwrap_err().contains("writable"));
+    }
 }

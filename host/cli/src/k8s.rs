@@ -70,9 +70,16 @@ pub fn k8s(args: K8sArgs) -> u8 {
     match args.command {
         K8sCommand::Manifests(args) => match manifests(&args) {
             Ok(docs) => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
                 for doc in docs {
-                    println!("---\n{}", serde_json::to_string_pretty(&doc).expect("JSON values encode"));
+                    let text = serde_json::to_string_pretty(&doc).expect("JSON values encode");
+                    // A reader that stops early (`| head`) ends the output, not the process.
+                    if writeln!(out, "---\n{text}").is_err() {
+                        return 0;
+                    }
                 }
+                let _ = out.flush();
                 0
             }
             Err((code, e)) => fail(code, e),
@@ -114,6 +121,9 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
         "capabilities": { "drop": ["ALL"] },
         "seccompProfile": { "type": "RuntimeDefault" },
     });
+    // A kubelet writes a Secret's files owned by root: `fsGroup` gives them to the
+    // process's group (mode 0440), which is how uid 65532 reads them.
+    let pod_security = json!({ "fsGroup": 65532 });
     let secret_volume = |items: Value| json!({ "name": "flint-secret", "secret": { "secretName": format!("{app}-secret"), "defaultMode": 0o400, "items": items } });
     let work = json!({ "name": "work", "emptyDir": {} });
     let mut driver_args = vec![
@@ -162,6 +172,7 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
             // Executors leave on SIGTERM once their running tasks end.
             "terminationGracePeriodSeconds": 600,
             "automountServiceAccountToken": false,
+            "securityContext": pod_security,
             "containers": [{ "name": "executor", "image": args.image, "securityContext": security }],
         },
     });
@@ -231,6 +242,7 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
                         "serviceAccountName": format!("{app}-driver"),
                         // The driver talks to the API server as its service account.
                         "automountServiceAccountToken": true,
+                        "securityContext": pod_security,
                         "containers": [{
                             "name": "driver",
                             "image": args.image,
@@ -242,8 +254,9 @@ fn manifests(args: &ManifestArgs) -> Result<Vec<Value>, (u8, String)> {
                             ],
                             "ports": [{ "name": "quic", "containerPort": PORT, "protocol": "UDP" }],
                             "resources": {
-                                "requests": { "cpu": "1", "memory": "512Mi" },
-                                "limits": { "cpu": "2", "memory": "1Gi" },
+                                // flint.driver.memory (2g) for merges, and room for the rest.
+                                "requests": { "cpu": "1", "memory": "2560Mi" },
+                                "limits": { "cpu": "2", "memory": "2560Mi" },
                             },
                             "securityContext": security,
                             "volumeMounts": [

@@ -73,13 +73,20 @@ impl PodConfig {
         let spec = object(&mut pod, "spec");
         // An executor that ends is replaced by the driver, never restarted in place.
         spec.insert("restartPolicy".into(), json!("Never"));
-        spec.entry("automountServiceAccountToken").or_insert(json!(false));
-        spec.entry("securityContext").or_insert(json!({
-            "runAsNonRoot": true,
-            "runAsUser": 65532,
-            "runAsGroup": 65532,
-            "seccompProfile": { "type": "RuntimeDefault" },
-        }));
+        spec.insert("automountServiceAccountToken".into(), json!(false));
+        // Flint's hardening wins over the template's, field by field (a template may add
+        // to it). With `fsGroup` a kubelet makes the secret's files (root's own) readable
+        // by the executor's group, which is how uid 65532 reads them.
+        merge_over(
+            object_in(spec, "securityContext"),
+            json!({
+                "runAsNonRoot": true,
+                "runAsUser": RUN_AS,
+                "runAsGroup": RUN_AS,
+                "fsGroup": RUN_AS,
+                "seccompProfile": { "type": "RuntimeDefault" },
+            }),
+        );
         let volumes = array_in(spec, "volumes");
         volumes.retain(|v| !matches!(v["name"].as_str(), Some("flint-secret" | "flint-work")));
         volumes.push(json!({
@@ -130,12 +137,33 @@ impl PodConfig {
         mounts.retain(|m| !matches!(m["name"].as_str(), Some("flint-secret" | "flint-work")));
         mounts.push(json!({ "name": "flint-secret", "mountPath": SECRET_DIR, "readOnly": true }));
         mounts.push(json!({ "name": "flint-work", "mountPath": WORK_DIR }));
-        container.entry("securityContext").or_insert(json!({
-            "allowPrivilegeEscalation": false,
-            "readOnlyRootFilesystem": true,
-            "capabilities": { "drop": ["ALL"] },
-        }));
+        // A container's own settings would override the pod's: the same fields again.
+        merge_over(
+            object_in(container, "securityContext"),
+            json!({
+                "runAsNonRoot": true,
+                "runAsUser": RUN_AS,
+                "runAsGroup": RUN_AS,
+                "privileged": false,
+                "allowPrivilegeEscalation": false,
+                "readOnlyRootFilesystem": true,
+                "capabilities": { "drop": ["ALL"] },
+            }),
+        );
         pod
+    }
+}
+
+/// The user and group executors run as (the image's non-root user).
+pub const RUN_AS: u32 = 65532;
+
+/// Sets each of `ours` fields in `into`, keeping the fields it does not name.
+fn merge_over(into: &mut serde_json::Map<String, Value>, ours: Value) {
+    if let Value::Object(ours) = ours {
+        for (k, v) in ours {
+            // Whole values: our `capabilities` drops a template's `add` with the rest.
+            into.insert(k, v);
+        }
     }
 }
 

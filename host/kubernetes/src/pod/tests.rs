@@ -109,3 +109,30 @@ fn verdicts_carry_the_reason_kubernetes_gives() {
     let Verdict::Ended(reason) = verdict(&long) else { panic!() };
     assert!(reason.len() < 400, "a hostile message is clipped");
 }
+
+#[test]
+fn a_template_cannot_turn_the_hardening_off() {
+    let template = json!({
+        "spec": {
+            "automountServiceAccountToken": true,
+            "securityContext": { "runAsUser": 0, "runAsNonRoot": false, "supplementalGroups": [4000] },
+            "containers": [{ "name": "executor", "securityContext": {
+                "privileged": true, "runAsUser": 0, "allowPrivilegeEscalation": true,
+                "readOnlyRootFilesystem": false, "capabilities": { "add": ["SYS_ADMIN"] } } }],
+        },
+    });
+    let pod = config(Some(template)).executor_pod("1");
+    let spec = &pod["spec"];
+    assert_eq!(spec["automountServiceAccountToken"], false);
+    let pod_security = &spec["securityContext"];
+    assert_eq!(pod_security["runAsUser"], 65532);
+    assert_eq!(pod_security["runAsNonRoot"], true);
+    assert_eq!(pod_security["fsGroup"], 65532, "so that the kubelet lets the executor read its secret");
+    assert_eq!(pod_security["supplementalGroups"], json!([4000]), "what Flint does not set stays");
+    let container = &spec["containers"][0]["securityContext"];
+    assert_eq!(container["privileged"], false);
+    assert_eq!(container["runAsUser"], 65532);
+    assert_eq!(container["allowPrivilegeEscalation"], false);
+    assert_eq!(container["readOnlyRootFilesystem"], true);
+    assert_eq!(container["capabilities"], json!({ "drop": ["ALL"] }));
+}

@@ -408,6 +408,91 @@ fn garbage_on_the_driver_port_harms_no_one() {
 }
 
 #[test]
+fn connections_that_never_say_hello_crowd_out_no_one_and_cost_the_driver_little() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let mut cluster = Cluster::start(&[]);
+    let url: flint_net::DriverUrl = cluster.url.parse().unwrap();
+    let driver: std::net::SocketAddr = ([127, 0, 0, 1], url.port).into();
+    let pid = cluster.driver.pid();
+    let before = rss(pid);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (streams, handshakes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let fillers = Arc::new(AtomicUsize::new(0));
+    let endpoint = |source: [u8; 4]| {
+        let bind = std::net::SocketAddr::from((source, 0));
+        flint_net::client_endpoint(url.fingerprint, Duration::from_secs(30), bind, None).unwrap()
+    };
+    // From 127.0.0.2: as many connections as the driver takes, each opening every stream
+    // it may and writing into them without end, never saying hello.
+    let fill = endpoint([127, 0, 0, 2]);
+    let (stop1, streams1, fillers1) = (stop.clone(), streams.clone(), fillers.clone());
+    let filler = rt.spawn(async move {
+        let mut held = Vec::new();
+        while !stop1.load(Ordering::Relaxed) {
+            let Ok(connecting) = fill.connect(driver, "flint-driver") else { break };
+            let Ok(Ok(connection)) = tokio::time::timeout(Duration::from_secs(2), connecting).await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            fillers1.fetch_add(1, Ordering::Relaxed);
+            for _ in 0..1024 {
+                let Ok(Ok((mut send, _recv))) =
+                    tokio::time::timeout(Duration::from_millis(100), connection.open_bi()).await
+                else {
+                    break;
+                };
+                streams1.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(async move {
+                    let junk = vec![0x5a; 64 << 10];
+                    while send.write_all(&junk).await.is_ok() {}
+                });
+            }
+            held.push(connection);
+        }
+    });
+    // From 127.0.0.3: new connections as fast as they complete, never saying hello.
+    let churn = endpoint([127, 0, 0, 3]);
+    let (stop2, handshakes2) = (stop.clone(), handshakes.clone());
+    let churner = rt.spawn(async move {
+        let mut open = Vec::new();
+        while !stop2.load(Ordering::Relaxed) {
+            let Ok(connecting) = churn.connect(driver, "flint-driver") else { break };
+            match tokio::time::timeout(Duration::from_secs(2), connecting).await {
+                Ok(Ok(connection)) => {
+                    handshakes2.fetch_add(1, Ordering::Relaxed);
+                    open.push(connection);
+                }
+                _ => tokio::task::yield_now().await,
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+
+    // Meanwhile an executor registers and a job runs.
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "8", "--json"]));
+    assert_eq!(report["result"], 8);
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    rt.block_on(async {
+        let _ = tokio::time::timeout(Duration::from_secs(5), filler).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), churner).await;
+    });
+    let (streams, handshakes) = (streams.load(Ordering::Relaxed), handshakes.load(Ordering::Relaxed));
+    assert!(handshakes > 50, "the flood made only {handshakes} connections");
+    // One stream each (the hello's): quinn's default would have let each open 1,024.
+    let fillers = fillers.load(Ordering::Relaxed);
+    assert!(fillers > 0 && streams <= fillers, "{streams} streams on {fillers} connections before a hello");
+    let grown = peak_rss(pid).saturating_sub(before);
+    assert!(grown < 100 << 20, "the driver grew by {} MiB", grown >> 20);
+    assert!(cluster.driver.log_text().contains("not said hello"), "{}", cluster.driver.log_text());
+    drop(rt);
+}
+
+#[test]
 fn a_task_reads_only_the_tokens_its_manifest_names() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.json");
@@ -577,9 +662,8 @@ fn a_token_provider_that_fails_at_start_fails_the_driver_with_its_reason() {
 
 #[test]
 fn results_of_many_megabytes_arrive_whole_and_executors_stay() {
-    // Merges of 20 MB outputs run on the driver: give its instances room.
-    let mut cluster =
-        Cluster::start(&["--conf", "flint.executor.memory=8g", "--conf", "flint.task.maxResultSize=256m"]);
+    // Merges of these outputs run on the driver, within its default flint.driver.memory.
+    let mut cluster = Cluster::start(&["--conf", "flint.task.maxResultSize=256m"]);
     cluster.executor(&["--cores", "2", "--memory", "4g", "--executor-id", "a"]);
     cluster.executor(&["--cores", "1", "--memory", "4g", "--executor-id", "b"]);
     cluster.wait_live(2);
@@ -619,6 +703,18 @@ fn a_job_over_the_driver_result_limit_fails_naming_the_key() {
     let error = report["error"].as_str().unwrap();
     assert!(error.contains("flint.driver.maxResultSize"), "{error}");
     assert_eq!(report["failure"]["reason"]["kind"], "result-too-large", "{report}");
+    // A job cannot lift the driver's limit (nor any key the driver holds); it may lower it.
+    for (conf, key) in [
+        ("flint.driver.maxResultSize=1t", "flint.driver.maxResultSize"),
+        ("flint.merge.deadline=1d", "flint.merge.deadline"),
+        ("flint.input.allowHttp=true", "flint.input.allowHttp"),
+    ] {
+        let out = cluster.submit(&["examples/noop", "--conf", conf, "--json"]);
+        assert_eq!(out.status.code(), Some(3), "{conf}: {}", lossy(&out.stderr));
+        assert!(lossy(&out.stderr).contains(key), "{conf}: {}", lossy(&out.stderr));
+    }
+    let lowered = ["examples/noop", "--partitions", "2", "--conf", "flint.driver.maxResultSize=1m", "--json"];
+    assert_eq!(ok_json(&cluster.submit(&lowered))["result"], 2);
     // The cluster serves the next job.
     let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "3", "--json"]));
     assert_eq!(report["result"], 3);
@@ -1681,6 +1777,30 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
     assert_eq!(instances.len(), 2, "{instances:?}");
     assert!(instances.iter().all(|n| (1.0..=2.0).contains(n)), "{instances:?} for {total} attempts");
 
+    // Bound to loopback, it answers only requests addressed to loopback: a page whose
+    // name was rebound to 127.0.0.1 sends its own name, and is refused.
+    let raw = |request: &str| {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response.split(' ').nth(1).and_then(|c| c.parse::<u16>().ok()).unwrap_or(0)
+    };
+    let get = |host: &str| raw(&format!("GET /api/v1/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"));
+    assert_eq!(get("evil.example:80"), 403);
+    assert_eq!(get(&format!("127.0.0.1:{port}")), 200);
+    assert_eq!(get(&format!("[::1]:{port}")), 200);
+    // Idle sockets past the server's connection limit cost a browser nothing: the
+    // longest idle is closed for each new one. And a request whose headers never end is
+    // dropped, not waited for.
+    let idle: Vec<std::net::TcpStream> =
+        (0..100).map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    let started = std::time::Instant::now();
+    assert_eq!(http_get(port, "/api/v1/status", None).0, 200);
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?} behind idle sockets", started.elapsed());
+    drop(idle);
+
     // Reachable beyond loopback, it asks for the secret.
     let open = free_port();
     let exposed = Cluster::start(&["--ui-port", &open.to_string(), "--ui-bind", "0.0.0.0"]);
@@ -1691,19 +1811,31 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
         (code, serde_json::from_str::<Value>(&body).unwrap()["app_id"].clone()),
         (200, Value::from(APP))
     );
-    // A browser is given the secret once in the address and keeps it as a cookie.
+    // A browser is given a credential once in the address: it keeps the UI's own token
+    // (not the secret) as a cookie, and is sent to the same page without the token.
     assert_eq!(http_get(open, "/?token=wrong", None).0, 401);
-    let (code, head, page) = http_get_with(open, &format!("/?token={SECRET}"), "");
-    assert_eq!(code, 200, "{page}");
-    let cookie = head
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: ").or_else(|| l.strip_prefix("Set-Cookie: ")))
-        .expect("a cookie is set");
+    let (code, head, page) = http_get_with(open, &format!("/jobs/1?fragment=1&token={SECRET}"), "");
+    assert_eq!(code, 303, "{page}");
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| l.split_once(": ").filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.to_owned()))
+            .unwrap_or_else(|| panic!("no {name} in {head}"))
+    };
+    assert_eq!(header("location"), "/jobs/1?fragment=1", "the address drops the token");
+    let cookie = header("set-cookie");
     assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
-    let pair = cookie.split(';').next().unwrap();
+    assert!(!cookie.contains(SECRET) && !head.contains(SECRET), "no secret in the answer: {head}");
+    let pair = cookie.split(';').next().unwrap().to_owned();
     let (code, _, jobs) = http_get_with(open, "/api/v1/jobs", &format!("Cookie: {pair}\r\n"));
     assert_eq!((code, jobs.as_str()), (200, "[]"));
-    assert_eq!(http_get_with(open, "/api/v1/jobs", "Cookie: flint_token=wrong\r\n").0, 401);
+    let (code, _, page) = http_get_with(open, "/", &format!("Cookie: {pair}\r\n"));
+    assert!(code == 200 && !page.contains(SECRET) && !page.contains(pair.split('=').nth(1).unwrap()), "{page}");
+    assert_eq!(http_get_with(open, "/api/v1/jobs", &format!("Cookie: flint_ui={SECRET}\r\n")).0, 401,
+        "the cookie takes the UI token, not the secret");
+    assert_eq!(http_get_with(open, "/api/v1/jobs", "Cookie: flint_ui=wrong\r\n").0, 401);
+    // The UI token opens the page too, given once in the address.
+    let token = pair.split_once('=').unwrap().1;
+    assert_eq!(http_get_with(open, &format!("/?token={token}"), "").0, 303);
     drop(exposed);
 }
 

@@ -493,6 +493,30 @@ fn connections_that_never_say_hello_crowd_out_no_one_and_cost_the_driver_little(
 }
 
 #[test]
+fn messages_too_big_for_a_frame_end_with_a_clear_outcome_and_harm_no_one() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    // 600 failed attempts of 16 KB messages: more than a frame holds. The job succeeds,
+    // its report arrives with as many as fit, and says how many it left out.
+    let flaky = ["examples/chaos", "--partitions", "600", "--conf", "mode=flaky", "--conf", "error_bytes=16000"];
+    let report = ok_json(&cluster.submit(&[&flaky[..], &["--json"]].concat()));
+    assert_eq!(report["result"].as_array().unwrap().len(), 600);
+    let kept = report["task_failures"].as_array().unwrap().len() as u64;
+    let dropped = report["task_failures_dropped"].as_u64().unwrap();
+    assert_eq!(kept + dropped, 600, "{kept} + {dropped}");
+    assert!(kept > 0 && dropped > 0, "{kept} + {dropped}");
+    // A URL of 33 KB is refused at submission, naming the bound.
+    let long = format!("https://example.com/{}", "a".repeat(33_000));
+    let out = cluster.submit(&["examples/word-count", "--input", &long, "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("at most 4096"), "{}", lossy(&out.stderr));
+    // Everything still works: the executor, a job, status.
+    assert_eq!(ok_json(&cluster.submit(&["examples/noop", "--partitions", "4", "--json"]))["result"], 4);
+    assert_eq!(cluster.live_executors().len(), 1);
+}
+
+#[test]
 fn a_task_reads_only_the_tokens_its_manifest_names() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.json");

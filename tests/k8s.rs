@@ -160,21 +160,10 @@ fn manifests_validate_say_what_they_must_and_run() {
         .env_remove("FLINT_SECRET")
         .env_remove("HOME");
     if kube_api::is_root() {
-        use std::os::unix::process::CommandExt;
         let user = driver_pod["containers"][0]["securityContext"]["runAsUser"].as_u64().unwrap() as u32;
         let group = driver_pod["containers"][0]["securityContext"]["runAsGroup"].as_u64().unwrap() as u32;
         assert_eq!(user, 65532);
-        driver_cmd.uid(user).gid(group);
-        // SAFETY: setgroups only, between fork and exec.
-        unsafe {
-            driver_cmd.pre_exec(move || {
-                let groups = [fs_group];
-                if libc::setgroups(1, groups.as_ptr()) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        kube_api::become_user(&mut driver_cmd, Some(user), group, Some(fs_group));
     }
     let driver = Proc::spawn(driver_cmd, dir.path().join("driver.log"));
     let url = eventually(Duration::from_secs(20), || read_url(&url_file));
@@ -199,15 +188,42 @@ fn manifests_validate_say_what_they_must_and_run() {
         let container = &pod["spec"]["containers"][0];
         assert_eq!(container["resources"]["limits"]["memory"], "2253Mi", "2048 MiB and a tenth for overhead");
         assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 600, "from the template");
+        // Its executor runs as the image's user and read its root-owned secret file.
+        let name = pod["metadata"]["name"].as_str().unwrap();
+        let pid = api.pod_pid(NS, name).expect("the pod's process runs");
+        let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let uid = proc_status.lines().find(|l| l.starts_with("Uid:")).unwrap().to_owned();
+        if kube_api::is_root() {
+            assert!(uid.split_whitespace().nth(1) == Some("65532"), "{name}: {uid}");
+            let secret = std::fs::read_dir(api.pod_dir(name).join("flint-secret")).unwrap().next().unwrap().unwrap();
+            let meta = secret.metadata().unwrap();
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!((meta.uid(), meta.gid(), meta.mode() & 0o777), (0, 65532, 0o440), "as a kubelet writes it");
+        }
     }
+    // A user in the cluster runs clients where the secret is mounted, as the driver's
+    // user (`kubectl exec deploy/wc-driver -- flint submit …`): root outside the pod's
+    // group is refused the group-readable file, as it should be.
     let secret_file = etc.join("secret");
-    let mut submit = command(&["submit", "--driver-url", &url, &wasm("noop"), "--partitions", "8", "--json"]);
-    let out = submit.env_remove("FLINT_SECRET").env("FLINT_SECRET_FILE", &secret_file).output().unwrap();
+    let job = run.join("noop.wasm");
+    std::fs::copy(wasm("noop"), &job).unwrap();
+    let in_pod = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(api.image_binary("flint:test"));
+        cmd.args(args)
+            .current_dir(&run)
+            .env_remove("FLINT_SECRET")
+            .env_remove("HOME")
+            .env("FLINT_CACHE_DIR", run.join("cache"))
+            .env("FLINT_SECRET_FILE", &secret_file);
+        if kube_api::is_root() {
+            kube_api::become_user(&mut cmd, Some(65532), 65532, Some(fs_group));
+        }
+        cmd.output().unwrap()
+    };
+    let out = in_pod(&["submit", "--driver-url", &url, job.to_str().unwrap(), "--partitions", "8", "--json"]);
     assert!(out.status.success(), "{}", lossy(&out.stderr));
     assert_eq!(json(&out)["result"], 8);
-    let mut status = command(&["status", "--driver-url", &url, "--json"]);
-    let status =
-        json(&status.env_remove("FLINT_SECRET").env("FLINT_SECRET_FILE", &secret_file).output().unwrap());
+    let status = json(&in_pod(&["status", "--driver-url", &url, "--json"]));
     let executors = status["executors"].as_array().unwrap();
     assert_eq!(executors.len(), 2, "{status}");
     assert!(executors.iter().all(|e| e["backend"] == "kubernetes" && e["removed"].is_null()), "{status}");

@@ -117,6 +117,16 @@ impl KubeApi {
         KubeApi { inner, url, runtime: Some(runtime) }
     }
 
+    /// The folder a pod's volumes are in (each under its name).
+    pub fn pod_dir(&self, name: &str) -> PathBuf {
+        self.inner.dir.join(name)
+    }
+
+    /// The process running a pod's container, while it runs.
+    pub fn pod_pid(&self, namespace: &str, name: &str) -> Option<u32> {
+        self.inner.store.lock().unwrap().pids.get(&(namespace.to_owned(), name.to_owned())).copied()
+    }
+
     /// The copy of `image`'s binary that its pods run (readable by their users).
     pub fn image_binary(&self, image: &str) -> PathBuf {
         self.inner.images[image].clone()
@@ -591,21 +601,37 @@ impl RunAs {
             eprintln!("test kubelet: not root, so the executor runs as the test's own user");
             return;
         }
-        if let Some(uid) = self.uid {
-            command.uid(uid);
-        }
         // A container without runAsGroup runs in group 0 (the image's user's group, here).
-        command.gid(self.gid.unwrap_or(0));
-        let groups: Vec<libc::gid_t> = self.fs_group.into_iter().collect();
-        // SAFETY: setgroups only, between fork and exec, on a vector made before the fork.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        become_user(command.as_std_mut(), self.uid, self.gid.unwrap_or(0), self.fs_group);
+    }
+}
+
+/// Makes `command` run as `uid` (else root), in `gid`, with `supplementary` as its
+/// only other group. The three calls are made in the child between fork and exec, in
+/// the one order that works (the groups while still root), which `Command::uid` and
+/// `gid` cannot combine with supplementary groups.
+pub fn become_user(
+    command: &mut std::process::Command,
+    uid: Option<u32>,
+    gid: u32,
+    supplementary: Option<u32>,
+) {
+    use std::os::unix::process::CommandExt;
+    let groups: Vec<libc::gid_t> = supplementary.into_iter().collect();
+    // SAFETY: only async-signal-safe calls, between fork and exec, on a vector made
+    // before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0 || libc::setgid(gid) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(uid) = uid
+                && libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 

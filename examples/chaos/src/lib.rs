@@ -72,7 +72,11 @@ impl Task for Chaos {
             "big-output" => return Ok(vec![serde_json_value::Output::Bytes("x".repeat(bytes))]),
             "fail" => return Err(Error::new("chaos asked to fail")),
             "fatal" => return Err(Error::fatal("chaos asked to fail for good")),
-            "flaky" if me.attempt == 0 => return Err(Error::new("flaky on first attempt")),
+            "flaky" if me.attempt == 0 => {
+                // `error_bytes` pads the message, for reports carrying many large failures.
+                let pad = "!".repeat(config_or("error_bytes", 0)?);
+                return Err(Error::new(format!("flaky on first attempt{pad}")));
+            }
             "flaky" => {}
             "chatter" => {
                 let line = [b'.'; 1023];

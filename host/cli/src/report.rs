@@ -39,6 +39,7 @@ pub fn json(report: &JobReport) -> Value {
             "failure": failure_json(&f.failure),
             "log_tail": f.log_tail,
         })).collect::<Vec<_>>(),
+        "task_failures_dropped": report.failures_dropped,
         "elapsed_ms": report.elapsed.as_secs_f64() * 1e3,
     });
     match &report.outcome {
@@ -74,7 +75,7 @@ pub fn human(report: &JobReport) -> String {
                 report.name,
                 report.tasks,
                 report.attempts,
-                report.failures.len()
+                report.failures.len() + report.failures_dropped as usize
             ));
             render(&result_value(bytes), 0, &mut text);
             text.push('\n');

@@ -1593,15 +1593,18 @@ impl EventLoop {
         }
         self.driver.release_component(&job.descriptor.component);
         self.driver.shared.data.unregister(id);
-        let report = JobReport {
+        let mut report = JobReport {
             job: id,
             name: job.descriptor.name.clone(),
             outcome,
             tasks: job.descriptor.task_count,
             attempts: job.counts.attempts,
             failures: std::mem::take(&mut job.failures),
+            failures_dropped: 0,
             elapsed: job.started.elapsed(),
         };
+        // The report travels in one frame: many large failures must not stop it.
+        report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
         self.record(AppEvent::JobEnd {
             job: id,
             succeeded: report.outcome.is_ok(),

@@ -141,6 +141,7 @@ pub async fn serve_history(
         return Err(std::io::Error::other(format!("{} is not a directory", dir.display())));
     }
     let history = Arc::new(History::new(dir.to_owned(), retained_jobs));
+    let loopback = bind.ip().is_loopback();
     let app = app_routes("/history/{app}")
         .route("/", get(front))
         .route("/api/v1/applications", get(applications))
@@ -149,6 +150,13 @@ pub async fn serve_history(
             get(|Path(app): Path<String>| async move { Redirect::to(&format!("/history/{app}/")) }),
         )
         .layer(axum::middleware::from_fn_with_state(history.clone(), queue))
+        .layer(axum::middleware::from_fn(move |request: Request, next: Next| async move {
+            // As the live page: on loopback, only to requests addressed to loopback.
+            if loopback && !crate::ui::addressed_to_loopback(&request) {
+                return crate::ui::not_for_this_host();
+            }
+            next.run(request).await
+        }))
         .with_state(history);
     serve_on(bind, app).await
 }

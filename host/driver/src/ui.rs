@@ -276,8 +276,7 @@ pub async fn limited(permits: &Semaphore, request: Request, next: Next) -> Respo
 async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response {
     let Some(auth) = &ui.auth else {
         if !addressed_to_loopback(&request) {
-            return (StatusCode::FORBIDDEN, "this page answers only to localhost, 127.0.0.1 or [::1]\n")
-                .into_response();
+            return not_for_this_host();
         }
         return limited(&ui.permits, request, next).await;
     };
@@ -314,9 +313,14 @@ async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response 
         .into_response()
 }
 
+/// The answer to a request that names another host than loopback.
+pub(crate) fn not_for_this_host() -> Response {
+    (StatusCode::FORBIDDEN, "this page answers only to localhost, 127.0.0.1 or [::1]\n").into_response()
+}
+
 /// Whether a request names this host by a loopback name (its `Host` header): a page
 /// served by another site that rebinds its name to 127.0.0.1 sends its own name.
-fn addressed_to_loopback(request: &Request) -> bool {
+pub(crate) fn addressed_to_loopback(request: &Request) -> bool {
     let Some(host) = request.headers().get(header::HOST).and_then(|h| h.to_str().ok()) else {
         // HTTP/1.0 without a Host: not from a browser.
         return true;

@@ -91,7 +91,31 @@ pub struct JobReport {
     /// Attempts launched, retries included.
     pub attempts: u32,
     pub failures: Vec<FailureRecord>,
+    /// Failed attempts left out of `failures` to keep the report within
+    /// [`REPORT_FAILURE_BYTES`] (the status page lists up to 1,000 of them).
+    pub failures_dropped: u32,
     pub elapsed: Duration,
+}
+
+/// About the most bytes of failure records a report carries: it travels in one frame.
+pub const REPORT_FAILURE_BYTES: usize = 2 << 20;
+
+impl JobReport {
+    /// Keeps the first failures whose messages and log tails fit in `budget` bytes, and
+    /// counts the rest in `failures_dropped`.
+    pub fn fit_failures(&mut self, budget: usize) {
+        let mut used = 0;
+        let kept = self
+            .failures
+            .iter()
+            .take_while(|f| {
+                used += 64 + f.executor.len() + f.log_tail.len() + f.failure.to_string().len();
+                used <= budget
+            })
+            .count();
+        self.failures_dropped += (self.failures.len() - kept) as u32;
+        self.failures.truncate(kept);
+    }
 }
 
 /// An executor as the driver sees it.
@@ -190,6 +214,7 @@ mod tests {
             tasks: 3,
             attempts: 3,
             failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
+            failures_dropped: 0,
             elapsed: Duration::from_millis(7),
         };
         let bytes = postcard::to_stdvec(&report).unwrap();

@@ -144,10 +144,14 @@ mod tests {
         let driver = settings(&[("flint.driver.maxResultSize", "256m"), ("flint.merge.deadline", "1m")]);
         let lower = settings(&[("flint.driver.maxResultSize", "16m"), ("flint.merge.deadline", "5s")]);
         assert!(lower.within_driver(&driver).is_ok());
-        let same = settings(&[("flint.driver.maxResultSize", "256m"), ("flint.task.deadline", "1h")]);
+        let same = settings(&[
+            ("flint.driver.maxResultSize", "256m"),
+            ("flint.merge.deadline", "1m"),
+            ("flint.task.deadline", "1h"),
+        ]);
         assert!(same.within_driver(&driver).is_ok(), "repeating a value or setting a job key is fine");
 
-        let raised = settings(&[("flint.driver.maxResultSize", "1t"), ("flint.merge.deadline", "1m")]);
+        let raised = settings(&[("flint.driver.maxResultSize", "512m"), ("flint.merge.deadline", "1m")]);
         let err = raised.within_driver(&driver).unwrap_err().to_string();
         assert!(err.contains("flint.driver.maxResultSize") && err.contains("only lower"), "{err}");
         let longer = settings(&[("flint.driver.maxResultSize", "256m"), ("flint.merge.deadline", "2m")]);

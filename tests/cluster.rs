@@ -417,6 +417,7 @@ fn connections_that_never_say_hello_crowd_out_no_one_and_cost_the_driver_little(
     let pid = cluster.driver.pid();
     let before = rss(pid);
     let rt = tokio::runtime::Runtime::new().unwrap();
+    let _inside = rt.enter();
     let stop = Arc::new(AtomicBool::new(false));
     let (streams, handshakes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let fillers = Arc::new(AtomicUsize::new(0));
@@ -487,8 +488,13 @@ fn connections_that_never_say_hello_crowd_out_no_one_and_cost_the_driver_little(
     let fillers = fillers.load(Ordering::Relaxed);
     assert!(fillers > 0 && streams <= fillers, "{streams} streams on {fillers} connections before a hello");
     let grown = peak_rss(pid).saturating_sub(before);
+    eprintln!(
+        "flood: {handshakes} handshakes, {streams} streams on {fillers} connections, driver +{} MiB",
+        grown >> 20
+    );
     assert!(grown < 100 << 20, "the driver grew by {} MiB", grown >> 20);
     assert!(cluster.driver.log_text().contains("not said hello"), "{}", cluster.driver.log_text());
+    drop(_inside);
     drop(rt);
 }
 
@@ -499,7 +505,8 @@ fn messages_too_big_for_a_frame_end_with_a_clear_outcome_and_harm_no_one() {
     cluster.wait_live(1);
     // 600 failed attempts of 16 KB messages: more than a frame holds. The job succeeds,
     // its report arrives with as many as fit, and says how many it left out.
-    let flaky = ["examples/chaos", "--partitions", "600", "--conf", "mode=flaky", "--conf", "error_bytes=16000"];
+    let flaky =
+        ["examples/chaos", "--partitions", "600", "--conf", "mode=flaky", "--conf", "error_bytes=16000"];
     let report = ok_json(&cluster.submit(&[&flaky[..], &["--json"]].concat()));
     assert_eq!(report["result"].as_array().unwrap().len(), 600);
     let kept = report["task_failures"].as_array().unwrap().len() as u64;
@@ -1811,7 +1818,9 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
         let _ = stream.read_to_string(&mut response);
         response.split(' ').nth(1).and_then(|c| c.parse::<u16>().ok()).unwrap_or(0)
     };
-    let get = |host: &str| raw(&format!("GET /api/v1/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"));
+    let get = |host: &str| {
+        raw(&format!("GET /api/v1/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"))
+    };
     assert_eq!(get("evil.example:80"), 403);
     assert_eq!(get(&format!("127.0.0.1:{port}")), 200);
     assert_eq!(get(&format!("[::1]:{port}")), 200);
@@ -1842,7 +1851,9 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
     assert_eq!(code, 303, "{page}");
     let header = |name: &str| {
         head.lines()
-            .find_map(|l| l.split_once(": ").filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.to_owned()))
+            .find_map(|l| {
+                l.split_once(": ").filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.to_owned())
+            })
             .unwrap_or_else(|| panic!("no {name} in {head}"))
     };
     assert_eq!(header("location"), "/jobs/1?fragment=1", "the address drops the token");
@@ -1853,9 +1864,15 @@ fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
     let (code, _, jobs) = http_get_with(open, "/api/v1/jobs", &format!("Cookie: {pair}\r\n"));
     assert_eq!((code, jobs.as_str()), (200, "[]"));
     let (code, _, page) = http_get_with(open, "/", &format!("Cookie: {pair}\r\n"));
-    assert!(code == 200 && !page.contains(SECRET) && !page.contains(pair.split('=').nth(1).unwrap()), "{page}");
-    assert_eq!(http_get_with(open, "/api/v1/jobs", &format!("Cookie: flint_ui={SECRET}\r\n")).0, 401,
-        "the cookie takes the UI token, not the secret");
+    assert!(
+        code == 200 && !page.contains(SECRET) && !page.contains(pair.split('=').nth(1).unwrap()),
+        "{page}"
+    );
+    assert_eq!(
+        http_get_with(open, "/api/v1/jobs", &format!("Cookie: flint_ui={SECRET}\r\n")).0,
+        401,
+        "the cookie takes the UI token, not the secret"
+    );
     assert_eq!(http_get_with(open, "/api/v1/jobs", "Cookie: flint_ui=wrong\r\n").0, 401);
     // The UI token opens the page too, given once in the address.
     let token = pair.split_once('=').unwrap().1;

@@ -112,9 +112,11 @@ fn manifests_validate_say_what_they_must_and_run() {
     std::fs::create_dir(&etc).unwrap();
     // As a kubelet mounts the Secret's volume for the Deployment's pod: files owned by
     // root, group fsGroup, the volume's defaultMode with group read added.
-    let volume = driver_pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "flint-secret").unwrap();
+    let volume =
+        driver_pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "flint-secret").unwrap();
     let mode = volume["secret"]["defaultMode"].as_u64().unwrap() as u32;
-    let fs_group = driver_pod["securityContext"]["fsGroup"].as_u64().expect("the driver's pod sets fsGroup") as u32;
+    let fs_group =
+        driver_pod["securityContext"]["fsGroup"].as_u64().expect("the driver's pod sets fsGroup") as u32;
     for key in ["secret", "tls.crt", "tls.key"] {
         std::fs::write(etc.join(key), secret["stringData"][key].as_str().unwrap()).unwrap();
         if kube_api::is_root() {
@@ -195,10 +197,15 @@ fn manifests_validate_say_what_they_must_and_run() {
         let uid = proc_status.lines().find(|l| l.starts_with("Uid:")).unwrap().to_owned();
         if kube_api::is_root() {
             assert!(uid.split_whitespace().nth(1) == Some("65532"), "{name}: {uid}");
-            let secret = std::fs::read_dir(api.pod_dir(name).join("flint-secret")).unwrap().next().unwrap().unwrap();
+            let secret =
+                std::fs::read_dir(api.pod_dir(name).join("flint-secret")).unwrap().next().unwrap().unwrap();
             let meta = secret.metadata().unwrap();
             use std::os::unix::fs::MetadataExt;
-            assert_eq!((meta.uid(), meta.gid(), meta.mode() & 0o777), (0, 65532, 0o440), "as a kubelet writes it");
+            assert_eq!(
+                (meta.uid(), meta.gid(), meta.mode() & 0o777),
+                (0, 65532, 0o440),
+                "as a kubelet writes it"
+            );
         }
     }
     // A user in the cluster runs clients where the secret is mounted, as the driver's

@@ -51,7 +51,9 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
             use std::os::unix::fs::MetadataExt;
             let meta = std::fs::metadata(path)
                 .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
-            secret_file_private(meta.mode(), meta.gid(), &own_groups()).map_err(|why| {
+            // SAFETY: geteuid cannot fail.
+            let me = unsafe { libc::geteuid() };
+            secret_file_private(meta.mode(), (meta.uid(), meta.gid()), me, &own_groups()).map_err(|why| {
                 format!("the secret file {} is {why}: make it private with chmod 600", path.display())
             })?;
             let text = std::fs::read(path)
@@ -66,16 +68,18 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
     }
 }
 
-/// Whether a secret file with `mode`, owned by group `gid`, is private enough: nobody
-/// outside its owner and this process's own groups may read it. A group-readable file
-/// is how a kubelet hands a pod its Secret (owned by root, group `fsGroup`, 0440).
-fn secret_file_private(mode: u32, gid: u32, own_groups: &[u32]) -> Result<(), String> {
+/// Whether a secret file with `mode`, owned by `(uid, gid)`, is private enough for a
+/// process running as `me` in `own_groups`: nobody else may read it. A file of our own
+/// must be ours alone (0600, 0400); a file someone else (root, a kubelet) gave to one
+/// of our groups may be group-readable: that is how a kubelet hands a pod its Secret
+/// (owned by root, group `fsGroup`, 0440), and how Debian shares keys (`ssl-cert`).
+fn secret_file_private(mode: u32, (uid, gid): (u32, u32), me: u32, own_groups: &[u32]) -> Result<(), String> {
     let mode = mode & 0o777;
     if mode & 0o007 != 0 {
         return Err(format!("open to others (mode {mode:o})"));
     }
-    if mode & 0o070 != 0 && !own_groups.contains(&gid) {
-        return Err(format!("open to group {gid}, which this process is not in (mode {mode:o})"));
+    if mode & 0o070 != 0 && (uid == me || !own_groups.contains(&gid)) {
+        return Err(format!("open to its group {gid} (mode {mode:o})"));
     }
     if mode & 0o020 != 0 {
         return Err(format!("writable by its group (mode {mode:o})"));
@@ -139,13 +143,16 @@ mod tests {
 
     #[test]
     fn a_secret_may_be_read_by_the_processs_own_group_and_nobody_else() {
-        assert!(secret_file_private(0o100600, 0, &[1000]).is_ok());
-        assert!(secret_file_private(0o100400, 0, &[1000]).is_ok());
+        assert!(secret_file_private(0o100600, (1000, 1000), 1000, &[1000]).is_ok());
+        assert!(secret_file_private(0o100400, (1000, 1000), 1000, &[1000]).is_ok());
         // As a kubelet mounts a Secret with fsGroup 65532 for a process in that group.
-        assert!(secret_file_private(0o100440, 65532, &[65532]).is_ok());
-        assert!(secret_file_private(0o100440, 100, &[65532]).unwrap_err().contains("group 100"));
-        assert!(secret_file_private(0o100444, 65532, &[65532]).unwrap_err().contains("others"));
-        assert!(secret_file_private(0o100604, 0, &[0]).unwrap_err().contains("others"));
-        assert!(secret_file_private(0o100660, 65532, &[65532]).unwrap_err().contains("writable"));
+        assert!(secret_file_private(0o100440, (0, 65532), 65532, &[65532]).is_ok());
+        assert!(secret_file_private(0o100440, (0, 100), 65532, &[65532]).unwrap_err().contains("group 100"));
+        // A file of one's own is not shared with one's group, whoever else is in it.
+        assert!(secret_file_private(0o100640, (1000, 1000), 1000, &[1000]).unwrap_err().contains("group"));
+        assert!(secret_file_private(0o100640, (0, 0), 0, &[0]).unwrap_err().contains("group"));
+        assert!(secret_file_private(0o100444, (0, 65532), 65532, &[65532]).unwrap_err().contains("others"));
+        assert!(secret_file_private(0o100604, (0, 0), 0, &[0]).unwrap_err().contains("others"));
+        assert!(secret_file_private(0o100460, (0, 65532), 65532, &[65532]).unwrap_err().contains("writable"));
     }
 }

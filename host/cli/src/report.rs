@@ -59,6 +59,8 @@ pub fn json(report: &JobReport) -> Value {
                 JobError::ResultTooLarge { size, limit } => {
                     json!({ "reason": { "kind": "result-too-large", "size": size, "limit": limit, "key": "flint.driver.maxResultSize" } })
                 }
+                JobError::ExecutorsLost { index, losses, last } => json!({ "task": index, "reason": {
+                    "kind": "executors-lost", "losses": losses, "last": last, "key": "flint.task.maxExecutorLosses" } }),
             };
         }
     }

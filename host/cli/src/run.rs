@@ -125,7 +125,10 @@ pub fn run(args: RunArgs) -> u8 {
         &bundle.manifest,
         bundle.component,
         // Platform keys went to the embedded driver above; the job keeps its own.
-        cli_conf.into_iter().filter(|(k, _)| !k.starts_with("flint.") || flint_proto::JOB_KEYS.contains(&k.as_str())).collect(),
+        cli_conf
+            .into_iter()
+            .filter(|(k, _)| !k.starts_with("flint.") || flint_proto::JOB_KEYS.contains(&k.as_str()))
+            .collect(),
         inputs,
         args.partitions,
     ) {

@@ -246,6 +246,11 @@ pub struct Policy {
     /// executor has the next short task at hand when one ends instead of waiting a
     /// round trip to the driver.
     pub pipeline: u32,
+    /// A task whose running attempts were on this many executors that were lost fails
+    /// its job (`flint.task.maxExecutorLosses`): a task that takes its executor down
+    /// would otherwise take one after another, since a loss is not a task failure.
+    /// `None` never fails a job for it.
+    pub max_executor_losses: Option<u32>,
 }
 
 #[derive(Debug, Default)]
@@ -254,6 +259,8 @@ struct Task {
     launches: u32,
     /// Failures that count against `max_failures`.
     failures: u32,
+    /// Executors lost while an attempt of it ran there.
+    losses: u32,
     failed_on: BTreeSet<ExecutorId>,
     /// The attempt's number and the executor it is placed on.
     running: Option<(u32, Ix)>,
@@ -347,7 +354,7 @@ impl Scheduler {
                     self.index(ix);
                 }
             }
-            Input::ExecutorLost { id, .. } => {
+            Input::ExecutorLost { id, reason } => {
                 if let Some(ix) = self.by_id.remove(&id) {
                     self.unindex(ix);
                     self.executors[ix as usize] = None;
@@ -356,11 +363,17 @@ impl Scheduler {
                     // (losses are rare; a set per executor would cost every launch and
                     // report).
                     let mut lost = Vec::new();
+                    let mut fatal = Vec::new();
+                    let max_losses = self.policy.max_executor_losses;
                     for (job_id, job) in self.jobs.iter_mut() {
                         for (index, task) in job.tasks.iter_mut().enumerate() {
                             if task.running.is_some_and(|(_, on)| on == ix) {
                                 task.running = None;
                                 job.running -= 1;
+                                task.losses += 1;
+                                if max_losses.is_some_and(|max| task.losses >= max) {
+                                    fatal.push((*job_id, index as u32, task.losses));
+                                }
                                 lost.push((*job_id, index as u32));
                             } else if task.held == Some(ix) {
                                 task.held = None;
@@ -375,6 +388,11 @@ impl Scheduler {
                     lost.sort_unstable();
                     for item in lost.into_iter().rev() {
                         self.queue.push_front(item);
+                    }
+                    for (job, index, losses) in fatal {
+                        let last = flint_proto::failure::head(&reason, 1024);
+                        let reason = JobError::ExecutorsLost { index, losses, last };
+                        self.fail_job(job, reason, &mut out);
                     }
                 }
             }

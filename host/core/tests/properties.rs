@@ -142,7 +142,7 @@ struct World {
 impl World {
     fn new(tasks: u32, executors: usize, allocation: Option<AllocationConfig>) -> World {
         let core = ControlCore::new(CoreConfig {
-            policy: Policy { exclude_after: Some(2), pipeline: 4 },
+            policy: Policy { exclude_after: Some(2), pipeline: 4, max_executor_losses: None },
             heartbeat_timeout: TIMEOUT,
             bootstrap_timeout: TIMEOUT,
             allocation,

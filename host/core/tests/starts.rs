@@ -9,7 +9,7 @@ const BOOTSTRAP: Duration = Duration::from_secs(60);
 
 fn core() -> ControlCore {
     ControlCore::new(CoreConfig {
-        policy: Policy { exclude_after: None, pipeline: 1 },
+        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None },
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: BOOTSTRAP,
         allocation: Some(AllocationConfig {

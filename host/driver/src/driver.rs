@@ -420,7 +420,10 @@ impl Driver {
             inputs.push((source, meta.len()));
         }
         let total: u64 = inputs.iter().map(|(_, n)| n).sum();
-        let target = partitions.unwrap_or_else(|| slots.max(total.div_ceil(MAX_SPLIT) as u32));
+        // However few partitions are asked for, no split passes MAX_SPLIT: a split is
+        // read whole into its task's memory.
+        let at_least = total.div_ceil(MAX_SPLIT).min(u64::from(MAX_TASKS)) as u32;
+        let target = partitions.unwrap_or(slots).max(at_least);
         Ok(JobPlan::file_splits(&inputs, target))
     }
 
@@ -755,6 +758,8 @@ impl EventLoop {
             policy: Policy {
                 exclude_after: settings.exclude_on_failure.then_some(settings.max_failed_tasks_per_executor),
                 pipeline: PIPELINE,
+                max_executor_losses: (settings.task_max_executor_losses > 0)
+                    .then_some(settings.task_max_executor_losses),
             },
             heartbeat_timeout: settings.network_timeout,
             bootstrap_timeout: BOOTSTRAP_TIMEOUT,

@@ -139,8 +139,9 @@ mod tests {
     #[test]
     fn the_pool_is_bounded_in_all() {
         let gate = Arc::new(Gate::default());
-        let _held: Vec<Admit> =
-            (0..MAX_UNPROVEN).map(|n| gate.admit(IpAddr::from([10, 1, (n / 256) as u8, n as u8]), true)).collect();
+        let _held: Vec<Admit> = (0..MAX_UNPROVEN)
+            .map(|n| gate.admit(IpAddr::from([10, 1, (n / 256) as u8, n as u8]), true))
+            .collect();
         assert_eq!(gate.unproven(), MAX_UNPROVEN);
         assert!(matches!(gate.admit("10.9.9.9".parse().unwrap(), true), Admit::Refuse(_)));
     }

@@ -174,7 +174,8 @@ mod tests {
         assert!(ok.check_sizes().is_ok());
         let name = JobRequest { name: "n".repeat(4 << 20), ..Default::default() };
         assert!(name.check_sizes().unwrap_err().to_string().contains("name"));
-        let url = JobRequest { inputs: vec![format!("https://h/{}", "a".repeat(33_000))], ..Default::default() };
+        let url =
+            JobRequest { inputs: vec![format!("https://h/{}", "a".repeat(33_000))], ..Default::default() };
         assert!(url.check_sizes().unwrap_err().to_string().contains("at most 4096"));
         let value = JobRequest { values: vec![serde_json::json!("v".repeat(20_000))], ..Default::default() };
         assert!(value.check_sizes().unwrap_err().to_string().contains("input value 0"));

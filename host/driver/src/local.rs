@@ -112,7 +112,8 @@ impl LocalCluster {
                 .reserve_executor_id(Some(format!("exec-{n}")), None)
                 .await
                 .map_err(LocalError::Rejected)?;
-            let runtime = Arc::new(Runtime::new(runtime_config(settings.slots(), settings.instance_memory()))?);
+            let runtime =
+                Arc::new(Runtime::new(runtime_config(settings.slots(), settings.instance_memory()))?);
             // Large outputs wait as blocks here too, until the driver is ready for them.
             let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
             let source = Arc::new(driver.clone());

@@ -4,9 +4,9 @@
 
 use crate::driver::Driver;
 use crate::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
-use crate::limited::Limited;
 use crate::job::JobRequest;
 use crate::job::{HeldBytes, Uploads};
+use crate::limited::Limited;
 use crate::link::{Blocks, ChannelLink, Fetch};
 use crate::ui::Peer;
 use flint_core::{ExecutorInfo, Incarnation};
@@ -102,7 +102,9 @@ pub async fn serve(driver: Driver, endpoint: quinn::Endpoint, config: FrontConfi
                 continue;
             }
             Admit::Refuse(why) => {
-                front.turned_away.note(|not_logged| tracing::warn!(%remote, not_logged, "connection refused: {why}"));
+                front
+                    .turned_away
+                    .note(|not_logged| tracing::warn!(%remote, not_logged, "connection refused: {why}"));
                 incoming.refuse();
                 continue;
             }
@@ -114,9 +116,9 @@ pub async fn serve(driver: Driver, endpoint: quinn::Endpoint, config: FrontConfi
                 if let Err(e) = handle_connection(driver, incoming, pass, &front).await {
                     // Unproven peers can make these as fast as they like.
                     match e {
-                        PeerError::Unproven(_) | PeerError::Rejected(_) => {
-                            front.dropped.note(|not_logged| tracing::warn!(error = %e, not_logged, "connection dropped"))
-                        }
+                        PeerError::Unproven(_) | PeerError::Rejected(_) => front
+                            .dropped
+                            .note(|not_logged| tracing::warn!(error = %e, not_logged, "connection dropped")),
                         _ => tracing::warn!(error = %e, "connection dropped"),
                     }
                 }
@@ -329,7 +331,8 @@ async fn serve_executor(
                                 launch_bytes += launch.partition.wire_size_hint();
                                 launches
                                     .push(Launch { attempt: launch.attempt, partition: launch.partition });
-                                if launches.len() == LAUNCHES_PER_FRAME || launch_bytes >= LAUNCH_FRAME_BYTES {
+                                if launches.len() == LAUNCHES_PER_FRAME || launch_bytes >= LAUNCH_FRAME_BYTES
+                                {
                                     messages.push(DriverMessage::Launch(std::mem::take(&mut launches)));
                                 }
                             }
@@ -373,10 +376,12 @@ async fn serve_executor(
     let result = loop {
         match read_frame::<ExecutorMessage>(&mut recv).await {
             Ok(Some(ExecutorMessage::Status(updates))) => {
-                // The executor is who the connection says, whatever the report claims.
+                // The executor is who the connection says, whatever the report claims, and
+                // what it says is bounded here as an honest executor bounds it.
                 let updates = updates
                     .into_iter()
                     .map(|u| if u.executor == id { u } else { StatusUpdate { executor: id.clone(), ..u } })
+                    .map(StatusUpdate::bounded)
                     .collect();
                 driver.peer_status(incarnation, updates).await;
             }

@@ -300,8 +300,11 @@ async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response 
     let (given, rest): (Vec<&str>, Vec<&str>) = query.split('&').partition(|kv| kv.starts_with("token="));
     if given.iter().any(|kv| auth.accepts(kv["token=".len()..].as_bytes())) {
         let rest: Vec<&str> = rest.into_iter().filter(|kv| !kv.is_empty()).collect();
-        let location =
-            if rest.is_empty() { uri.path().to_owned() } else { format!("{}?{}", uri.path(), rest.join("&")) };
+        let location = if rest.is_empty() {
+            uri.path().to_owned()
+        } else {
+            format!("{}?{}", uri.path(), rest.join("&"))
+        };
         let cookie = format!(
             "{TOKEN_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
             String::from_utf8_lossy(auth.token.expose())
@@ -309,7 +312,10 @@ async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response 
         return (StatusCode::SEE_OTHER, [(header::LOCATION, location), (header::SET_COOKIE, cookie)])
             .into_response();
     }
-    (StatusCode::UNAUTHORIZED, "a credential is required: the application secret as a bearer token, or ?token=\n")
+    (
+        StatusCode::UNAUTHORIZED,
+        "a credential is required: the application secret as a bearer token, or ?token=\n",
+    )
         .into_response()
 }
 

@@ -605,6 +605,20 @@ impl ExecutorCore {
             PartitionSpec::Index(i) => TaskInput::Index(*i),
             PartitionSpec::Value(v) => TaskInput::Value(v.clone()),
             PartitionSpec::Split { source, start, end, size } => {
+                // The split is read whole into the host, then into the guest: one larger
+                // than the task may hold is refused before a byte is read.
+                let bytes = end.min(size).saturating_sub(*start);
+                let limit = launch
+                    .job
+                    .memory_limit
+                    .map_or(self.runtime.instance_memory(), |l| l.min(self.runtime.instance_memory()));
+                if bytes > limit {
+                    return Err(TaskFailure::InputTooLarge {
+                        split: format!("{source} bytes {start}..{end}"),
+                        bytes,
+                        limit,
+                    });
+                }
                 let tokens = self.tokens.read().expect("tokens lock").clone();
                 let data = self
                     .inputs

@@ -90,6 +90,11 @@ pub struct Settings {
     pub task_cpus: u32,
     /// `flint.task.maxFailures` (default 4): attempts before a task fails its job.
     pub task_max_failures: u32,
+    /// `flint.task.maxExecutorLosses` (default 4; 0: never): a task whose running
+    /// attempts were on this many executors that were lost fails its job. A loss is not
+    /// a task failure, so without it a task that takes its executor down would take one
+    /// after another. Set on the driver; a job may only lower it.
+    pub task_max_executor_losses: u32,
     /// `flint.task.deadline` (default 10m): a task running longer is interrupted.
     pub task_deadline: Duration,
     /// `flint.task.maxResultSize` (default 64m): the largest output one task may return.
@@ -362,6 +367,7 @@ impl Default for Settings {
             memory_fraction: 0.6,
             task_cpus: 1,
             task_max_failures: 4,
+            task_max_executor_losses: 4,
             task_deadline: Duration::from_secs(600),
             task_max_result_size: 64 << 20,
             task_combine: true,
@@ -401,6 +407,7 @@ impl Settings {
         "flint.memory.fraction",
         "flint.task.cpus",
         "flint.task.maxFailures",
+        "flint.task.maxExecutorLosses",
         "flint.task.deadline",
         "flint.task.maxResultSize",
         "flint.task.combine",
@@ -489,6 +496,9 @@ impl Settings {
                         return Err(invalid(format!("must be at most {MAX_TASK_FAILURES}")));
                     }
                     s.task_max_failures = n
+                }
+                "flint.task.maxExecutorLosses" => {
+                    s.task_max_executor_losses = parse_u32(value).map_err(&invalid)?
                 }
                 "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.task.maxResultSize" => {

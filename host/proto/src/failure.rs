@@ -32,6 +32,12 @@ pub enum TaskFailure {
     /// The executor running the task went away.
     #[error("executor lost: {executor}: {reason}")]
     ExecutorLost { executor: String, reason: String },
+    /// The task's input split is larger than the memory the task may use: it could only
+    /// fail, and would hold its executor's memory meanwhile. Not read, not retried.
+    #[error(
+        "input too large: split {split} is {bytes} bytes, over the task's memory cap of {limit} bytes; split the input into more partitions or give executors more memory"
+    )]
+    InputTooLarge { split: String, bytes: u64, limit: u64 },
 }
 
 impl TaskFailure {
@@ -46,6 +52,7 @@ impl TaskFailure {
             TaskFailure::Host { .. } => "host-error",
             TaskFailure::Killed { .. } => "killed",
             TaskFailure::ExecutorLost { .. } => "executor-lost",
+            TaskFailure::InputTooLarge { .. } => "input-too-large",
         }
     }
 
@@ -53,7 +60,9 @@ impl TaskFailure {
     /// result over the size limit, a job error marked fatal and a kill are not.
     pub fn retryable(&self) -> bool {
         match self {
-            TaskFailure::ResultTooLarge { .. } | TaskFailure::Killed { .. } => false,
+            TaskFailure::ResultTooLarge { .. }
+            | TaskFailure::Killed { .. }
+            | TaskFailure::InputTooLarge { .. } => false,
             TaskFailure::Guest { retryable, .. } => *retryable,
             _ => true,
         }
@@ -73,7 +82,7 @@ impl TaskFailure {
     /// The failure with every message and backtrace cut to [`MAX_MESSAGE`] bytes; a cut
     /// text says how much was dropped.
     pub fn bounded(self) -> TaskFailure {
-        let cut = |s: String| head(&s, MAX_MESSAGE);
+        let cut = |s: String| if s.len() <= MAX_MESSAGE { s } else { head(&s, MAX_MESSAGE) };
         match self {
             TaskFailure::Trap { message, backtrace } => {
                 TaskFailure::Trap { message: cut(message), backtrace: backtrace.map(cut) }
@@ -85,6 +94,12 @@ impl TaskFailure {
             TaskFailure::Killed { reason } => TaskFailure::Killed { reason: cut(reason) },
             TaskFailure::ExecutorLost { executor, reason } => {
                 TaskFailure::ExecutorLost { executor: cut(executor), reason: cut(reason) }
+            }
+            TaskFailure::Deadline { deadline_ms, key } => {
+                TaskFailure::Deadline { deadline_ms, key: cut(key) }
+            }
+            TaskFailure::InputTooLarge { split, bytes, limit } => {
+                TaskFailure::InputTooLarge { split: cut(split), bytes, limit }
             }
             other => other,
         }

@@ -12,8 +12,8 @@ pub mod wire;
 
 pub use bundle::{Bundle, BundleError};
 pub use config::{
-    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, FLINT_SERVICE, JOB_KEYS, KubernetesSettings,
-    ObjectSettings, Settings,
+    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, FLINT_SERVICE, JOB_KEYS,
+    KubernetesSettings, ObjectSettings, Settings,
 };
 pub use failure::TaskFailure;
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, Source, World};

@@ -24,6 +24,10 @@ pub enum JobError {
     ResultTooLarge { size: u64, limit: u64 },
     #[error("no executor to run it: {0}")]
     NoExecutors(String),
+    #[error(
+        "task {index} was running on {losses} executors that were lost (flint.task.maxExecutorLosses): the task may be what takes them down; the last: {last}"
+    )]
+    ExecutorsLost { index: u32, losses: u32, last: String },
 }
 
 /// What to change when a merge on the driver runs out of memory: the driver's key, not

@@ -208,7 +208,9 @@ impl StatusUpdate {
     /// The report with its log cut to its last [`REPORT_LOG_TAIL`] bytes and a failure's
     /// message bounded, so that a report always fits a frame whatever the guest said.
     pub fn bounded(mut self) -> StatusUpdate {
-        self.log = crate::failure::tail(&self.log, REPORT_LOG_TAIL);
+        if self.log.len() > REPORT_LOG_TAIL {
+            self.log = crate::failure::tail(&self.log, REPORT_LOG_TAIL);
+        }
         if let TaskState::Failed(failure) = self.state {
             self.state = TaskState::Failed(failure.bounded());
         }

@@ -153,6 +153,35 @@ fn a_fatal_failure_fails_the_job_at_once() {
 }
 
 #[test]
+fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
+    let now = Instant::now();
+    let policy = Policy { max_executor_losses: Some(3), ..Policy::default() };
+    let mut s = Scheduler::new(policy);
+    s.handle(now, Input::ExecutorAdded { id: "e0".into(), slots: 1 });
+    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
+    for n in 0..3 {
+        // Each new executor takes the task; each is lost while it runs it.
+        let next = format!("e{}", n + 1);
+        let out = s.handle(now, Input::ExecutorLost { id: format!("e{n}"), reason: format!("exit {n}") });
+        if n < 2 {
+            assert!(!out.iter().any(|o| matches!(o, Output::JobFailed { .. })), "{out:?}");
+            let placed = launches(&s.handle(now, Input::ExecutorAdded { id: next.clone(), slots: 1 }));
+            assert_eq!(placed, vec![(next, 0, n + 1)], "placed again after the loss");
+        } else {
+            let failed = out.iter().find_map(|o| match o {
+                Output::JobFailed { reason, .. } => Some(reason.clone()),
+                _ => None,
+            });
+            let reason = failed.expect("the third loss fails the job");
+            assert!(
+                matches!(&reason, JobError::ExecutorsLost { index: 0, losses: 3, last } if last == "exit 2")
+            );
+            assert!(reason.to_string().contains("flint.task.maxExecutorLosses"), "{reason}");
+        }
+    }
+}
+
+#[test]
 fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
     s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 1 });
@@ -212,7 +241,7 @@ fn cancel_kills_running_and_drops_queued_tasks() {
 #[test]
 fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     let now = Instant::now();
-    let mut s = Scheduler::new(Policy { exclude_after: Some(2), pipeline: 1 });
+    let mut s = Scheduler::new(Policy { exclude_after: Some(2), pipeline: 1, max_executor_losses: None });
     for id in ["a", "b"] {
         s.handle(now, Input::ExecutorAdded { id: id.into(), slots: 2 });
     }
@@ -248,7 +277,7 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
 #[test]
 fn short_tasks_are_pipelined_and_long_ones_are_not() {
     let now = Instant::now();
-    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4 });
+    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
     let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
     assert_eq!(launches(&out).len(), 2, "one per slot until the job's tasks prove short");
@@ -262,12 +291,12 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
         "short: two slots, four deep, one running"
     );
 
-    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4 });
+    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
     s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
     assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
 
-    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4 });
+    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
     s.handle(now, Input::JobSubmitted { job: 1, tasks: 200, max_failures: 4 });
     assert_eq!(

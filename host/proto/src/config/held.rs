@@ -19,8 +19,8 @@ pub const JOB_KEYS: &[&str] = &[
 /// A driver-held setting's value, as compared against what a job asks for.
 #[derive(Debug, PartialEq)]
 enum Held {
-    /// A limit: a job may ask for less, never more.
-    Size(u64),
+    /// A limit (bytes, a count): a job may ask for less, never more.
+    Limit(u64),
     Time(Duration),
     /// Anything else: a job may only repeat it.
     Fixed(String),
@@ -30,7 +30,7 @@ impl Settings {
     /// The driver-held settings, each under its key. Every key of [`Settings::KEYS`]
     /// is here or in [`JOB_KEYS`] (a test checks it), so a new key has to be placed.
     fn held(&self) -> Vec<(&'static str, Held)> {
-        use Held::{Fixed, Size, Time};
+        use Held::{Fixed, Limit, Time};
         let fixed = |v: &dyn std::fmt::Debug| Fixed(format!("{v:?}"));
         let d = &self.dynamic_allocation;
         let k = &self.kubernetes;
@@ -40,7 +40,15 @@ impl Settings {
             ("flint.executor.memory", fixed(&self.executor_memory)),
             ("flint.memory.fraction", fixed(&self.memory_fraction)),
             ("flint.task.cpus", fixed(&self.task_cpus)),
-            ("flint.driver.maxResultSize", Size(self.driver_max_result_size)),
+            // 0 (never) is the loosest: a job may not ask for it on a driver that bounds.
+            (
+                "flint.task.maxExecutorLosses",
+                Limit(match self.task_max_executor_losses {
+                    0 => u64::MAX,
+                    n => n.into(),
+                }),
+            ),
+            ("flint.driver.maxResultSize", Limit(self.driver_max_result_size)),
             ("flint.driver.memory", fixed(&self.driver_memory)),
             ("flint.input.roots", fixed(&self.input_roots)),
             ("flint.executor.componentCacheSize", fixed(&self.component_cache_size)),
@@ -84,8 +92,8 @@ impl Settings {
             ("flint.s3.endpoint", fixed(&self.objects.s3_endpoint)),
             ("flint.s3.region", fixed(&self.objects.s3_region)),
             ("flint.input.allowHttp", fixed(&self.objects.allow_http)),
-            ("flint.driver.maxUploadSize", Size(self.driver_max_upload_size)),
-            ("flint.driver.maxUploadsHeld", Size(self.driver_max_uploads_held)),
+            ("flint.driver.maxUploadSize", Limit(self.driver_max_upload_size)),
+            ("flint.driver.maxUploadsHeld", Limit(self.driver_max_uploads_held)),
             ("flint.log.level", fixed(&self.executor_log_level)),
             ("flint.eventLog.dir", fixed(&self.event_log_dir)),
             ("flint.eventLog.rollSize", fixed(&self.event_log_roll_size)),
@@ -98,13 +106,13 @@ impl Settings {
     pub fn within_driver(&self, driver: &Settings) -> Result<(), ConfError> {
         for ((key, asked), (_, set)) in self.held().into_iter().zip(driver.held()) {
             let allowed = match (&asked, &set) {
-                (Held::Size(a), Held::Size(s)) => a <= s,
+                (Held::Limit(a), Held::Limit(s)) => a <= s,
                 (Held::Time(a), Held::Time(s)) => a <= s,
                 (a, s) => a == s,
             };
             if !allowed {
                 let shown = |h: &Held| match h {
-                    Held::Size(n) => format!("{n} bytes"),
+                    Held::Limit(n) => n.to_string(),
                     Held::Time(d) => format!("{} ms", d.as_millis()),
                     Held::Fixed(v) => v.clone(),
                 };

@@ -2,6 +2,7 @@
 //! plans them) and executors (which read them): input URLs, line splits over ranged
 //! reads, S3 and HTTPS objects, and the tokens of the driver's own data service.
 
+pub mod guard;
 pub mod inputs;
 pub mod lines;
 pub mod objects;

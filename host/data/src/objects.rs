@@ -149,12 +149,14 @@ impl ObjectReader {
         if path.is_empty() {
             return Err(format!("{url} names no file"));
         }
+        crate::guard::check_host(host)?;
         let origin = format!("{scheme}://{host}");
         let path = Path::from_url_path(path).map_err(|e| e.to_string())?;
         let store = self.cached(format!("http {origin}"), || {
             let store = HttpBuilder::new()
                 .with_url(&origin)
                 .with_client_options(self.client_options())
+                .with_http_connector(crate::guard::GuardedConnector { allow_http: self.settings.allow_http })
                 .with_retry(retry())
                 .build()
                 .map_err(|e| describe(&e))?;

@@ -41,27 +41,86 @@ impl TokenProvider for CommandProvider {
     fn fetch(&self) -> Fetch {
         let (service, command) = (self.service.clone(), self.command.clone());
         Box::pin(async move {
-            let run = tokio::process::Command::new("/bin/sh")
-                .args(["-c", &command])
-                .stdin(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .output();
-            let out = match tokio::time::timeout(COMMAND_TIMEOUT, run).await {
-                Err(_) => return Err(format!("the token command ran over {} s", COMMAND_TIMEOUT.as_secs())),
-                Ok(Err(e)) => return Err(format!("cannot run the token command: {e}")),
-                Ok(Ok(out)) => out,
-            };
-            if !out.status.success() {
-                let said = String::from_utf8_lossy(&out.stderr);
-                let first: String = said.lines().next().unwrap_or("").chars().take(200).collect();
-                return Err(format!("the token command failed ({}): {first}", out.status));
-            }
-            if out.stdout.len() > MAX_OUTPUT {
-                return Err(format!("the token command printed over {MAX_OUTPUT} bytes"));
-            }
-            parse_token(&service, &out.stdout, now_ms())
+            let printed = run_bounded(&command).await?;
+            parse_token(&service, &printed, now_ms())
         })
     }
+}
+
+/// Runs `command` with `sh -c` in a process group of its own and returns what it
+/// printed. What it prints is read only up to [`MAX_OUTPUT`] (a command printing more
+/// is stopped there, not buffered), and at the timeout or the bound the whole group is
+/// killed, so no child of the command outlives its turn.
+async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let mut child = tokio::process::Command::new("/bin/sh")
+        .args(["-c", command])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run the token command: {e}"))?;
+    let group = child.id().map(|pid| pid as libc::pid_t);
+    let kill_group = || {
+        if let Some(pid) = group {
+            // SAFETY: signals the process group this command leads; nothing else.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+    };
+    let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+    let ran = async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = async {
+            if let Some(s) = stdout.as_mut() {
+                let _ = s.take(MAX_OUTPUT as u64 + 1).read_to_end(&mut out).await;
+            }
+            out
+        };
+        // The first lines say why it failed; the rest is drained, not kept, so a
+        // command writing errors without end cannot block on a full pipe.
+        let read_err = async {
+            if let Some(s) = stderr.as_mut() {
+                let _ = s.take(4 << 10).read_to_end(&mut err).await;
+                let _ = tokio::io::copy(s, &mut tokio::io::sink()).await;
+            }
+            err
+        };
+        tokio::pin!(read_out, read_err);
+        // Printing past the bound ends it at once, whatever its stderr does.
+        let (out, err) = tokio::select! {
+            out = &mut read_out => {
+                if out.len() > MAX_OUTPUT {
+                    return Err(format!("the token command printed over {MAX_OUTPUT} bytes"));
+                }
+                (out, read_err.await)
+            }
+            err = &mut read_err => {
+                let out = read_out.await;
+                if out.len() > MAX_OUTPUT {
+                    return Err(format!("the token command printed over {MAX_OUTPUT} bytes"));
+                }
+                (out, err)
+            }
+        };
+        let status = child.wait().await.map_err(|e| format!("cannot run the token command: {e}"))?;
+        Ok((status, out, err))
+    };
+    let result = tokio::time::timeout(COMMAND_TIMEOUT, ran).await;
+    // Whatever happened, nothing the command started stays behind.
+    kill_group();
+    let (status, out, err) = match result {
+        Err(_) => return Err(format!("the token command ran over {} s", COMMAND_TIMEOUT.as_secs())),
+        Ok(ran) => ran?,
+    };
+    if !status.success() {
+        let said = String::from_utf8_lossy(&err);
+        let first: String = said.lines().next().unwrap_or("").chars().take(200).collect();
+        return Err(format!("the token command failed ({status}): {first}"));
+    }
+    Ok(out)
 }
 
 /// A file the driver re-reads at each renewal, holding the service's token as the
@@ -80,8 +139,16 @@ impl TokenProvider for FileProvider {
     fn fetch(&self) -> Fetch {
         let (service, path) = (self.service.clone(), self.path.clone());
         Box::pin(async move {
-            let text =
-                tokio::fs::read(&path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            use tokio::io::AsyncReadExt;
+            let file = tokio::fs::File::open(&path)
+                .await
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            // Read no more than the bound and one byte, whatever the file holds.
+            let mut text = Vec::new();
+            file.take(MAX_OUTPUT as u64 + 1)
+                .read_to_end(&mut text)
+                .await
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             if text.len() > MAX_OUTPUT {
                 return Err(format!("{} is over {MAX_OUTPUT} bytes", path.display()));
             }
@@ -179,5 +246,31 @@ mod tests {
             CommandProvider { service: "s3".into(), command: "echo vault sealed >&2; exit 3".into() };
         let e = failing.fetch().await.unwrap_err();
         assert!(e.contains("vault sealed") && e.contains('3'), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_command_that_prints_without_end_is_stopped_at_the_bound_and_leaves_no_child() {
+        let started = std::time::Instant::now();
+        let endless = CommandProvider { service: "s3".into(), command: "yes".into() };
+        let e = endless.fetch().await.unwrap_err();
+        assert!(e.contains("printed over"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        // A child the command left running is killed with it.
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let command = format!(
+            r#"sleep 1000 >/dev/null 2>&1 & echo $! > {}; echo '{{"secret":"x","expires_in_s":5}}'"#,
+            pid_file.display()
+        );
+        let leaves = CommandProvider { service: "s3".into(), command };
+        assert_eq!(leaves.fetch().await.unwrap().secret, "x");
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Gone, or a zombie waiting for its reaper.
+            state.is_empty() || state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z'))
+        });
+        assert!(gone, "the command's child {pid} outlived it");
     }
 }

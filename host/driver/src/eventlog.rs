@@ -209,15 +209,66 @@ pub fn read_app(folder: &Path, retained_jobs: usize) -> std::io::Result<(Store, 
     let mut skipped = 0;
     for (path, _) in log_files(folder)? {
         let decoder = zstd::stream::read::Decoder::new(std::fs::File::open(&path)?)?;
-        for line in std::io::BufReader::new(decoder).lines() {
-            let Ok(line) = line else { break };
-            match Envelope::parse(&line) {
-                Ok(envelope) => store.apply(&envelope),
-                Err(_) => skipped += 1,
+        let mut lines = std::io::BufReader::new(decoder);
+        loop {
+            match next_line(&mut lines) {
+                Ok(Line::End) | Err(_) => break,
+                Ok(Line::TooLong) => skipped += 1,
+                Ok(Line::Text(line)) => {
+                    match std::str::from_utf8(&line).ok().and_then(|l| Envelope::parse(l).ok()) {
+                        Some(envelope) => store.apply(&envelope),
+                        None => skipped += 1,
+                    }
+                }
             }
         }
     }
     Ok((store, skipped))
+}
+
+/// The longest line of an event log read back: the events the driver writes are a few
+/// KiB at most (messages and log tails are bounded), so a longer one was not written
+/// by it and is skipped without being held.
+const MAX_LINE: usize = 4 << 20;
+
+enum Line {
+    Text(Vec<u8>),
+    TooLong,
+    End,
+}
+
+/// The next line of `input` up to [`MAX_LINE`] bytes; a longer one is read through
+/// to its end in pieces and only said to be too long.
+fn next_line(input: &mut impl BufRead) -> std::io::Result<Line> {
+    use std::io::Read;
+    let mut line = Vec::new();
+    if input.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line)? == 0 {
+        return Ok(Line::End);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        return Ok(Line::Text(line));
+    }
+    if line.len() <= MAX_LINE {
+        return Ok(Line::Text(line)); // the last line, without a newline
+    }
+    drop(line);
+    loop {
+        let chunk = input.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(Line::TooLong);
+        }
+        match chunk.iter().position(|b| *b == b'\n') {
+            Some(at) => {
+                input.consume(at + 1);
+                return Ok(Line::TooLong);
+            }
+            None => {
+                let n = chunk.len();
+                input.consume(n);
+            }
+        }
+    }
 }
 
 /// What the first events of an application's log say of it.
@@ -235,6 +286,23 @@ pub fn describe(folder: &Path, store: &Store) -> LoggedApp {
 mod tests {
     use super::*;
     use crate::journal::AppEvent;
+
+    #[test]
+    fn a_line_past_the_bound_is_skipped_without_being_held() {
+        let mut text = b"first\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', MAX_LINE * 2));
+        text.extend(b"\nlast");
+        let mut input = std::io::BufReader::with_capacity(64 << 10, &text[..]);
+        let mut seen = Vec::new();
+        loop {
+            match next_line(&mut input).unwrap() {
+                Line::End => break,
+                Line::TooLong => seen.push("too long".to_owned()),
+                Line::Text(t) => seen.push(String::from_utf8(t).unwrap()),
+            }
+        }
+        assert_eq!(seen, ["first", "too long", "last"]);
+    }
 
     #[test]
     fn a_log_reads_back_across_rolled_files_and_a_torn_end() {

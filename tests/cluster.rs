@@ -1026,6 +1026,58 @@ fn alive(pid: u32) -> bool {
 }
 
 #[test]
+fn a_task_whose_executors_keep_dying_fails_its_job_after_a_bounded_number_of_starts() {
+    // The local backend keeps one executor; each one that takes the task is killed while
+    // it runs it, as a task that brought its host down would leave it.
+    let cluster = Cluster::start(&[
+        "--backend",
+        "local",
+        "--conf",
+        "flint.executor.instances=1",
+        "--conf",
+        "flint.executor.cores=1",
+        "--conf",
+        "flint.task.maxExecutorLosses=3",
+    ]);
+    let driver = cluster.driver.pid();
+    let job = ["examples/chaos", "--partitions", "1", "--conf", "mode=sleep", "--conf", "secs=600", "--json"];
+    let (out, killed) = std::thread::scope(|scope| {
+        let running = scope.spawn(|| cluster.submit(&job));
+        let mut killed = 0;
+        while !running.is_finished() && killed < 10 {
+            let busy = eventually(Duration::from_secs(30), || {
+                if running.is_finished() {
+                    return Some(());
+                }
+                let status = cluster.status();
+                let busy = status["executors"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|e| e["removed"].is_null() && e["running"].as_u64().unwrap_or(0) > 0);
+                busy.then_some(())
+            });
+            if busy.is_none() || running.is_finished() {
+                break;
+            }
+            for child in children_of(driver) {
+                // SAFETY: a signal to the driver's own child, an executor it started.
+                unsafe { libc::kill(child as i32, libc::SIGKILL) };
+            }
+            killed += 1;
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        (running.join().unwrap(), killed)
+    });
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["failure"]["reason"]["kind"], "executors-lost", "{report}");
+    assert_eq!(report["failure"]["reason"]["losses"], 3, "{report}");
+    assert!(report["error"].as_str().unwrap().contains("flint.task.maxExecutorLosses"), "{report}");
+    assert_eq!(killed, 3, "three executors started and lost, then no more for this task");
+}
+
+#[test]
 fn the_local_backend_follows_the_load_and_reaps_what_it_started() {
     let cluster = Cluster::start(&[
         "--backend",

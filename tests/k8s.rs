@@ -96,6 +96,16 @@ fn manifests_validate_say_what_they_must_and_run() {
     std::fs::write(&template_file, template_text).unwrap();
     let check = std::process::Command::new(validator()).arg("--strict").arg(&template_file).output().unwrap();
     assert!(check.status.success(), "the pod template: {}{}", lossy(&check.stdout), lossy(&check.stderr));
+    // A reader that stops early (`| head`) ends the output, not in a panic.
+    let piped = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} k8s manifests --app-id wc --namespace jobs | head -c 10 >/dev/null",
+            common::bin().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(piped.status.success() && !lossy(&piped.stderr).contains("panicked"), "{}", lossy(&piped.stderr));
     let security = &driver_pod["containers"][0]["securityContext"];
     assert_eq!(security["runAsNonRoot"], true);
     assert_eq!(security["readOnlyRootFilesystem"], true);

@@ -316,6 +316,14 @@ impl Driver {
                 .await
                 .map_err(|_| SubmitError::DriverStopped)??
         };
+        // The driver's own instances are sized for merges; a component no task slot
+        // can hold is refused here, as an executor would refuse it.
+        let task_cap = settings.instance_memory();
+        if component.min_memory > task_cap {
+            let error =
+                flint_runtime::LoadError::TooMuchMemory { needs: component.min_memory, cap: task_cap };
+            return Err(SubmitError::Component(error));
+        }
         if let Some(declared) = request.world.filter(|w| *w != component.world) {
             return Err(SubmitError::WorldMismatch { declared, found: component.world });
         }

@@ -309,6 +309,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut writer = EventLogWriter::create(dir.path(), "app/../x", 1).unwrap();
         assert_eq!(writer.folder.parent().unwrap(), dir.path(), "the id cannot leave the directory");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&writer.folder).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "what the application did is its operator's to read");
         let start = AppEvent::ApplicationStart { app_id: "app/../x".into(), flint_version: "0".into() };
         writer.send(vec![Envelope::now(start)]);
         for job in 1..=3 {

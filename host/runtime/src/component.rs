@@ -28,6 +28,9 @@ pub struct JobComponent {
     pub world: World,
     /// Bytes of compiled code and data this component keeps in memory.
     pub size: u64,
+    /// The linear memory its largest memory starts with, in bytes: an instance cap
+    /// below it can never run it.
+    pub min_memory: u64,
     pub(crate) pre: InstancePre<HostState>,
     pub(crate) job: job::GuestIndices,
     pub(crate) aggregator: Option<aggregator::GuestIndices>,
@@ -72,7 +75,12 @@ impl JobComponent {
         tracing::debug!(%digest, ?world, combines = combiner.is_some(), "component loaded");
         let image = component.image_range();
         let size = (image.end as usize).saturating_sub(image.start as usize) as u64;
-        Ok(JobComponent { digest, world, size, pre, job, aggregator, combiner })
+        // Wasm pages of 64 KiB (the custom-page-sizes proposal is not enabled).
+        let min_memory = component
+            .resources_required()
+            .and_then(|r| r.max_initial_memory_size)
+            .map_or(0, |pages| pages.saturating_mul(64 << 10));
+        Ok(JobComponent { digest, world, size, min_memory, pre, job, aggregator, combiner })
     }
 
     /// Whether the job's partitions may be combined where they run (it exports

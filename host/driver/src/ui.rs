@@ -298,7 +298,7 @@ async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response 
     let uri = request.uri();
     let query = uri.query().unwrap_or("");
     let (given, rest): (Vec<&str>, Vec<&str>) = query.split('&').partition(|kv| kv.starts_with("token="));
-    if given.iter().any(|kv| auth.accepts(kv["token=".len()..].as_bytes())) {
+    if given.iter().any(|kv| auth.accepts(&kv.as_bytes()["token=".len()..])) {
         let rest: Vec<&str> = rest.into_iter().filter(|kv| !kv.is_empty()).collect();
         let location = if rest.is_empty() {
             uri.path().to_owned()

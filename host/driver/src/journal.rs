@@ -389,6 +389,27 @@ impl JobEntry {
     pub fn launched(&self) -> Vec<TaskRecord> {
         self.tasks.values().cloned().collect()
     }
+
+    /// A copy of the entry holding only the task records `keep` picks (by position):
+    /// what a page needs, taken under the store's lock so that the page is rendered
+    /// after it is let go. The second value is how many tasks were launched in all.
+    pub fn window(
+        &self,
+        keep: impl FnOnce(&BTreeMap<u32, TaskRecord>) -> BTreeMap<u32, TaskRecord>,
+    ) -> (JobEntry, usize) {
+        let entry = JobEntry {
+            status: self.status.clone(),
+            started_ms: self.started_ms,
+            ended_ms: self.ended_ms,
+            error: self.error.clone(),
+            tasks: keep(&self.tasks),
+            tasks_forgotten: self.tasks_forgotten,
+            failures: self.failures.clone(),
+            failures_not_kept: self.failures_not_kept,
+            log_budget: self.log_budget,
+        };
+        (entry, self.tasks.len())
+    }
 }
 
 #[cfg(test)]

@@ -164,8 +164,9 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
     );
 }
 
-/// A job's summary, its tasks from `from` on, and its failures.
-pub fn job(frame: &Frame, entry: &JobEntry, from: usize) -> String {
+/// A job's summary, its tasks from `from` on (`entry` holds those, of `launched` in
+/// all: see `JobEntry::window`), and its failures.
+pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> String {
     let s = &entry.status;
     let mut out = String::new();
     let ended = entry.ended_ms.unwrap_or_else(crate::journal::now_ms);
@@ -195,8 +196,7 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize) -> String {
     if entry.tasks_forgotten {
         out.push_str("<p class=muted>This job's task records were let go to make room for newer jobs'.</p>");
     }
-    let tasks: Vec<&TaskRecord> = entry.tasks.values().skip(from).take(TASKS_PER_PAGE).collect();
-    let launched = entry.tasks.len();
+    let tasks: Vec<&TaskRecord> = entry.tasks.values().take(TASKS_PER_PAGE).collect();
     let _ = write!(out, "<h3>Tasks</h3><p>{launched} launched of {}", s.progress.total);
     if launched > TASKS_PER_PAGE {
         let base = format!("{}/jobs/{}", frame.base, s.job);

@@ -432,8 +432,16 @@ async fn overview(view: View, Query(q): Query<PageQuery>) -> Response {
 }
 
 async fn job_page(view: View, Path(JobPath { job }): Path<JobPath>, Query(q): Query<PageQuery>) -> Response {
-    let main =
-        view.with_store(|store| store.job(job).map(|e| view.frame(|f| page::job(f, e, q.from.unwrap_or(0)))));
+    // Copied under the store's lock (the event loop takes it each turn), rendered after.
+    let from = q.from.unwrap_or(0);
+    let window = view.with_store(|store| {
+        store.job(job).map(|e| {
+            e.window(|tasks| {
+                tasks.iter().skip(from).take(page::TASKS_PER_PAGE).map(|(i, t)| (*i, t.clone())).collect()
+            })
+        })
+    });
+    let main = window.map(|(entry, launched)| view.frame(|f| page::job(f, &entry, from, launched)));
     match main {
         Some(main) => view.render(&format!("Job {job}"), q.fragment.is_some(), main),
         None => {
@@ -447,7 +455,12 @@ async fn task_page(
     Path(TaskPath { job, index }): Path<TaskPath>,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    let main = view.with_store(|store| store.job(job).map(|e| view.frame(|f| page::task(f, e, index))));
+    let window = view.with_store(|store| {
+        store
+            .job(job)
+            .map(|e| e.window(|tasks| tasks.get(&index).map(|t| (index, t.clone())).into_iter().collect()))
+    });
+    let main = window.map(|(entry, _)| view.frame(|f| page::task(f, &entry, index)));
     match main {
         Some(main) => view.render(&format!("Job {job}, task {index}"), q.fragment.is_some(), main),
         None => not_found(format!("no job {job}")),

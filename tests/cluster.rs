@@ -1723,6 +1723,34 @@ fn serve_ranges_after(
 }
 
 #[test]
+fn an_http_input_cannot_reach_a_cloud_metadata_address_directly_or_by_redirect() {
+    // A server that sends every request to the metadata address.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut stream in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = stream.read(&mut head);
+            let _ = stream.write_all(
+                b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data/iam\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let mut cluster = Cluster::start(&["--conf", "flint.input.allowHttp=true"]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    for url in
+        [format!("http://127.0.0.1:{port}/data.txt"), "http://169.254.169.254/latest/meta-data/".to_owned()]
+    {
+        let out = cluster.submit(&["examples/word-count", "--input", &url, "--json"]);
+        let stderr = lossy(&out.stderr);
+        assert!(!out.status.success(), "{url}: {stderr}");
+        assert!(stderr.contains("link-local or metadata address"), "{url}: {stderr}");
+    }
+}
+
+#[test]
 fn an_http_input_is_read_by_ranges_and_plain_http_needs_allowing() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("corpus.txt");

@@ -196,7 +196,17 @@ fn retry() -> RetryConfig {
     RetryConfig { max_retries: 3, retry_timeout: Duration::from_secs(20), ..RetryConfig::default() }
 }
 
-/// An object store's error, cut to a bounded length: it may quote a server's answer.
+/// An object store's error with the causes under it (a refused redirect says why only
+/// there), cut to a bounded length: it may quote a server's answer.
 fn describe(e: &object_store::Error) -> String {
-    flint_proto::failure::head(&e.to_string(), 1024)
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = c.source();
+    }
+    flint_proto::failure::head(&text, 1024)
 }

@@ -128,12 +128,8 @@ fn manifests_validate_say_what_they_must_and_run() {
     let fs_group =
         driver_pod["securityContext"]["fsGroup"].as_u64().expect("the driver's pod sets fsGroup") as u32;
     for key in ["secret", "tls.crt", "tls.key"] {
-        std::fs::write(etc.join(key), secret["stringData"][key].as_str().unwrap()).unwrap();
-        if kube_api::is_root() {
-            std::os::unix::fs::chown(etc.join(key), Some(0), Some(fs_group)).unwrap();
-        }
-        std::fs::set_permissions(etc.join(key), std::os::unix::fs::PermissionsExt::from_mode(mode | 0o440))
-            .unwrap();
+        let data = secret["stringData"][key].as_str().unwrap().as_bytes();
+        kube_api::write_secret_file(&etc.join(key), data, mode, Some(fs_group));
     }
     let templates = dir.path().join("template");
     std::fs::create_dir(&templates).unwrap();

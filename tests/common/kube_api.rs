@@ -498,10 +498,13 @@ async fn kubelet(inner: Arc<Inner>, pod: Value) {
             let default_mode = secret["defaultMode"].as_u64().unwrap_or(0o644) as u32;
             for item in secret["items"].as_array().unwrap() {
                 let file = dir.join(item["path"].as_str().unwrap());
-                std::fs::write(&file, &data[item["key"].as_str().unwrap()]).unwrap();
                 let mode = item["mode"].as_u64().map_or(default_mode, |m| m as u32);
-                own(&file, Some(0), Some(run_as.fs_group.unwrap_or(0)));
-                set_mode(&file, if run_as.fs_group.is_some() { mode | 0o440 } else { mode });
+                write_secret_file(
+                    &file,
+                    data[item["key"].as_str().unwrap()].as_bytes(),
+                    mode,
+                    run_as.fs_group,
+                );
             }
         }
         mounts.push((mount["mountPath"].as_str().unwrap().to_owned(), dir));
@@ -577,6 +580,14 @@ async fn kubelet(inner: Arc<Inner>, pod: Value) {
     if deleting {
         store.put(&inner.changes, "DELETED", pod);
     }
+}
+
+/// Writes one file of a Secret volume as a kubelet does: owned by root, with `mode`;
+/// with an `fsGroup`, given to that group with group read added (`mode | 0440`).
+pub fn write_secret_file(file: &std::path::Path, data: &[u8], mode: u32, fs_group: Option<u32>) {
+    std::fs::write(file, data).unwrap();
+    own(file, Some(0), Some(fs_group.unwrap_or(0)));
+    set_mode(file, if fs_group.is_some() { mode | 0o440 } else { mode });
 }
 
 /// Who a container's process runs as.

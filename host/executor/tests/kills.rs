@@ -53,9 +53,24 @@ fn launch(
     attempt
 }
 
+/// Runs one of the job's quick tasks to its end first, so the component is compiled and
+/// an instance of it is kept: the spinning attempt then starts in milliseconds, not after
+/// a compile a loaded machine may take seconds over.
+async fn warmed(
+    core: &Arc<ExecutorCore>,
+    job: &Arc<JobDescriptor>,
+    rx: &mut mpsc::UnboundedReceiver<StatusUpdate>,
+    tx: &mpsc::UnboundedSender<StatusUpdate>,
+) {
+    launch(core, job, job.task_count - 1, tx);
+    let report = collect(rx, 1).await.remove(0);
+    assert!(matches!(report.state, TaskState::Succeeded(_)), "warm-up: {:?}", report.state);
+    assert_eq!(core.idle_instances(), 1);
+}
+
 async fn started(core: &ExecutorCore) {
     // The spinning attempt holds the slot once the core counts it running and the others
-    // wait; give it a moment to be inside the guest.
+    // wait; give it a moment to be inside the guest (its instance is warm).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(core.running(), 3);
 }
@@ -80,8 +95,10 @@ fn assert_killed(update: &StatusUpdate, ran: bool) {
 #[tokio::test(flavor = "multi_thread")]
 async fn killing_queued_attempts_keeps_them_from_ever_starting() {
     let (core, digest) = one_slot_executor();
-    let job = job(digest, 3);
+    // Tasks 0 to 2 are launched below; task 3 warms the executor up.
+    let job = job(digest, 4);
     let (tx, mut rx) = mpsc::unbounded_channel();
+    warmed(&core, &job, &mut rx, &tx).await;
     let spinning = launch(&core, &job, 0, &tx);
     let queued = [launch(&core, &job, 1, &tx), launch(&core, &job, 2, &tx)];
     started(&core).await;
@@ -99,8 +116,10 @@ async fn killing_queued_attempts_keeps_them_from_ever_starting() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_ending_stops_its_attempts_running_or_queued() {
     let (core, digest) = one_slot_executor();
-    let job = job(digest, 3);
+    // Tasks 0 to 2 are launched below; task 3 warms the executor up.
+    let job = job(digest, 4);
     let (tx, mut rx) = mpsc::unbounded_channel();
+    warmed(&core, &job, &mut rx, &tx).await;
     for index in 0..3 {
         launch(&core, &job, index, &tx);
     }

@@ -525,9 +525,23 @@ fn messages_too_big_for_a_frame_end_with_a_clear_outcome_and_harm_no_one() {
     let out = cluster.submit(&["examples/word-count", "--input", &long, "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
     assert!(lossy(&out.stderr).contains("at most 4096"), "{}", lossy(&out.stderr));
+    // A 4 MB job name is refused by the driver, a 9 MB one before it leaves the client
+    // (no message may carry it); each names the bound.
+    let dir = tempfile::tempdir().unwrap();
+    for (size, says) in [(4 << 20, "at most 256"), (9 << 20, "over the 8388608 a message may carry")] {
+        let manifest = format!("name = \"{}\"\ncomponent = \"{}\"\n", "n".repeat(size), wasm("noop"));
+        std::fs::write(dir.path().join("flint.toml"), manifest).unwrap();
+        let out = cluster.submit(&[&dir.path().to_string_lossy(), "--json"]);
+        assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+        assert!(lossy(&out.stderr).contains(says), "{}", lossy(&out.stderr));
+        assert!(lossy(&out.stderr).len() < 1000, "the error does not echo the name");
+    }
     // Everything still works: the executor, a job, status.
     assert_eq!(ok_json(&cluster.submit(&["examples/noop", "--partitions", "4", "--json"]))["result"], 4);
     assert_eq!(cluster.live_executors().len(), 1);
+    assert!(
+        cluster.status()["jobs"].as_array().unwrap().iter().all(|j| j["name"].as_str().unwrap().len() < 256)
+    );
 }
 
 #[test]

@@ -32,6 +32,30 @@ pub fn flint(args: &[&str]) -> Output {
     command(args).output().expect("flint runs")
 }
 
+/// `flint ARGS` run to its end, with the peak resident memory of its process (from
+/// `wait4`, so no other child of the test process is counted), in bytes.
+#[expect(clippy::zombie_processes, reason = "reaped by wait4, which also reports its peak memory")]
+pub fn flint_peak_memory(args: &[&str]) -> (Output, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, stderr) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let child = command(args)
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .expect("flint runs");
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for our own child, which nothing else waits for, into locals.
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as i32, "wait4: {}", std::io::Error::last_os_error());
+    let out = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: std::fs::read(stdout).unwrap(),
+        stderr: std::fs::read(stderr).unwrap(),
+    };
+    (out, usage.ru_maxrss as u64 * 1024)
+}
+
 pub fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

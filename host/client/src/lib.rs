@@ -160,7 +160,15 @@ impl Client {
             partitions,
             every,
         };
-        write_frame(&mut send, &Request::Submit(Box::new(submission))).await?;
+        match write_frame(&mut send, &Request::Submit(Box::new(submission))).await {
+            Err(FrameError::TooLarge(size)) => {
+                return Err(ClientError::JobRejected(format!(
+                    "its description (manifest, configuration, input names) is {size} bytes, over the {} a message may carry",
+                    flint_proto::wire::MAX_FRAME
+                )));
+            }
+            sent => sent?,
+        }
         let sent: Result<(), ClientError> = async {
             write_payload(&mut send, component).await?;
             for mut file in files {

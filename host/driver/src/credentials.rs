@@ -23,6 +23,10 @@ pub trait TokenProvider: Send + Sync {
 /// How long a provider's command may run.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a command's output may stay open after the command exits (a child it
+/// left behind holding the pipe) before its process group is killed.
+const LINGER: Duration = Duration::from_millis(500);
+
 /// The most a command may print: a token, not a file.
 const MAX_OUTPUT: usize = 64 << 10;
 
@@ -88,25 +92,44 @@ async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
             }
             err
         };
-        tokio::pin!(read_out, read_err);
-        // Printing past the bound ends it at once, whatever its stderr does.
-        let (out, err) = tokio::select! {
-            out = &mut read_out => {
-                if out.len() > MAX_OUTPUT {
-                    return Err(format!("the token command printed over {MAX_OUTPUT} bytes"));
-                }
-                (out, read_err.await)
-            }
-            err = &mut read_err => {
-                let out = read_out.await;
-                if out.len() > MAX_OUTPUT {
-                    return Err(format!("the token command printed over {MAX_OUTPUT} bytes"));
-                }
-                (out, err)
+        let reading = async {
+            tokio::pin!(read_out, read_err);
+            // Printing past the bound ends it at once, whatever its stderr does.
+            let over = || format!("the token command printed over {MAX_OUTPUT} bytes");
+            let (out, err) = tokio::select! {
+                out = &mut read_out => match out.len() > MAX_OUTPUT {
+                    true => return Err(over()),
+                    false => (out, read_err.await),
+                },
+                err = &mut read_err => (read_out.await, err),
+            };
+            match out.len() > MAX_OUTPUT {
+                true => Err(over()),
+                false => Ok((out, err)),
             }
         };
-        let status = child.wait().await.map_err(|e| format!("cannot run the token command: {e}"))?;
-        Ok((status, out, err))
+        tokio::pin!(reading);
+        let exited = tokio::select! {
+            read = &mut reading => {
+                let (out, err) = read?;
+                let status = child.wait().await.map_err(|e| format!("cannot run the token command: {e}"))?;
+                return Ok::<_, String>((status, out, err));
+            }
+            exited = child.wait() => exited.map_err(|e| format!("cannot run the token command: {e}"))?,
+        };
+        // The command exited while something it started still holds its output open:
+        // that gets a moment to finish, then the group goes, which closes the pipes.
+        let (out, err) = match tokio::time::timeout(LINGER, &mut reading).await {
+            Ok(read) => read?,
+            Err(_) => {
+                kill_group();
+                tokio::time::timeout(LINGER, &mut reading).await.map_err(|_| {
+                    "the token command exited, but a process it started outside its group holds its output open"
+                        .to_owned()
+                })??
+            }
+        };
+        Ok((exited, out, err))
     };
     let result = tokio::time::timeout(COMMAND_TIMEOUT, ran).await;
     // Whatever happened, nothing the command started stays behind.
@@ -272,5 +295,28 @@ mod tests {
             state.is_empty() || state.split(") ").nth(1).is_some_and(|s| s.starts_with('Z'))
         });
         assert!(gone, "the command's child {pid} outlived it");
+    }
+
+    #[tokio::test]
+    async fn a_child_left_holding_the_commands_output_does_not_hold_up_the_token() {
+        let started = std::time::Instant::now();
+        let command = r#"echo '{"secret":"x","expires_in_s":5}'; sleep 1000 &"#;
+        let lingering = CommandProvider { service: "s3".into(), command: command.into() };
+        assert_eq!(lingering.fetch().await.unwrap().secret, "x");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        // One that left its group too is given up on at once, not at the timeout.
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let command = format!(
+            r#"echo '{{"secret":"x","expires_in_s":5}}'; setsid sh -c 'echo $$ > {}; exec sleep 1000' &"#,
+            pid_file.display()
+        );
+        let escaped = CommandProvider { service: "s3".into(), command };
+        let e = escaped.fetch().await.unwrap_err();
+        assert!(e.contains("holds its output open"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        // SAFETY: the test's own stray process.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }

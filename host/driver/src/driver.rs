@@ -317,8 +317,12 @@ impl Driver {
                 .map_err(|_| SubmitError::DriverStopped)??
         };
         // The driver's own instances are sized for merges; a component no task slot
-        // can hold is refused here, as an executor would refuse it.
+        // (or the job's own `limits.memory`) can hold is refused here, as an executor
+        // would refuse it.
         let task_cap = settings.instance_memory();
+        if let Some(limit) = request.memory_limit.filter(|l| component.min_memory > *l && *l < task_cap) {
+            return Err(SubmitError::UnderOwnLimit { needs: component.min_memory, limit });
+        }
         if component.min_memory > task_cap {
             let error =
                 flint_runtime::LoadError::TooMuchMemory { needs: component.min_memory, cap: task_cap };

@@ -82,6 +82,8 @@ impl Drop for HeldBytes {
 pub enum SubmitError {
     #[error("{0}")]
     Component(#[from] LoadError),
+    #[error("the component needs at least {needs} bytes of memory; the job's limits.memory is {limit} bytes")]
+    UnderOwnLimit { needs: u64, limit: u64 },
     #[error("the manifest declares world {declared:?} but the component implements {found:?}")]
     WorldMismatch { declared: World, found: World },
     #[error("input {path}: {reason}")]

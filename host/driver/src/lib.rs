@@ -16,6 +16,7 @@ pub mod journal;
 mod limited;
 pub mod link;
 pub mod local;
+pub mod metrics;
 pub mod page;
 pub mod server;
 pub mod ui;

@@ -8,7 +8,7 @@ use crate::job::JobRequest;
 use crate::job::{HeldBytes, Uploads};
 use crate::limited::Limited;
 use crate::link::{Blocks, ChannelLink, Fetch};
-use crate::ui::Peer;
+use crate::metrics::Peer;
 use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::{
     FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_into, verify_proof,

@@ -1,0 +1,188 @@
+//! Carrying out what the control core decided: launches, kills and collects sent down
+//! executors' links, accepted outputs handed to their job's fold, executors started and
+//! stopped through the backend, tokens fetched and pushed, jobs ended.
+
+use flint_core::{Action, Event as CoreEvent};
+use flint_proto::TaskLaunch;
+use std::time::Instant;
+
+use super::budget::Charged;
+use super::event_loop::EventLoop;
+use super::events::{Event, reporter};
+use super::fold_worker::{Fold, FoldInput};
+use crate::journal::{AppEvent, Envelope};
+
+impl EventLoop {
+    pub(super) fn feed(&mut self, now: Instant, event: CoreEvent) {
+        let actions = self.core.handle(now, event);
+        self.apply(actions, None);
+    }
+
+    /// Carries out what the core decided. `output` is the output of the success just
+    /// fed, handed to the job's fold if the core accepted it.
+    pub(super) fn apply(&mut self, actions: Vec<Action>, mut output: Option<Charged>) {
+        for action in actions {
+            match action {
+                Action::Launch { executor, incarnation, attempts } => {
+                    let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) else {
+                        continue;
+                    };
+                    let batch: Vec<TaskLaunch> = attempts
+                        .into_iter()
+                        .filter_map(|attempt| {
+                            let job = self.jobs.get_mut(&attempt.job)?;
+                            if !job.executors.contains(&executor) {
+                                job.executors.insert(executor.clone());
+                            }
+                            self.journal.push(Envelope::now(AppEvent::TaskStart {
+                                job: attempt.job,
+                                index: attempt.index,
+                                attempt: attempt.number,
+                                executor: executor.clone(),
+                            }));
+                            if attempt.number > 0 {
+                                job.span.in_scope(
+                                    || tracing::info!(%attempt, executor_id = %executor, "attempt relaunched"),
+                                );
+                            }
+                            Some(TaskLaunch {
+                                attempt,
+                                job: job.descriptor.clone(),
+                                partition: job.partitions.get(attempt.index as usize)?.clone(),
+                            })
+                        })
+                        .collect();
+                    link.launch(batch);
+                }
+                Action::TaskDone { attempt } => {
+                    if let (Some(job), Some(Charged { bytes, charge })) =
+                        (self.jobs.get_mut(&attempt.job), output.take())
+                    {
+                        charge.keep();
+                        match &mut job.fold {
+                            Fold::Aggregate(worker) => {
+                                if worker.push(FoldInput { index: Some(attempt.index), tasks: 1, bytes }) {
+                                    self.folds_pending.push(attempt.job);
+                                }
+                            }
+                            Fold::Collect(outputs) => outputs[attempt.index as usize] = Some(bytes),
+                        }
+                    }
+                }
+                Action::PartialAccepted { job, tasks } => {
+                    if let (Some(record), Some(Charged { bytes, charge })) =
+                        (self.jobs.get_mut(&job), output.take())
+                        && let Fold::Aggregate(worker) = &mut record.fold
+                    {
+                        charge.keep();
+                        if worker.push(FoldInput { index: None, tasks, bytes }) {
+                            self.folds_pending.push(job);
+                        }
+                    }
+                }
+                Action::Collect { executor, incarnation, job } => {
+                    if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
+                        link.collect(job);
+                    }
+                }
+                Action::TaskLost { job, index } => {
+                    if let Some(record) = self.jobs.get(&job) {
+                        record
+                            .span
+                            .in_scope(|| tracing::info!(index, "task output lost; the task runs again"));
+                    }
+                    self.record(AppEvent::TaskLost { job, index });
+                }
+                Action::Kill { executor, incarnation, attempt } => {
+                    if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
+                        link.kill(attempt);
+                    }
+                }
+                Action::TaskFailed { .. } => {}
+                Action::Retrying { attempt, failure } => {
+                    if let Some(job) = self.jobs.get(&attempt.job) {
+                        job.span
+                            .in_scope(|| tracing::info!(%attempt, kind = failure.kind(), "retrying task"));
+                    }
+                }
+                Action::ExecutorRemoved { executor, incarnation, reason } => {
+                    self.slots_changed = true;
+                    tracing::warn!(executor_id = %executor, %reason, "executor removed");
+                    self.record_executor(Instant::now(), &executor, |executor| AppEvent::ExecutorRemoved {
+                        executor,
+                    });
+                    if self.links.get(&executor).is_some_and(|(i, _)| *i == incarnation)
+                        && let Some((_, link)) = self.links.remove(&executor)
+                    {
+                        link.close(&reason);
+                    }
+                    // A process the backend started goes with its executor.
+                    if let Some(backend) = self.shared.backend.get() {
+                        backend.stop(&executor);
+                    }
+                }
+                Action::StartExecutors { ids } => match self.shared.backend.get() {
+                    Some(backend) => {
+                        tracing::info!(count = ids.len(), backend = backend.name(), "starting executors");
+                        backend.start(ids, reporter(&self.events));
+                    }
+                    None => {
+                        let reason = format!(
+                            "flint.executor.backend={} but this driver has no such backend",
+                            self.shared.settings.executor_backend.name()
+                        );
+                        let report = reporter(&self.events);
+                        ids.into_iter().for_each(|id| report.exited(id, reason.clone()));
+                    }
+                },
+                Action::AbandonStart { executor } => {
+                    tracing::warn!(executor_id = %executor, "executor did not register in time; stopping it");
+                    if let Some(backend) = self.shared.backend.get() {
+                        backend.stop(&executor);
+                    }
+                }
+                Action::FetchToken { service } => {
+                    let Some(provider) = self.providers.get(&service).cloned() else { continue };
+                    let events = self.events.clone();
+                    tokio::spawn(async move {
+                        let result = provider.fetch().await;
+                        let _ = events.send(Event::TokenFetched { service, result });
+                    });
+                }
+                Action::TokensChanged { tokens } => {
+                    *self.shared.renewed.lock().expect("tokens lock") = tokens;
+                    self.push_tokens();
+                }
+                Action::TokenRetry { service, failures, wait } => {
+                    tracing::warn!(%service, failures, retry_in_ms = wait.as_millis() as u64, "token renewal will be tried again");
+                }
+                Action::Decommission { executor, incarnation } => {
+                    tracing::info!(executor_id = %executor, "releasing an idle executor");
+                    if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
+                        link.decommission();
+                    }
+                }
+                Action::ExecutorExcluded { executor, failed_tasks } => {
+                    self.slots_changed = true;
+                    tracing::warn!(executor_id = %executor, failed_tasks, "executor excluded: too many task failures");
+                    self.record_executor(Instant::now(), &executor, |executor| AppEvent::ExecutorUpdated {
+                        executor,
+                    });
+                }
+                Action::JobSucceeded { job, counts } => {
+                    if let Some(record) = self.jobs.get_mut(&job) {
+                        record.counts = counts;
+                    }
+                    self.job_succeeded(job);
+                }
+                Action::JobFailed { job, reason, counts } => {
+                    if let Some(record) = self.jobs.get_mut(&job) {
+                        record.counts = counts;
+                    }
+                    self.complete(job, Err(reason));
+                }
+            }
+        }
+        self.refresh_progress();
+    }
+}

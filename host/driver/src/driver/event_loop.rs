@@ -1,0 +1,358 @@
+//! The event loop: one task owning the control core, the links to executors and every
+//! running job. It takes events in turns (the driver's own, then a bounded batch of the
+//! peers'), dispatches each, and at a turn's end wakes the fold workers, publishes the
+//! slot count and applies the turn's journal to the status store and the event log.
+
+use crate::link::ExecutorLink;
+use flint_core::{ControlCore, CoreConfig, Event as CoreEvent, Incarnation, Policy};
+use flint_proto::wire::Rejection;
+use flint_proto::{ClusterStatus, ExecutorId, JobId, JobStatus, Settings, StatusUpdate};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::{Semaphore, mpsc};
+
+use super::events::{Event, PEER_QUEUE};
+use super::fold_worker::Fold;
+use super::records::JobRecord;
+use super::shared::Shared;
+use crate::backend::News;
+use crate::credentials::{self, TokenProvider};
+use crate::eventlog::EventLogWriter;
+use crate::journal::{AppEvent, Envelope};
+
+/// Attempts an executor holds per slot when a job's tasks are short: the next one waits
+/// on the executor, not a round trip away (see `Policy::pipeline`).
+pub(super) const PIPELINE: u32 = 8;
+
+// The deepest placement the scheduler makes is within what executors hold.
+const _: () = assert!(
+    (PIPELINE * flint_core::scheduler::TINY_DEPTH) as usize <= flint_executor::lifecycle::MAX_HELD_PER_SLOT
+);
+
+/// Result blocks fetched from executors at once; more wait their turn (and keep their
+/// executor's slot meanwhile, which slows the producers down).
+pub(super) const CONCURRENT_FETCHES: usize = 4;
+
+/// How long a reserved executor id waits for its executor to register.
+pub(super) const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub(super) struct EventLoop {
+    pub(super) shared: Arc<Shared>,
+    /// The loop's own queue, for the work it starts (fetches, folds, token fetches,
+    /// backends) to answer on.
+    pub(super) events: mpsc::UnboundedSender<Event>,
+    pub(super) core: ControlCore,
+    pub(super) links: HashMap<ExecutorId, (Incarnation, Arc<dyn ExecutorLink>)>,
+    pub(super) jobs: HashMap<JobId, JobRecord>,
+    pub(super) finished: VecDeque<JobStatus>,
+    pub(super) next_job: JobId,
+    pub(super) fetches: Arc<Semaphore>,
+    /// Set once the driver is stopping: new jobs are refused.
+    pub(super) stopping: Option<String>,
+    /// The executors' slots changed since they were last published for planning.
+    pub(super) slots_changed: bool,
+    /// Jobs whose fold worker has outputs waiting for the end of the turn.
+    pub(super) folds_pending: Vec<JobId>,
+    /// Where each renewed service's token comes from.
+    pub(super) providers: HashMap<String, Arc<dyn TokenProvider>>,
+    /// Events of this turn, for the store and the event log at its end.
+    pub(super) journal: Vec<Envelope>,
+    pub(super) event_log: Option<EventLogWriter>,
+}
+
+impl EventLoop {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        events: mpsc::UnboundedSender<Event>,
+        event_log: Option<EventLogWriter>,
+    ) -> Self {
+        let settings = &shared.settings;
+        let core = ControlCore::new(CoreConfig {
+            policy: Policy {
+                exclude_after: settings.exclude_on_failure.then_some(settings.max_failed_tasks_per_executor),
+                pipeline: PIPELINE,
+                max_executor_losses: (settings.task_max_executor_losses > 0)
+                    .then_some(settings.task_max_executor_losses),
+            },
+            heartbeat_timeout: settings.network_timeout,
+            bootstrap_timeout: BOOTSTRAP_TIMEOUT,
+            allocation: allocation_config(settings),
+            backend: settings.executor_backend.name(),
+        });
+        EventLoop {
+            shared,
+            events,
+            core,
+            links: HashMap::new(),
+            jobs: HashMap::new(),
+            finished: VecDeque::new(),
+            next_job: 1,
+            fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),
+            stopping: None,
+            slots_changed: false,
+            folds_pending: Vec::new(),
+            providers: HashMap::new(),
+            journal: Vec::new(),
+            event_log,
+        }
+    }
+
+    /// Notes an event for the status store and the event log.
+    pub(super) fn record(&mut self, event: AppEvent) {
+        self.journal.push(Envelope::now(event));
+    }
+
+    /// Notes the executor's state as the core has it now.
+    pub(super) fn record_executor(
+        &mut self,
+        now: Instant,
+        id: &str,
+        wrap: fn(flint_proto::ExecutorStatus) -> AppEvent,
+    ) {
+        if let Some(status) = self.core.executor(now, id) {
+            self.record(wrap(status));
+        }
+    }
+
+    /// Applies the turn's events to the store and hands them to the event log.
+    pub(super) fn flush_journal(&mut self) {
+        if self.journal.is_empty() {
+            return;
+        }
+        let events = std::mem::take(&mut self.journal);
+        {
+            let mut store = self.shared.store.lock().expect("store lock");
+            events.iter().for_each(|e| store.apply(e));
+        }
+        if let Some(log) = &self.event_log {
+            log.send(events);
+        }
+    }
+
+    /// Says the application ended, with the last word on each executor, and closes the
+    /// event log.
+    pub(super) fn close_journal(&mut self, now: Instant) {
+        let executors = self.core.executors(now);
+        self.record(AppEvent::ApplicationEnd { executors });
+        self.flush_journal();
+        if let Some(mut log) = self.event_log.take() {
+            log.close();
+        }
+    }
+
+    /// Hands the current tokens to every live executor.
+    pub(super) fn push_tokens(&self) {
+        let tokens = self.shared.tokens();
+        for (_, link) in self.links.values() {
+            link.tokens(tokens.clone());
+        }
+    }
+
+    pub(super) async fn run(
+        mut self,
+        mut events: mpsc::UnboundedReceiver<Event>,
+        mut peers: mpsc::Receiver<Event>,
+    ) {
+        let app_id = self.shared.app_id.clone();
+        self.record(AppEvent::ApplicationStart { app_id, flint_version: env!("CARGO_PKG_VERSION").into() });
+        self.flush_journal();
+        loop {
+            let wake = self.core.poll_timeout();
+            let timer = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                event = events.recv() => {
+                    let Some(event) = event else { break };
+                    self.handle(event);
+                    // Take what is already queued before waiting again.
+                    while let Ok(event) = events.try_recv() {
+                        self.handle(event);
+                    }
+                }
+                Some(event) = peers.recv() => {
+                    self.handle(event);
+                    // A bounded turn, so that the loop's own events are never starved.
+                    for _ in 0..PEER_QUEUE {
+                        let Ok(event) = peers.try_recv() else { break };
+                        self.handle(event);
+                    }
+                }
+                _ = timer => {
+                    let actions = self.core.handle_timeout(Instant::now());
+                    self.apply(actions, None);
+                }
+            }
+            for job in std::mem::take(&mut self.folds_pending) {
+                if let Some(JobRecord { fold: Fold::Aggregate(worker), .. }) = self.jobs.get_mut(&job) {
+                    worker.flush();
+                }
+            }
+            if std::mem::take(&mut self.slots_changed) {
+                self.shared.slots.store(self.core.total_slots(), Ordering::Relaxed);
+            }
+            self.flush_journal();
+        }
+        if self.event_log.is_some() {
+            self.close_journal(Instant::now());
+        }
+    }
+
+    pub(super) fn handle(&mut self, event: Event) {
+        let now = Instant::now();
+        match event {
+            Event::Submit { job, reply } => self.submit(now, *job, reply),
+            Event::Reserve { requested, pod_name, reply } => {
+                let verdict = match &self.stopping {
+                    Some(_) => Err(Rejection::AppStopped),
+                    None => self.core.reserve(now, requested, pod_name),
+                };
+                let _ = reply.send(verdict);
+            }
+            Event::ExecutorUp { id, incarnation, info, link } => {
+                if !self.core.is_current(&id, incarnation) {
+                    link.close("registration of a reservation that expired");
+                    return;
+                }
+                tracing::info!(executor_id = %id, host = %info.host, slots = info.slots, "executor registered");
+                // Tokens that changed while it was bootstrapping reach it now.
+                link.tokens(self.shared.tokens());
+                self.links.insert(id.clone(), (incarnation, link));
+                self.feed(now, CoreEvent::Registered { id: id.clone(), incarnation, info });
+                self.record_executor(now, &id, |executor| AppEvent::ExecutorAdded { executor });
+                self.slots_changed = true;
+            }
+            Event::Heartbeat { id, incarnation } => self.feed(now, CoreEvent::Heartbeat { id, incarnation }),
+            Event::Decommissioning { id, incarnation } => {
+                tracing::info!(executor_id = %id, "executor decommissioning");
+                self.feed(now, CoreEvent::Draining { id: id.clone(), incarnation });
+                self.record_executor(now, &id, |executor| AppEvent::ExecutorUpdated { executor });
+                self.slots_changed = true;
+            }
+            Event::ExecutorLost { id, incarnation, reason } => {
+                self.feed(now, CoreEvent::Lost { id, incarnation, reason })
+            }
+            Event::Status { incarnation, update } => self.status(now, incarnation, update),
+            Event::Fetched { incarnation, update, result } => match result {
+                Ok(output) => {
+                    self.task_succeeded(incarnation, &update);
+                    let StatusUpdate { executor, attempt, elapsed, .. } = update;
+                    let event = CoreEvent::TaskSucceeded { id: executor, incarnation, attempt, elapsed };
+                    let actions = self.core.handle(now, event);
+                    self.apply(actions, Some(output));
+                }
+                Err(failure) => self.fail(now, incarnation, update, failure),
+            },
+            Event::Partial { id, incarnation, partial } => self.partial(now, id, incarnation, partial),
+            Event::PartialFetched { id, incarnation, job, tasks, result } => match result {
+                Ok(output) => self.partial_in(now, id, incarnation, job, tasks, output),
+                Err(reason) => self.partial_lost(now, id, incarnation, job, tasks, &reason),
+            },
+            Event::Folded { job, result } => self.complete(job, result),
+            Event::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot(now));
+            }
+            Event::TokensChanged => self.push_tokens(),
+            Event::RenewTokens { providers, config, initial } => {
+                let services = providers.keys().cloned().collect();
+                self.providers = providers;
+                self.core.renew_credentials(now, credentials::now_ms(), config, services, initial);
+                *self.shared.renewed.lock().expect("tokens lock") = self.core.tokens();
+                self.push_tokens();
+                let actions = self.core.handle_timeout(now);
+                self.apply(actions, None);
+            }
+            Event::TokenFetched { service, result } => match result {
+                Ok(token) if token.service == service => {
+                    let expires_in_s = token.expires_at_ms.saturating_sub(credentials::now_ms()) / 1000;
+                    tracing::info!(%service, expires_in_s, "token renewed; pushed to executors");
+                    let expires_at_ms = token.expires_at_ms;
+                    self.record(AppEvent::TokenRenewed { service: service.clone(), expires_at_ms });
+                    self.feed(now, CoreEvent::TokenObtained { token, now_ms: credentials::now_ms() });
+                }
+                Ok(_) => {
+                    tracing::warn!(%service, "a provider gave a token of another service");
+                    self.feed(now, CoreEvent::TokenFailed { service });
+                }
+                Err(error) => {
+                    tracing::warn!(%service, %error, "token renewal failed");
+                    self.record(AppEvent::TokenRenewalFailed { service: service.clone() });
+                    self.feed(now, CoreEvent::TokenFailed { service });
+                }
+            },
+            Event::BackendAttached => {
+                let actions = self.core.handle_timeout(now);
+                self.apply(actions, None);
+            }
+            Event::Backend { id, news: News::Exited(reason) } => {
+                tracing::info!(executor_id = %id, %reason, "executor process ended");
+                self.feed(now, CoreEvent::BackendExited { id, reason });
+            }
+            Event::Backend { id, news: News::Progress } => self.feed(now, CoreEvent::BackendProgress { id }),
+            Event::Shutdown { reason, done } => {
+                tracing::warn!(%reason, jobs = self.jobs.len(), "driver stopping: failing running jobs");
+                self.stopping = Some(reason.clone());
+                let running: Vec<JobId> = self.jobs.keys().copied().collect();
+                for job in running {
+                    let reason = format!("the driver is stopping: {reason}");
+                    self.feed(now, CoreEvent::CancelJob { job, reason });
+                }
+                self.close_journal(now);
+                let _ = done.send(());
+            }
+        }
+    }
+
+    pub(super) fn snapshot(&self, now: Instant) -> ClusterStatus {
+        let mut jobs: Vec<JobStatus> = self.finished.iter().cloned().collect();
+        jobs.extend(self.jobs.iter().map(|(id, j)| JobStatus {
+            job: *id,
+            name: j.descriptor.name.clone(),
+            state: "running".into(),
+            progress: *j.progress.borrow(),
+        }));
+        jobs.sort_by_key(|j| j.job);
+        ClusterStatus {
+            app_id: self.shared.app_id.clone(),
+            executors: self.core.executors(now),
+            jobs,
+            executors_starting: self.core.executors_starting(),
+            allocation_stopped: self.core.allocation_given_up().map(str::to_owned),
+            allocation_target: self.core.allocation_target(),
+        }
+    }
+}
+
+/// Dynamic allocation's settings, or `None` when executors are started by hand. A
+/// backend without dynamic allocation keeps `flint.executor.instances` executors.
+pub(super) fn allocation_config(settings: &Settings) -> Option<flint_core::AllocationConfig> {
+    if settings.executor_backend == flint_proto::Backend::Static {
+        return None;
+    }
+    let d = &settings.dynamic_allocation;
+    let (min, max, initial) = if d.enabled {
+        (d.min_executors, d.max_executors, d.initial_executors.unwrap_or(d.min_executors))
+    } else {
+        let n = settings.executor_instances;
+        (n, n, n)
+    };
+    Some(flint_core::AllocationConfig {
+        min_executors: min,
+        max_executors: max,
+        initial_executors: initial,
+        backlog_timeout: d.backlog_timeout,
+        sustained_backlog_timeout: d.sustained_backlog_timeout.unwrap_or(d.backlog_timeout),
+        idle_timeout: d.idle_timeout,
+        ratio: d.ratio,
+        cooldown: d.cooldown,
+        max_pending: d.max_pending,
+        max_start_failures: d.max_start_failures,
+        start_backoff: d.start_backoff,
+        slots_per_executor: settings.slots(),
+    })
+}

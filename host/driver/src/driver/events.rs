@@ -1,0 +1,133 @@
+//! What the driver's parts tell the event loop: submissions, executors' registrations,
+//! reports and losses, fetched blocks, fold results, token news and snapshots.
+
+use crate::link::ExecutorLink;
+use flint_core::{ExecutorInfo, Incarnation};
+use flint_proto::wire::Rejection;
+use flint_proto::{
+    ClusterStatus, Conf, ExecutorId, JobError, JobId, JobPlan, Partial, Settings, StatusUpdate, TaskFailure,
+};
+use flint_runtime::JobComponent;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+use super::budget::Charged;
+use super::records::JobHandle;
+use crate::backend::News;
+use crate::backend::Reporter;
+use crate::credentials::TokenProvider;
+use tokio::sync::mpsc;
+
+pub(super) enum Event {
+    Submit {
+        job: Box<PreparedJob>,
+        reply: oneshot::Sender<JobHandle>,
+    },
+    Reserve {
+        requested: Option<String>,
+        pod_name: Option<String>,
+        reply: oneshot::Sender<Result<(ExecutorId, Incarnation), Rejection>>,
+    },
+    ExecutorUp {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        info: ExecutorInfo,
+        link: Arc<dyn ExecutorLink>,
+    },
+    Heartbeat {
+        id: ExecutorId,
+        incarnation: Incarnation,
+    },
+    Decommissioning {
+        id: ExecutorId,
+        incarnation: Incarnation,
+    },
+    ExecutorLost {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        reason: String,
+    },
+    Status {
+        incarnation: Incarnation,
+        update: StatusUpdate,
+    },
+    Fetched {
+        incarnation: Incarnation,
+        update: StatusUpdate,
+        /// The bytes, still charged to the job (a failed fetch gave its charge back).
+        result: Result<Charged, TaskFailure>,
+    },
+    /// An executor handed over combined outputs.
+    Partial {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        partial: Partial,
+    },
+    /// A partial result's block arrived, or could not be had.
+    PartialFetched {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+        result: Result<Charged, String>,
+    },
+    Folded {
+        job: JobId,
+        result: Result<Vec<u8>, JobError>,
+    },
+    Snapshot(oneshot::Sender<ClusterStatus>),
+    /// A backend was attached: the allocation policy may want executors at once.
+    BackendAttached,
+    /// The delegation tokens changed: push them to every live executor.
+    TokensChanged,
+    /// Renew tokens from these providers.
+    RenewTokens {
+        providers: HashMap<String, Arc<dyn TokenProvider>>,
+        config: flint_core::RenewalConfig,
+        initial: Vec<flint_proto::Token>,
+    },
+    /// A provider's fetch ended. At most one fetch per service is under way (the core
+    /// asks again only after an answer), so these add one event per service at a time.
+    TokenFetched {
+        service: String,
+        result: Result<flint_proto::Token, String>,
+    },
+    /// The backend's news of an executor it started.
+    Backend {
+        id: ExecutorId,
+        news: News,
+    },
+    /// Fail every running job with `reason` and take no more (the driver is stopping).
+    Shutdown {
+        reason: String,
+        done: oneshot::Sender<()>,
+    },
+}
+
+pub(super) struct PreparedJob {
+    pub(super) name: String,
+    pub(super) component: Arc<JobComponent>,
+    pub(super) plan: JobPlan,
+    pub(super) config: Conf,
+    pub(super) settings: Settings,
+    pub(super) memory_limit: Option<u64>,
+    pub(super) deadline: Duration,
+    pub(super) token_services: Vec<String>,
+    pub(super) every: Option<Duration>,
+    /// Files sent with the job, kept until it ends.
+    pub(super) uploads: Option<Arc<crate::job::Uploads>>,
+}
+
+/// Peer events queued for the loop before their readers wait.
+pub(super) const PEER_QUEUE: usize = 1024;
+
+/// Carries a backend's news (an executor's start under way, its process or pod ended)
+/// to the loop.
+pub(super) fn reporter(events: &mpsc::UnboundedSender<Event>) -> Reporter {
+    let events = events.clone();
+    Reporter::new(move |id, news| {
+        let _ = events.send(Event::Backend { id, news });
+    })
+}

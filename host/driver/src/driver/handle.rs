@@ -1,0 +1,398 @@
+//! The driver's handle: what submitters, the QUIC front, in-process executors and the
+//! UI hold. It checks and plans a job before queueing it, and otherwise only sends
+//! events to the loop and reads what the loop shares.
+
+use crate::job::{JobRequest, SubmitError};
+use crate::link::ExecutorLink;
+use flint_core::{ExecutorInfo, Incarnation};
+use flint_data::ObjectReader;
+use flint_executor::DriverSource;
+use flint_proto::wire::Rejection;
+use flint_proto::{
+    ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, JobId, Partial, Settings,
+    StatusUpdate, Token,
+};
+use flint_runtime::Runtime;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+
+use super::event_loop::EventLoop;
+use super::events::{Event, PEER_QUEUE, PreparedJob};
+use super::plan::{MAX_TASKS, plan};
+use super::records::JobHandle;
+use super::shared::Shared;
+use crate::backend::ExecutorBackend;
+use crate::credentials::{CommandProvider, FileProvider, TokenProvider};
+use crate::data::{DataService, FlintTokens};
+use crate::eventlog::EventLogWriter;
+use crate::journal::Store;
+
+pub struct DriverConfig {
+    pub app_id: String,
+    /// The driver's configuration; a job's own `flint.task.*` keys override it.
+    pub conf: Conf,
+    /// The runtime merges and finishes run on.
+    pub runtime: Arc<Runtime>,
+    /// Where the application's events are written (`flint.eventLog.dir`), if anywhere.
+    pub event_log: Option<crate::eventlog::EventLogWriter>,
+}
+
+/// A handle on the driver's event loop. Cheap to clone.
+#[derive(Clone)]
+pub struct Driver {
+    /// Events from the driver's own parts: fold workers, fetches, in-process executors
+    /// and submitters. Bounded by what they are: a fold result per job, a fetch or a
+    /// report per placed attempt (credit).
+    events: mpsc::UnboundedSender<Event>,
+    /// Reports and heartbeats read off remote executors' connections. Bounded: when the
+    /// loop falls behind, those readers wait, and QUIC flow control slows the peers.
+    peers: mpsc::Sender<Event>,
+    shared: Arc<Shared>,
+}
+
+impl DriverSource for Driver {
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
+        self.component(digest)
+            .map(|b| b.as_ref().clone())
+            .ok_or_else(|| "the driver has no such component (its job has ended)".into())
+    }
+
+    /// In-process executors read the driver's files directly, with the same check of
+    /// which job reads which file; they need no token.
+    fn read_input(
+        &self,
+        _: Option<&Token>,
+        job: JobId,
+        path: &str,
+        start: u64,
+        len: u64,
+        _: Instant,
+    ) -> Result<Vec<u8>, String> {
+        self.shared.data.read_for(job, path, start, len).map_err(|e| e.to_string())
+    }
+}
+
+impl Driver {
+    /// Starts the event loop on the current tokio runtime. The configuration must be
+    /// valid (`Settings::from_conf`); callers check it at start-up.
+    pub fn start(config: DriverConfig) -> Driver {
+        let (events, rx) = mpsc::unbounded_channel();
+        let (peers, peer_rx) = mpsc::channel(PEER_QUEUE);
+        let settings = Settings::from_conf(&config.conf).unwrap_or_default();
+        let retained = settings.retained_jobs as usize;
+        let data = DataService::new(config.app_id.clone());
+        let objects = ObjectReader::new(settings.objects.clone());
+        let shared = Arc::new(Shared {
+            app_id: config.app_id,
+            conf: config.conf,
+            settings,
+            runtime: config.runtime,
+            components: Mutex::new(HashMap::new()),
+            slots: AtomicU32::new(0),
+            backend: std::sync::OnceLock::new(),
+            tokens: Mutex::new(Vec::new()),
+            renewed: Mutex::new(Vec::new()),
+            data,
+            objects,
+            durations: Default::default(),
+            peer_metrics: Default::default(),
+            events_dropped: config.event_log.as_ref().map(EventLogWriter::dropped),
+            uploads_held: Arc::default(),
+            store: Mutex::new(Store::new(retained)),
+        });
+        let event_loop = EventLoop::new(shared.clone(), events.clone(), config.event_log);
+        tokio::spawn(event_loop.run(rx, peer_rx));
+        Driver { events, peers, shared }
+    }
+
+    pub fn app_id(&self) -> &str {
+        &self.shared.app_id
+    }
+
+    /// The driver's settings, read from its configuration at start.
+    pub fn settings(&self) -> &Settings {
+        &self.shared.settings
+    }
+
+    /// Checks a job (its configuration, component and inputs), plans its partitions and
+    /// queues it. Problems with the job come back here, before any task runs.
+    pub async fn submit(&self, request: JobRequest) -> Result<JobHandle, SubmitError> {
+        let mut conf = self.shared.conf.clone();
+        conf.extend(request.config.clone());
+        let settings = Settings::from_conf(&conf)?;
+        // The driver's limits, inputs, network and security are its operator's: a job
+        // may tighten a limit, never loosen one or change the rest.
+        settings.within_driver(self.settings())?;
+        request.check_sizes()?;
+        if request.partitions == Some(0) {
+            return Err(SubmitError::Partitions("must be at least 1".into()));
+        }
+        if request.partitions.is_some_and(|p| p > MAX_TASKS) {
+            return Err(SubmitError::Partitions(format!("at most {MAX_TASKS} tasks per job")));
+        }
+        let runtime = self.shared.runtime.clone();
+        let bytes = Arc::new(request.component);
+        let component = {
+            let bytes = bytes.clone();
+            tokio::task::spawn_blocking(move || runtime.load(&bytes))
+                .await
+                .map_err(|_| SubmitError::DriverStopped)??
+        };
+        // The driver's own instances are sized for merges; a component no task slot
+        // (or the job's own `limits.memory`) can hold is refused here, as an executor
+        // would refuse it.
+        let task_cap = settings.instance_memory();
+        if let Some(limit) = request.memory_limit.filter(|l| component.min_memory > *l && *l < task_cap) {
+            return Err(SubmitError::UnderOwnLimit { needs: component.min_memory, limit });
+        }
+        if component.min_memory > task_cap {
+            let error =
+                flint_runtime::LoadError::TooMuchMemory { needs: component.min_memory, cap: task_cap };
+            return Err(SubmitError::Component(error));
+        }
+        if let Some(declared) = request.world.filter(|w| *w != component.world) {
+            return Err(SubmitError::WorldMismatch { declared, found: component.world });
+        }
+        let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
+        let uploads = request.uploads.as_deref().map(crate::job::Uploads::path);
+        let plan =
+            plan(&self.shared, &request.inputs, uploads, &request.values, request.partitions, slots).await?;
+        if plan.len() > MAX_TASKS as usize {
+            return Err(SubmitError::Partitions(format!(
+                "{} tasks; at most {MAX_TASKS} per job",
+                plan.len()
+            )));
+        }
+        let job = PreparedJob {
+            name: request.name,
+            component,
+            plan,
+            config: request.config,
+            deadline: request.deadline.unwrap_or(settings.task_deadline),
+            settings,
+            memory_limit: request.memory_limit,
+            token_services: request.token_services,
+            every: request.every,
+            uploads: request.uploads,
+        };
+        let digest = job.component.digest;
+        self.shared.hold_component(digest, bytes);
+        let (reply, handle) = oneshot::channel();
+        if self.send(Event::Submit { job: Box::new(job), reply }).is_err() {
+            self.shared.release_component(&digest);
+            return Err(SubmitError::DriverStopped);
+        }
+        handle.await.map_err(|_| SubmitError::DriverStopped)
+    }
+
+    /// Reserves an executor id and incarnation before the executor receives any
+    /// configuration: the requested id if it is free, else one made from the pod name
+    /// or a counter.
+    pub async fn reserve_executor_id(
+        &self,
+        requested: Option<String>,
+        pod_name: Option<String>,
+    ) -> Result<(ExecutorId, Incarnation), Rejection> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Event::Reserve { requested, pod_name, reply }).map_err(|_| Rejection::AppStopped)?;
+        rx.await.map_err(|_| Rejection::AppStopped)?
+    }
+
+    // What executors say of themselves goes through the bounded peer queue, in the
+    // order each connection says it: a loss never overtakes the reports before it.
+
+    /// Adds a registered executor, reached through `link`.
+    pub async fn executor_up(
+        &self,
+        id: ExecutorId,
+        incarnation: Incarnation,
+        info: ExecutorInfo,
+        link: Arc<dyn ExecutorLink>,
+    ) {
+        let _ = self.peers.send(Event::ExecutorUp { id, incarnation, info, link }).await;
+    }
+
+    /// The application's delegation tokens now.
+    pub fn tokens(&self) -> Vec<flint_proto::Token> {
+        self.shared.tokens()
+    }
+
+    /// How long the attempts the driver accepted ran.
+    pub fn durations(&self) -> &crate::metrics::Durations {
+        &self.shared.durations
+    }
+
+    /// Events the event log dropped because its writer fell behind, when there is one.
+    pub fn events_dropped(&self) -> Option<u64> {
+        self.shared.events_dropped.as_ref().map(|d| d.load(Ordering::Relaxed))
+    }
+
+    /// Bytes of files sent with jobs the driver holds now (`flint.driver.maxUploadsHeld`).
+    pub fn uploads_held(&self) -> &Arc<AtomicU64> {
+        &self.shared.uploads_held
+    }
+
+    /// What executors said in their heartbeats, and the connections' traffic.
+    pub fn peer_metrics(&self) -> &crate::metrics::PeerMetrics {
+        &self.shared.peer_metrics
+    }
+
+    /// The application's records as the status page shows them: jobs, their tasks and
+    /// failures. Held briefly; the event loop writes it at the end of each turn.
+    pub fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.shared.store.lock().expect("store lock")
+    }
+
+    /// The driver's data service (`flint://` inputs).
+    pub fn data(&self) -> &DataService {
+        &self.shared.data
+    }
+
+    /// Fetches the first token of every provider `credentials` names, and of the
+    /// driver's own `flint` service, then renews them from now on. A provider that
+    /// cannot give one is an error naming the service and why.
+    pub async fn renew_credentials(&self, credentials: &CredentialSettings) -> Result<(), String> {
+        let c = credentials;
+        let mut providers: HashMap<String, Arc<dyn TokenProvider>> = HashMap::new();
+        providers.insert(FLINT_SERVICE.into(), Arc::new(FlintTokens { lifetime: c.flint_lifetime }));
+        for (service, command) in &c.commands {
+            let provider = CommandProvider { service: service.clone(), command: command.clone() };
+            providers.insert(service.clone(), Arc::new(provider));
+        }
+        for (service, path) in &c.files {
+            providers.insert(
+                service.clone(),
+                Arc::new(FileProvider { service: service.clone(), path: path.into() }),
+            );
+        }
+        let mut initial = Vec::new();
+        for (service, provider) in &providers {
+            let token = provider.fetch().await;
+            initial.push(
+                token.map_err(|e| format!("no token for service {service} ({}): {e}", provider.kind()))?,
+            );
+        }
+        let config = flint_core::RenewalConfig {
+            ratio: c.renewal_ratio,
+            margin: c.renewal_margin,
+            retry_wait: c.retry_wait,
+            ..Default::default()
+        };
+        tracing::info!(services = ?providers.keys().collect::<Vec<_>>(), "tokens renewed by the driver");
+        self.renew_tokens(providers, config, initial);
+        Ok(())
+    }
+
+    /// Renews each service's token from its provider from now on (the control core
+    /// decides when), starting from `initial`, fetched just before.
+    pub fn renew_tokens(
+        &self,
+        providers: HashMap<String, Arc<dyn TokenProvider>>,
+        config: flint_core::RenewalConfig,
+        initial: Vec<flint_proto::Token>,
+    ) {
+        // In force at once: a job planned before the loop takes them up sees them too.
+        *self.shared.renewed.lock().expect("tokens lock") = initial.clone();
+        let _ = self.events.send(Event::RenewTokens { providers, config, initial });
+    }
+
+    /// Replaces the application's delegation tokens and pushes them to every live
+    /// executor; executors that register later get them at bootstrap.
+    pub fn set_tokens(&self, tokens: Vec<flint_proto::Token>) {
+        *self.shared.tokens.lock().expect("tokens lock") = tokens;
+        let _ = self.events.send(Event::TokensChanged);
+    }
+
+    /// Attaches the backend that starts executors for `flint.executor.backend`; the
+    /// control core asks it for executors from then on. Set once.
+    pub fn set_backend(&self, backend: Arc<dyn ExecutorBackend>) {
+        let _ = self.shared.backend.set(backend);
+        // Wake the loop: the policy may want executors at once.
+        let _ = self.events.send(Event::BackendAttached);
+    }
+
+    /// An executor is alive.
+    pub async fn heartbeat(&self, id: ExecutorId, incarnation: Incarnation) {
+        let _ = self.peers.send(Event::Heartbeat { id, incarnation }).await;
+    }
+
+    /// An executor finishes its tasks and takes no new ones.
+    pub async fn decommissioning(&self, id: ExecutorId, incarnation: Incarnation) {
+        let _ = self.peers.send(Event::Decommissioning { id, incarnation }).await;
+    }
+
+    /// Removes an executor; its running tasks are requeued. A loss of an old
+    /// incarnation changes nothing.
+    pub async fn executor_lost(&self, id: ExecutorId, incarnation: Incarnation, reason: String) {
+        let _ = self.peers.send(Event::ExecutorLost { id, incarnation, reason }).await;
+    }
+
+    /// Reports read off a remote executor's connection.
+    pub async fn peer_status(&self, incarnation: Incarnation, updates: Vec<StatusUpdate>) {
+        for update in updates {
+            let _ = self.peers.send(Event::Status { incarnation, update }).await;
+        }
+    }
+
+    /// Combined outputs read off a remote executor's connection (its id is the
+    /// connection's).
+    pub async fn partial(&self, id: ExecutorId, incarnation: Incarnation, partial: Partial) {
+        let _ = self.peers.send(Event::Partial { id, incarnation, partial }).await;
+    }
+
+    /// An in-process executor's combined outputs (at most one per combining instance,
+    /// each after the reports of the tasks it holds).
+    pub fn local_partial(&self, id: ExecutorId, incarnation: Incarnation, partial: Partial) {
+        let _ = self.send(Event::Partial { id, incarnation, partial });
+    }
+
+    /// An in-process executor's report of an attempt (its queue is bounded by credit);
+    /// `update.executor` names the executor, and `incarnation` the life of it that the
+    /// report came from.
+    pub fn status(&self, incarnation: Incarnation, update: StatusUpdate) {
+        let _ = self.send(Event::Status { incarnation, update });
+    }
+
+    /// Executors (removed ones included) and jobs.
+    pub async fn snapshot(&self) -> ClusterStatus {
+        let (reply, rx) = oneshot::channel();
+        let empty = || ClusterStatus {
+            app_id: self.app_id().to_owned(),
+            executors: Vec::new(),
+            jobs: Vec::new(),
+            executors_starting: 0,
+            allocation_stopped: None,
+            allocation_target: None,
+        };
+        if self.send(Event::Snapshot(reply)).is_err() {
+            return empty();
+        }
+        rx.await.unwrap_or_else(|_| empty())
+    }
+
+    /// Fails every running job with `reason` (their submitters get that report) and
+    /// refuses new ones. Returns once the reports are sent.
+    pub async fn shutdown(&self, reason: &str) {
+        let (done, rx) = oneshot::channel();
+        if self.send(Event::Shutdown { reason: reason.to_owned(), done }).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// A running job's component bytes, by digest, for executors to fetch.
+    pub fn component(&self, digest: &Digest) -> Option<Arc<Vec<u8>>> {
+        self.shared.component(digest)
+    }
+
+    /// The driver's configuration.
+    pub fn conf(&self) -> &Conf {
+        &self.shared.conf
+    }
+
+    fn send(&self, event: Event) -> Result<(), SubmitError> {
+        self.events.send(event).map_err(|_| SubmitError::DriverStopped)
+    }
+}

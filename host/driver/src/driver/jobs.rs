@@ -1,0 +1,208 @@
+//! The loop's work on jobs: a submitted job becomes a record and the core's; an ended
+//! one gives its submitter the report, its executors word that it ended, and the
+//! status listing its line.
+
+use flint_core::{Event as CoreEvent, JobCounts};
+use flint_proto::{
+    JobDescriptor, JobError, JobId, JobProgress, JobReport, JobStatus, PartitionSpec, Source, World,
+};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{oneshot, watch};
+
+use super::budget::ResultBudget;
+use super::event_loop::EventLoop;
+use super::events::{Event, PreparedJob};
+use super::fold_worker::{Fold, FoldMessage, collect_json, spawn_fold};
+use super::records::{JobHandle, JobRecord};
+use crate::journal::AppEvent;
+
+impl EventLoop {
+    pub(super) fn submit(&mut self, now: Instant, job: PreparedJob, reply: oneshot::Sender<JobHandle>) {
+        if self.stopping.is_some() {
+            self.shared.release_component(&job.component.digest);
+            return; // dropping `reply` tells the submitter the driver stopped
+        }
+        let id = self.next_job;
+        self.next_job += 1;
+        let tasks = job.plan.len() as u32;
+        let descriptor = Arc::new(JobDescriptor {
+            job: id,
+            app_id: self.shared.app_id.clone(),
+            name: job.name.clone(),
+            component: job.component.digest,
+            task_count: tasks,
+            config: Arc::new(job.config),
+            token_services: job.token_services,
+            memory_limit: job.memory_limit,
+            deadline: job.deadline,
+            max_result_size: job.settings.task_max_result_size,
+            // Its merge is commutative: the tasks a slot runs are combined there.
+            combine: job.component.combines() && job.settings.task_combine,
+            instance_reuse: job.settings.task_instance_reuse,
+        });
+        self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
+        let span = tracing::info_span!("job", job_id = id, name = %job.name);
+        span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
+        let from_driver: std::collections::HashSet<String> = job
+            .plan
+            .partitions
+            .iter()
+            .filter_map(|p| match p {
+                PartitionSpec::Split { source: Source::Driver(path), .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        if !from_driver.is_empty() {
+            // The job's data token reaches every executor before any of its launches.
+            self.shared.data.register(id, from_driver);
+            self.push_tokens();
+        }
+        let fold = match job.component.world {
+            World::Aggregate => Fold::Aggregate(spawn_fold(
+                {
+                    let events = self.events.clone();
+                    move |result| {
+                        let _ = events.send(Event::Folded { job: id, result });
+                    }
+                },
+                self.shared.runtime.clone(),
+                job.component.clone(),
+                descriptor.clone(),
+                &job.settings,
+                span.clone(),
+            )),
+            World::Task => Fold::Collect(vec![None; tasks as usize]),
+        };
+        let (progress, progress_rx) = watch::channel(JobProgress { total: tasks, ..JobProgress::default() });
+        let (report_tx, report_rx) = oneshot::channel();
+        self.jobs.insert(
+            id,
+            JobRecord {
+                descriptor,
+                partitions: job.plan.partitions,
+                fold,
+                progress,
+                reply: Some(report_tx),
+                started: now,
+                counts: JobCounts { tasks, ..JobCounts::default() },
+                failures: Vec::new(),
+                budget: ResultBudget::new(job.settings.driver_max_result_size),
+                executors: BTreeSet::new(),
+                span,
+                _uploads: job.uploads,
+            },
+        );
+        let _ = reply.send(JobHandle { id, progress: progress_rx, report: report_rx });
+        let max_failures = job.settings.task_max_failures;
+        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period: job.every });
+    }
+
+    pub(super) fn refresh_progress(&mut self) {
+        let executors = self.core.live_executors();
+        for (id, job) in self.jobs.iter_mut() {
+            if let Some(counts) = self.core.job(*id) {
+                job.counts = counts;
+            }
+            let c = job.counts;
+            job.progress.send_if_modified(|p| {
+                let now = JobProgress {
+                    total: c.tasks,
+                    done: c.done,
+                    running: c.running,
+                    failed_attempts: c.failed_attempts,
+                    executors,
+                };
+                let changed = *p != now;
+                *p = now;
+                changed
+            });
+        }
+    }
+
+    pub(super) fn job_succeeded(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        match &mut job.fold {
+            Fold::Aggregate(worker) => {
+                worker.flush();
+                let _ = worker.sender.send(FoldMessage::Finish);
+            }
+            Fold::Collect(outputs) => {
+                let result = collect_json(std::mem::take(outputs));
+                self.complete(id, Ok(result));
+            }
+        }
+    }
+
+    pub(super) fn complete(&mut self, id: JobId, outcome: Result<Vec<u8>, JobError>) {
+        let Some(mut job) = self.jobs.remove(&id) else {
+            return;
+        };
+        // A merge still running for a job that ended another way stops now.
+        if let Fold::Aggregate(worker) = &job.fold {
+            worker.kill.kill();
+        }
+        if outcome.is_err() {
+            // A failed merge leaves tasks running: stop them (a no-op when the core
+            // already ended the job).
+            let reason = "job failed".to_string();
+            self.feed(Instant::now(), CoreEvent::CancelJob { job: id, reason });
+        }
+        // Executors that ran it drop what they hold of it: descriptor, blocks, attempts.
+        for executor in &job.executors {
+            if let Some((_, link)) = self.links.get(executor) {
+                link.job_ended(id);
+            }
+        }
+        self.shared.release_component(&job.descriptor.component);
+        self.shared.data.unregister(id);
+        let mut report = JobReport {
+            job: id,
+            name: job.descriptor.name.clone(),
+            outcome,
+            tasks: job.descriptor.task_count,
+            attempts: job.counts.attempts,
+            failures: std::mem::take(&mut job.failures),
+            failures_dropped: 0,
+            elapsed: job.started.elapsed(),
+        };
+        // The report travels in one frame: many large failures must not stop it.
+        report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
+        self.record(AppEvent::JobEnd {
+            job: id,
+            succeeded: report.outcome.is_ok(),
+            error: report.outcome.as_ref().err().map(ToString::to_string),
+            attempts: report.attempts,
+        });
+        job.span.in_scope(|| match &report.outcome {
+            Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),
+            Err(e) => tracing::warn!(error = %e, "job failed"),
+        });
+        // The job's last counts (its progress was published before its end).
+        let c = job.counts;
+        let progress = JobProgress {
+            total: c.tasks,
+            done: c.done,
+            running: 0,
+            failed_attempts: c.failed_attempts,
+            executors: job.progress.borrow().executors,
+        };
+        // Finished jobs listed by `status`, up to `flint.driver.retainedJobs`.
+        let retained = self.shared.settings.retained_jobs as usize;
+        while self.finished.len() >= retained.max(1) {
+            self.finished.pop_front();
+        }
+        self.finished.push_back(JobStatus {
+            job: id,
+            name: report.name.clone(),
+            state: if report.outcome.is_ok() { "succeeded" } else { "failed" }.into(),
+            progress,
+        });
+        if let Some(reply) = job.reply.take() {
+            let _ = reply.send(report);
+        }
+    }
+}

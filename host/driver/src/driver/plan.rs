@@ -1,0 +1,87 @@
+//! Planning a job's partitions from its inputs: files under the driver's roots (sized
+//! here, named by their resolved path), objects listed and sized with the driver's
+//! tokens, values, or generated indices.
+
+use super::shared::Shared;
+use crate::job::SubmitError;
+use flint_data::InputUrl;
+use flint_proto::{JobPlan, Source};
+
+/// A file split is at most this large unless the user asks for fewer partitions.
+pub(super) const MAX_SPLIT: u64 = 64 << 20;
+
+pub(super) const INPUT_ROOTS: &str = "flint.input.roots";
+
+/// The most tasks one job may have: each costs the driver a little memory.
+pub const MAX_TASKS: u32 = 1_000_000;
+
+/// Splits a job into partitions: byte ranges of its inputs, its values, or generated
+/// indices. Defaults to one partition per slot, and no split over 64 MiB. A file
+/// (a path, `file://` or `flint://`) must lie under one of the driver's input roots
+/// once its links are resolved; the plan names it by that resolved path, so a link
+/// changed afterwards cannot point a task elsewhere. Objects are sized (and prefixes
+/// listed) here, with the driver's tokens; executors read them straight from the store.
+pub(super) async fn plan(
+    shared: &Shared,
+    urls: &[String],
+    uploads: Option<&std::path::Path>,
+    values: &[serde_json::Value],
+    partitions: Option<u32>,
+    slots: u32,
+) -> Result<JobPlan, SubmitError> {
+    if urls.is_empty() {
+        if !values.is_empty() {
+            return Ok(JobPlan::values(values));
+        }
+        return Ok(JobPlan::indices(partitions.unwrap_or(slots)));
+    }
+    let settings = &shared.settings;
+    let input_error = |path: &str, reason: String| SubmitError::Input { path: path.to_owned(), reason };
+    let mut allowed = Vec::new();
+    // The job's own files may be read wherever the driver keeps them.
+    let roots = settings.input_roots.iter().map(std::path::Path::new).chain(uploads);
+    for root in roots {
+        // A root that does not exist allows nothing.
+        if let Ok(root) = tokio::fs::canonicalize(root).await {
+            allowed.push(root);
+        }
+    }
+    let mut inputs = Vec::new();
+    for text in urls {
+        let url = InputUrl::parse(text, settings.objects.allow_http)
+            .map_err(|e| input_error(text, e.to_string()))?;
+        let path = match &url {
+            InputUrl::Local(path) | InputUrl::Driver(path) => path,
+            InputUrl::S3 { .. } | InputUrl::Http(_) => {
+                let found = shared.objects.expand(&url, &shared.tokens()).await;
+                inputs.extend(found.map_err(|e| input_error(text, e))?);
+                continue;
+            }
+        };
+        let real = tokio::fs::canonicalize(path).await.map_err(|e| input_error(text, e.to_string()))?;
+        if !allowed.iter().any(|root| real.starts_with(root)) {
+            let roots = &settings.input_roots;
+            let set = if roots.is_empty() { "none are set".to_owned() } else { roots.join(", ") };
+            return Err(input_error(
+                text,
+                format!(
+                    "outside {INPUT_ROOTS} ({set}); the driver's operator allows directories with --conf {INPUT_ROOTS}=/dir,…"
+                ),
+            ));
+        }
+        let meta = tokio::fs::metadata(&real).await.map_err(|e| input_error(text, e.to_string()))?;
+        if !meta.is_file() {
+            return Err(input_error(text, "not a regular file".into()));
+        }
+        let real = real.to_string_lossy().into_owned();
+        let source =
+            if matches!(url, InputUrl::Driver(_)) { Source::Driver(real) } else { Source::File(real) };
+        inputs.push((source, meta.len()));
+    }
+    let total: u64 = inputs.iter().map(|(_, n)| n).sum();
+    // However few partitions are asked for, no split passes MAX_SPLIT: a split is
+    // read whole into its task's memory.
+    let at_least = total.div_ceil(MAX_SPLIT).min(u64::from(MAX_TASKS)) as u32;
+    let target = partitions.unwrap_or(slots).max(at_least);
+    Ok(JobPlan::file_splits(&inputs, target))
+}

@@ -1,0 +1,37 @@
+//! A running job's record in the loop: its descriptor and partitions, its fold, its
+//! progress and the submitter's reply, and the report made when it ends.
+
+use flint_core::JobCounts;
+use flint_proto::{ExecutorId, FailureRecord, JobDescriptor, JobId, JobProgress, JobReport, PartitionSpec};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::{oneshot, watch};
+
+use super::budget::ResultBudget;
+use super::fold_worker::Fold;
+
+/// A submitted job: its progress as it runs, and its report when it ends.
+pub struct JobHandle {
+    pub id: JobId,
+    pub progress: watch::Receiver<JobProgress>,
+    pub report: oneshot::Receiver<JobReport>,
+}
+
+pub(super) struct JobRecord {
+    pub(super) descriptor: Arc<JobDescriptor>,
+    pub(super) partitions: Vec<PartitionSpec>,
+    pub(super) fold: Fold,
+    pub(super) progress: watch::Sender<JobProgress>,
+    pub(super) reply: Option<oneshot::Sender<JobReport>>,
+    pub(super) started: Instant,
+    pub(super) counts: JobCounts,
+    pub(super) failures: Vec<FailureRecord>,
+    /// Bytes of task results charged so far, against `flint.driver.maxResultSize`.
+    pub(super) budget: ResultBudget,
+    /// Executors that were sent attempts of this job, told when it ends.
+    pub(super) executors: BTreeSet<ExecutorId>,
+    pub(super) span: tracing::Span,
+    /// Files sent with the job: removed when the record goes (the job ended).
+    pub(super) _uploads: Option<Arc<crate::job::Uploads>>,
+}

@@ -1,0 +1,93 @@
+//! What the driver's handle and its event loop share: configuration, the runtime for
+//! merges, the components running jobs ship, tokens, the data service, metrics and the
+//! status store.
+
+use flint_data::ObjectReader;
+use flint_proto::{Conf, Digest, FLINT_SERVICE, Settings, Token};
+use flint_runtime::Runtime;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex};
+
+use crate::backend::ExecutorBackend;
+use crate::data::DataService;
+use crate::journal::Store;
+
+pub(super) struct Shared {
+    pub(super) app_id: String,
+    pub(super) conf: Conf,
+    pub(super) settings: Settings,
+    pub(super) runtime: Arc<Runtime>,
+    /// Component bytes for executors to fetch, with the number of running jobs using
+    /// each; removed when the last one ends.
+    pub(super) components: Mutex<HashMap<Digest, Shipped>>,
+    /// A copy of the core's slot count, published after each event, for planning.
+    pub(super) slots: AtomicU32,
+    /// Who starts executors, when the driver does (`flint.executor.backend`).
+    pub(super) backend: std::sync::OnceLock<Arc<dyn ExecutorBackend>>,
+    /// The application's delegation tokens now: handed to executors at bootstrap, and
+    /// pushed to every live one when they change.
+    pub(super) tokens: Mutex<Vec<flint_proto::Token>>,
+    /// The tokens the control core renews from providers; for a service in both, these
+    /// win over `tokens`.
+    pub(super) renewed: Mutex<Vec<flint_proto::Token>>,
+    /// `flint://` inputs and their tokens.
+    pub(super) data: DataService,
+    /// Sizes and listings of `s3://` and `https://` inputs, for planning.
+    pub(super) objects: ObjectReader,
+    /// How long accepted attempts ran (`/metrics`).
+    pub(super) durations: crate::metrics::Durations,
+    /// Executors' heartbeats and the connections' traffic (`/metrics`).
+    pub(super) peer_metrics: crate::metrics::PeerMetrics,
+    /// Events the event log had no room for, when there is one.
+    pub(super) events_dropped: Option<Arc<AtomicU64>>,
+    /// Bytes of files sent with jobs that the driver holds now.
+    pub(super) uploads_held: Arc<AtomicU64>,
+    /// The records the status page shows, built from the loop's events at the end of
+    /// each of its turns.
+    pub(super) store: Mutex<Store>,
+}
+
+/// A component's bytes and the number of running jobs that use it.
+pub(super) type Shipped = (Arc<Vec<u8>>, usize);
+
+impl Shared {
+    /// The application's delegation tokens now: the renewed ones, then the given ones
+    /// of services nobody renews.
+    pub(super) fn tokens(&self) -> Vec<Token> {
+        let renewed = self.renewed.lock().expect("tokens lock").clone();
+        let given = self.tokens.lock().expect("tokens lock").clone();
+        let mut tokens: Vec<_> =
+            given.into_iter().filter(|t| !renewed.iter().any(|r| r.service == t.service)).collect();
+        // The `flint` service's token only says until when the jobs' own tokens hold.
+        for token in renewed {
+            if token.service == FLINT_SERVICE {
+                tokens.extend(self.data.job_tokens(token.expires_at_ms));
+            } else {
+                tokens.push(token);
+            }
+        }
+        tokens
+    }
+
+    /// A running job's component bytes, by digest.
+    pub(super) fn component(&self, digest: &Digest) -> Option<Arc<Vec<u8>>> {
+        self.components.lock().expect("components lock").get(digest).map(|(b, _)| b.clone())
+    }
+
+    /// Notes one more running job shipping `bytes`.
+    pub(super) fn hold_component(&self, digest: Digest, bytes: Arc<Vec<u8>>) {
+        self.components.lock().expect("components lock").entry(digest).or_insert_with(|| (bytes, 0)).1 += 1;
+    }
+
+    /// A job shipping the component ended: the last one's end drops the bytes.
+    pub(super) fn release_component(&self, digest: &Digest) {
+        let mut components = self.components.lock().expect("components lock");
+        if let Some((_, users)) = components.get_mut(digest) {
+            *users -= 1;
+            if *users == 0 {
+                components.remove(digest);
+            }
+        }
+    }
+}

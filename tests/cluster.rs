@@ -544,6 +544,87 @@ fn messages_too_big_for_a_frame_end_with_a_clear_outcome_and_harm_no_one() {
     );
 }
 
+/// Submits `n` pi jobs at once (job `i` of `i % 4 + 1` partitions), watching `flint
+/// status` while they run; returns their reports in order and the most jobs seen
+/// running, and waiting, at once.
+fn jobs_at_once(cluster: &Cluster, n: usize) -> (Vec<Value>, usize, usize) {
+    let conf = ["--conf", "points=20000000", "--json"];
+    let submits: Vec<_> = (0..n)
+        .map(|i| {
+            let partitions = (i % 4 + 1).to_string();
+            let mut cmd =
+                command(&[&["submit", "examples/pi", "--partitions", &partitions][..], &conf].concat());
+            cmd.args(["--driver-url", &cluster.url]).env("FLINT_SECRET", SECRET);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    let (mut running, mut waiting) = (0, 0);
+    let watching = std::time::Instant::now();
+    while watching.elapsed() < Duration::from_secs(120) {
+        let jobs = cluster.status()["jobs"].as_array().unwrap().clone();
+        let count = |state: &str| jobs.iter().filter(|j| j["state"] == state).count();
+        running = running.max(count("running"));
+        waiting = waiting.max(count("waiting"));
+        if jobs.len() == n && count("succeeded") + count("failed") == n {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let reports = submits.into_iter().map(|child| ok_json(&child.wait_with_output().unwrap())).collect();
+    (reports, running, waiting)
+}
+
+#[test]
+fn thirty_jobs_at_once_all_succeed_and_no_more_than_max_running_jobs_run() {
+    let conf = ["--conf", "points=20000000", "--json"];
+    let expected: Vec<Value> =
+        (1..=4)
+            .map(|p| {
+                ok_json(&flint(
+                    &[&["run", "examples/pi", "--partitions", &p.to_string()][..], &conf].concat(),
+                ))["result"]
+                    .clone()
+            })
+            .collect();
+    // The default (16 at once) is more than the old pool of merge instances held.
+    for (extra, max) in [(vec![], 16), (vec!["--conf", "flint.driver.maxRunningJobs=4"], 4)] {
+        let mut cluster = Cluster::start(&extra);
+        cluster.executor(&["--cores", "4"]);
+        cluster.wait_live(1);
+        let (reports, running, waiting) = jobs_at_once(&cluster, 30);
+        for (i, report) in reports.iter().enumerate() {
+            assert_eq!(report["result"], expected[i % 4], "job {i} with {max} at once");
+        }
+        assert!(running <= max, "{running} jobs ran at once; at most {max}");
+        assert!(waiting > 0, "with {max} at once, some of 30 waited");
+    }
+    // A full queue refuses, naming both keys; what waits still runs.
+    let cluster = Cluster::start(&[
+        "--conf",
+        "flint.driver.maxRunningJobs=1",
+        "--conf",
+        "flint.driver.maxWaitingJobs=1",
+    ]);
+    let [first, second] = [0, 1].map(|_| start_slow_job(&cluster));
+    let queued = eventually(Duration::from_secs(20), || {
+        let jobs = cluster.status()["jobs"].as_array().unwrap().clone();
+        (jobs.iter().filter(|j| j["state"] == "waiting").count() == 1).then_some(())
+    });
+    assert!(queued.is_some(), "one job runs, one waits: {}", cluster.status());
+    let out = cluster.submit(&SLOW_PI);
+    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+    let said = lossy(&out.stderr);
+    assert!(
+        said.contains("flint.driver.maxRunningJobs") && said.contains("flint.driver.maxWaitingJobs"),
+        "{said}"
+    );
+    let mut cluster = cluster;
+    cluster.executor(&["--cores", "4"]);
+    for child in [first, second] {
+        assert_eq!(ok_json(&child.wait_with_output().unwrap())["result"], expected_slow_pi());
+    }
+}
+
 #[test]
 fn a_task_reads_only_the_tokens_its_manifest_names() {
     let dir = tempfile::tempdir().unwrap();

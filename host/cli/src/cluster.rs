@@ -9,7 +9,6 @@ use flint_driver::{Driver, DriverConfig};
 use flint_executor::remote::{ExecutorOptions, run_executor};
 use flint_net::{DriverUrl, Identity, Secret, server_endpoint};
 use flint_proto::{KubernetesSettings, Settings, Token};
-use flint_runtime::{Runtime, RuntimeConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -152,15 +151,7 @@ pub fn driver(args: DriverArgs) -> u8 {
         };
         let port = endpoint.local_addr().map(|a| a.port()).unwrap_or(args.listen.port());
         let url = DriverUrl { host, port, fingerprint: identity.fingerprint() };
-        let runtime = match Runtime::new(RuntimeConfig {
-            // Merges and finishes, a few at a time, each within flint.driver.memory.
-            slots: 4,
-            instance_memory: settings.merge_memory(),
-            cache_dir: cache_dir(),
-            max_log_size: settings.task_max_log_size as usize,
-            pooling: true,
-            component_cache: settings.component_cache_size,
-        }) {
+        let runtime = match flint_driver::merge_runtime(&settings, cache_dir()) {
             Ok(r) => Arc::new(r),
             Err(e) => return fail(exit::INTERNAL, e),
         };

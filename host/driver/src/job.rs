@@ -96,6 +96,10 @@ pub enum SubmitError {
     TooLarge(String),
     #[error("the driver has stopped")]
     DriverStopped,
+    #[error("the driver is busy: {0}")]
+    Busy(String),
+    #[error("cancelled: {0}")]
+    Cancelled(String),
 }
 
 /// The longest job name: it is shown in every status reply and page.

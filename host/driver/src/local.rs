@@ -96,8 +96,7 @@ impl LocalCluster {
             pooling: true,
             component_cache: settings.component_cache_size,
         };
-        // The driver's own runtime runs merges and finishes, a few at a time.
-        let driver_runtime = Arc::new(Runtime::new(runtime_config(2, settings.merge_memory()))?);
+        let driver_runtime = Arc::new(crate::merge_runtime(&settings, config.cache_dir.clone())?);
         let event_log = crate::eventlog::EventLogWriter::from_settings(&settings, &config.app_id)
             .map_err(|(dir, error)| LocalError::EventLog { dir, error })?;
         let driver = Driver::start(DriverConfig {

@@ -196,7 +196,7 @@ pub fn render_metrics(status: &ClusterStatus) -> String {
         &per(&|e| e.last_heartbeat_ms.map_or(f64::NAN, |ms| ms as f64 / 1000.0)),
     );
     let count_jobs = |state: &str| status.jobs.iter().filter(|j| j.state == state).count() as f64;
-    let jobs: Vec<_> = ["running", "succeeded", "failed"]
+    let jobs: Vec<_> = ["waiting", "running", "succeeded", "failed"]
         .iter()
         .map(|s| (format!("{{state=\"{s}\"}}"), count_jobs(s)))
         .collect();

@@ -131,6 +131,13 @@ pub struct Settings {
     /// `flint.driver.retainedJobs` (default 1000, as `spark.ui.retainedJobs`): finished
     /// jobs the driver lists; older ones are forgotten.
     pub retained_jobs: u32,
+    /// `flint.driver.maxRunningJobs` (default 16): jobs the driver runs at once; each
+    /// holds a record, a fold and its tasks' places in the queue. Submissions past it
+    /// wait their turn.
+    pub max_running_jobs: u32,
+    /// `flint.driver.maxWaitingJobs` (default 1000): submissions that may wait for a
+    /// running job to end; past it a submission is refused, naming both keys.
+    pub max_waiting_jobs: u32,
     /// `flint.executor.componentCacheSize` (default 256m): compiled components an
     /// executor keeps in memory; past it the least recently used are dropped (and read
     /// back from the disk cache when needed again).
@@ -379,6 +386,8 @@ impl Default for Settings {
             input_roots: Vec::new(),
             component_cache_size: 256 << 20,
             retained_jobs: 1000,
+            max_running_jobs: 16,
+            max_waiting_jobs: 1000,
             merge_deadline: Duration::from_secs(600),
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
@@ -418,6 +427,8 @@ impl Settings {
         "flint.input.roots",
         "flint.executor.componentCacheSize",
         "flint.driver.retainedJobs",
+        "flint.driver.maxRunningJobs",
+        "flint.driver.maxWaitingJobs",
         "flint.merge.deadline",
         "flint.network.idleTimeout",
         "flint.executor.heartbeatInterval",
@@ -525,6 +536,10 @@ impl Settings {
                 }
                 "flint.merge.deadline" => s.merge_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.driver.retainedJobs" => s.retained_jobs = parse_u32(value).map_err(&invalid)?,
+                "flint.driver.maxRunningJobs" => {
+                    s.max_running_jobs = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                }
+                "flint.driver.maxWaitingJobs" => s.max_waiting_jobs = parse_u32(value).map_err(&invalid)?,
                 "flint.executor.componentCacheSize" => {
                     s.component_cache_size = parse_size(value).map_err(&invalid)?
                 }

@@ -16,6 +16,7 @@ use tokio::sync::{Semaphore, mpsc};
 use super::events::{Event, PEER_QUEUE};
 use super::fold_worker::Fold;
 use super::records::JobRecord;
+use super::records::Waiting;
 use super::shared::Shared;
 use crate::backend::News;
 use crate::credentials::{self, TokenProvider};
@@ -55,6 +56,9 @@ pub(super) struct EventLoop {
     pub(super) slots_changed: bool,
     /// Jobs whose fold worker has outputs waiting for the end of the turn.
     pub(super) folds_pending: Vec<JobId>,
+    /// Jobs waiting for one of the `flint.driver.maxRunningJobs` places, oldest first
+    /// (at most `flint.driver.maxWaitingJobs`).
+    pub(super) waiting: VecDeque<Waiting>,
     /// Where each renewed service's token comes from.
     pub(super) providers: HashMap<String, Arc<dyn TokenProvider>>,
     /// Events of this turn, for the store and the event log at its end.
@@ -93,6 +97,7 @@ impl EventLoop {
             stopping: None,
             slots_changed: false,
             folds_pending: Vec::new(),
+            waiting: VecDeque::new(),
             providers: HashMap::new(),
             journal: Vec::new(),
             event_log,
@@ -193,6 +198,7 @@ impl EventLoop {
                     worker.flush();
                 }
             }
+            self.start_waiting(Instant::now());
             if std::mem::take(&mut self.slots_changed) {
                 self.shared.slots.store(self.core.total_slots(), Ordering::Relaxed);
             }
@@ -297,6 +303,7 @@ impl EventLoop {
             Event::Shutdown { reason, done } => {
                 tracing::warn!(%reason, jobs = self.jobs.len(), "driver stopping: failing running jobs");
                 self.stopping = Some(reason.clone());
+                self.cancel_waiting(&format!("the driver is stopping: {reason}"));
                 let running: Vec<JobId> = self.jobs.keys().copied().collect();
                 for job in running {
                     let reason = format!("the driver is stopping: {reason}");
@@ -315,6 +322,12 @@ impl EventLoop {
             name: j.descriptor.name.clone(),
             state: "running".into(),
             progress: *j.progress.borrow(),
+        }));
+        jobs.extend(self.waiting.iter().map(|w| JobStatus {
+            job: w.id,
+            name: w.job.name.clone(),
+            state: "waiting".into(),
+            progress: *w.progress.borrow(),
         }));
         jobs.sort_by_key(|j| j.job);
         ClusterStatus {

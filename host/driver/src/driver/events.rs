@@ -14,16 +14,24 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::budget::Charged;
-use super::records::JobHandle;
 use crate::backend::News;
 use crate::backend::Reporter;
 use crate::credentials::TokenProvider;
-use tokio::sync::mpsc;
+use crate::job::SubmitError;
+use flint_proto::{JobProgress, JobReport};
+use tokio::sync::{mpsc, watch};
+
+/// A submitted job: its progress as it runs, and its report when it ends.
+pub struct JobHandle {
+    pub id: JobId,
+    pub progress: watch::Receiver<JobProgress>,
+    pub report: oneshot::Receiver<JobReport>,
+}
 
 pub(super) enum Event {
     Submit {
         job: Box<PreparedJob>,
-        reply: oneshot::Sender<JobHandle>,
+        reply: oneshot::Sender<Result<JobHandle, SubmitError>>,
     },
     Reserve {
         requested: Option<String>,

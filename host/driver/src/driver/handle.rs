@@ -12,7 +12,7 @@ use flint_proto::{
     ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, JobId, Partial, Settings,
     StatusUpdate, Token,
 };
-use flint_runtime::Runtime;
+use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,9 +20,9 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 use super::event_loop::EventLoop;
+use super::events::JobHandle;
 use super::events::{Event, PEER_QUEUE, PreparedJob};
 use super::plan::{MAX_TASKS, plan};
-use super::records::JobHandle;
 use super::shared::Shared;
 use crate::backend::ExecutorBackend;
 use crate::credentials::{CommandProvider, FileProvider, TokenProvider};
@@ -51,6 +51,25 @@ pub struct Driver {
     /// loop falls behind, those readers wait, and QUIC flow control slows the peers.
     peers: mpsc::Sender<Event>,
     shared: Arc<Shared>,
+}
+
+/// The runtime a driver runs merges and finishes on: room for an instance per job that
+/// may run at once (`flint.driver.maxRunningJobs`; an `aggregate` job folds in one of
+/// its own for its whole run, so no fold ever finds the pool empty), each within
+/// `flint.driver.memory`. Every composition root (`flint driver`, `flint run`) makes
+/// its driver's runtime here.
+pub fn merge_runtime(
+    settings: &Settings,
+    cache_dir: Option<std::path::PathBuf>,
+) -> Result<Runtime, RuntimeError> {
+    Runtime::new(RuntimeConfig {
+        slots: settings.max_running_jobs,
+        instance_memory: settings.merge_memory(),
+        cache_dir,
+        max_log_size: settings.task_max_log_size as usize,
+        pooling: true,
+        component_cache: settings.component_cache_size,
+    })
 }
 
 impl DriverSource for Driver {
@@ -185,7 +204,7 @@ impl Driver {
             self.shared.release_component(&digest);
             return Err(SubmitError::DriverStopped);
         }
-        handle.await.map_err(|_| SubmitError::DriverStopped)
+        handle.await.map_err(|_| SubmitError::DriverStopped)?
     }
 
     /// Reserves an executor id and incarnation before the executor receives any

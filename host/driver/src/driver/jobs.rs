@@ -13,19 +13,91 @@ use tokio::sync::{oneshot, watch};
 
 use super::budget::ResultBudget;
 use super::event_loop::EventLoop;
+use super::events::JobHandle;
 use super::events::{Event, PreparedJob};
 use super::fold_worker::{Fold, FoldMessage, collect_json, spawn_fold};
-use super::records::{JobHandle, JobRecord};
+use super::records::{JobRecord, Waiting};
+use crate::job::SubmitError;
 use crate::journal::AppEvent;
 
 impl EventLoop {
-    pub(super) fn submit(&mut self, now: Instant, job: PreparedJob, reply: oneshot::Sender<JobHandle>) {
-        if self.stopping.is_some() {
+    /// Takes a checked job: it starts now if fewer than `flint.driver.maxRunningJobs`
+    /// run and none waits before it, else waits its turn; with
+    /// `flint.driver.maxWaitingJobs` waiting already it is refused, naming both keys.
+    pub(super) fn submit(
+        &mut self,
+        now: Instant,
+        job: PreparedJob,
+        reply: oneshot::Sender<Result<JobHandle, SubmitError>>,
+    ) {
+        let refused = match &self.stopping {
+            Some(reason) => Some(SubmitError::Cancelled(format!("the driver is stopping: {reason}"))),
+            None if self.jobs.len() >= self.max_running() && self.waiting.len() >= self.max_waiting() => {
+                Some(SubmitError::Busy(format!(
+                    "{} jobs run (flint.driver.maxRunningJobs) and {} wait (flint.driver.maxWaitingJobs); submit again when one ends",
+                    self.jobs.len(),
+                    self.waiting.len()
+                )))
+            }
+            None => None,
+        };
+        if let Some(error) = refused {
             self.shared.release_component(&job.component.digest);
-            return; // dropping `reply` tells the submitter the driver stopped
+            let _ = reply.send(Err(error));
+            return;
         }
         let id = self.next_job;
         self.next_job += 1;
+        let tasks = job.plan.len() as u32;
+        let (progress, progress_rx) = watch::channel(JobProgress { total: tasks, ..JobProgress::default() });
+        let (report, report_rx) = oneshot::channel();
+        let _ = reply.send(Ok(JobHandle { id, progress: progress_rx, report: report_rx }));
+        let waiting = Waiting { id, job, progress, report, submitted: now };
+        if self.waiting.is_empty() && self.jobs.len() < self.max_running() {
+            self.start(now, waiting);
+        } else {
+            tracing::info!(job_id = id, name = %waiting.job.name, running = self.jobs.len(), "job waits for a running one to end (flint.driver.maxRunningJobs)");
+            self.waiting.push_back(waiting);
+        }
+    }
+
+    fn max_running(&self) -> usize {
+        self.shared.settings.max_running_jobs as usize
+    }
+
+    fn max_waiting(&self) -> usize {
+        self.shared.settings.max_waiting_jobs as usize
+    }
+
+    /// Starts waiting jobs while there is room (at the end of the loop's turn, so a job
+    /// that ends as it starts cannot start the next from inside its own end).
+    pub(super) fn start_waiting(&mut self, now: Instant) {
+        while self.jobs.len() < self.max_running() && self.stopping.is_none() {
+            let Some(waiting) = self.waiting.pop_front() else { break };
+            self.start(now, waiting);
+        }
+    }
+
+    /// Fails the jobs still waiting (the driver is stopping): each submitter gets its report.
+    pub(super) fn cancel_waiting(&mut self, reason: &str) {
+        for Waiting { id, job, report, submitted, .. } in std::mem::take(&mut self.waiting) {
+            self.shared.release_component(&job.component.digest);
+            let _ = report.send(JobReport {
+                job: id,
+                name: job.name,
+                outcome: Err(JobError::Cancelled(reason.to_owned())),
+                tasks: job.plan.len() as u32,
+                attempts: 0,
+                failures: Vec::new(),
+                failures_dropped: 0,
+                elapsed: submitted.elapsed(),
+            });
+        }
+    }
+
+    /// Makes a job's record and hands it to the core, which places its tasks.
+    fn start(&mut self, now: Instant, waiting: Waiting) {
+        let Waiting { id, job, progress, report, submitted } = waiting;
         let tasks = job.plan.len() as u32;
         let descriptor = Arc::new(JobDescriptor {
             job: id,
@@ -75,8 +147,6 @@ impl EventLoop {
             )),
             World::Task => Fold::Collect(vec![None; tasks as usize]),
         };
-        let (progress, progress_rx) = watch::channel(JobProgress { total: tasks, ..JobProgress::default() });
-        let (report_tx, report_rx) = oneshot::channel();
         self.jobs.insert(
             id,
             JobRecord {
@@ -84,8 +154,9 @@ impl EventLoop {
                 partitions: job.plan.partitions,
                 fold,
                 progress,
-                reply: Some(report_tx),
-                started: now,
+                reply: Some(report),
+                // What its submitter waited for, its wait included.
+                started: submitted,
                 counts: JobCounts { tasks, ..JobCounts::default() },
                 failures: Vec::new(),
                 budget: ResultBudget::new(job.settings.driver_max_result_size),
@@ -94,7 +165,6 @@ impl EventLoop {
                 _uploads: job.uploads,
             },
         );
-        let _ = reply.send(JobHandle { id, progress: progress_rx, report: report_rx });
         let max_failures = job.settings.task_max_failures;
         self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period: job.every });
     }

@@ -6,8 +6,8 @@
 //!
 //! - `budget`: a job's result budget and the charges drawn on it;
 //! - `fold_worker`: how outputs become a result;
-//! - `records`: a running job's record, and the handle a submitter holds;
-//! - `events`: what the driver's parts tell the loop;
+//! - `events`: what the driver's parts tell the loop, and the handle a submitter gets;
+//! - `records`: a running job's record, and a waiting one's;
 //! - `shared`: what the handle and the loop share (configuration, components, tokens,
 //!   the status store, metrics);
 //! - `plan`: a job's partitions from its inputs;
@@ -28,6 +28,6 @@ mod records;
 mod reports;
 mod shared;
 
-pub use handle::{Driver, DriverConfig};
+pub use events::JobHandle;
+pub use handle::{Driver, DriverConfig, merge_runtime};
 pub use plan::MAX_TASKS;
-pub use records::JobHandle;

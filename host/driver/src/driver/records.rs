@@ -9,13 +9,17 @@ use std::time::Instant;
 use tokio::sync::{oneshot, watch};
 
 use super::budget::ResultBudget;
+use super::events::PreparedJob;
 use super::fold_worker::Fold;
 
-/// A submitted job: its progress as it runs, and its report when it ends.
-pub struct JobHandle {
-    pub id: JobId,
-    pub progress: watch::Receiver<JobProgress>,
-    pub report: oneshot::Receiver<JobReport>,
+/// A job accepted and given its id, waiting for one of the `flint.driver.maxRunningJobs`
+/// places (its submitter holds its handle already).
+pub(super) struct Waiting {
+    pub(super) id: JobId,
+    pub(super) job: PreparedJob,
+    pub(super) progress: watch::Sender<JobProgress>,
+    pub(super) report: oneshot::Sender<JobReport>,
+    pub(super) submitted: Instant,
 }
 
 pub(super) struct JobRecord {

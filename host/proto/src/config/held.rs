@@ -53,6 +53,8 @@ impl Settings {
             ("flint.input.roots", fixed(&self.input_roots)),
             ("flint.executor.componentCacheSize", fixed(&self.component_cache_size)),
             ("flint.driver.retainedJobs", fixed(&self.retained_jobs)),
+            ("flint.driver.maxRunningJobs", fixed(&self.max_running_jobs)),
+            ("flint.driver.maxWaitingJobs", fixed(&self.max_waiting_jobs)),
             ("flint.merge.deadline", Time(self.merge_deadline)),
             ("flint.network.idleTimeout", fixed(&self.network_idle_timeout)),
             ("flint.executor.heartbeatInterval", fixed(&self.heartbeat_interval)),

@@ -398,3 +398,40 @@ async fn a_combined_report_for_a_job_that_does_not_combine_fails_that_attempt_on
     assert_eq!(report.failures.len(), 1, "{:?}", report.failures);
     assert!(report.failures[0].failure.to_string().contains("does not combine"), "{:?}", report.failures);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expired_token_is_never_handed_to_an_executor() {
+    let driver = driver("30s");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let token = |service: &str, expires_at_ms| flint_proto::Token {
+        service: service.into(),
+        secret: format!("{service}-secret"),
+        expires_at_ms,
+        job: None,
+    };
+    // As `--tokens-file` gives them: one already expired, one expiring in a moment.
+    driver.set_tokens(vec![token("old", now - 1), token("soon", now + 300), token("far", now + 3_600_000)]);
+    let services =
+        |tokens: &[flint_proto::Token]| tokens.iter().map(|t| t.service.clone()).collect::<Vec<_>>();
+    assert_eq!(services(&driver.tokens()), ["soon", "far"]);
+    let mut executor = join(&driver, "e", 1, true).await;
+    let pushed = loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), executor.commands.recv()).await;
+        if let ExecutorCommand::Tokens(tokens) = next.expect("tokens within 10 s").expect("the link is open")
+        {
+            break tokens;
+        }
+    };
+    assert_eq!(services(&pushed), ["soon", "far"], "pushed at registration");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // The next push (the file changed, say) leaves out the one that expired meanwhile.
+    driver.set_tokens(vec![token("old", now - 1), token("soon", now + 300), token("far", now + 3_600_000)]);
+    let pushed = loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), executor.commands.recv()).await;
+        if let ExecutorCommand::Tokens(tokens) = next.expect("tokens within 10 s").expect("the link is open")
+        {
+            break tokens;
+        }
+    };
+    assert_eq!(services(&pushed), ["far"]);
+}

@@ -53,8 +53,17 @@ pub(super) type Shipped = (Arc<Vec<u8>>, usize);
 
 impl Shared {
     /// The application's delegation tokens now: the renewed ones, then the given ones
-    /// of services nobody renews.
+    /// of services nobody renews. The one expiry rule of every token that leaves the
+    /// driver (bootstrap, pushes, planning): an expired one is never handed out,
+    /// whichever source it came from.
     pub(super) fn tokens(&self) -> Vec<Token> {
+        let now = crate::credentials::now_ms();
+        let mut tokens = self.all_tokens();
+        tokens.retain(|t| t.expires_at_ms > now);
+        tokens
+    }
+
+    fn all_tokens(&self) -> Vec<Token> {
         let renewed = self.renewed.lock().expect("tokens lock").clone();
         let given = self.tokens.lock().expect("tokens lock").clone();
         let mut tokens: Vec<_> =

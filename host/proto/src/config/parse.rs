@@ -1,0 +1,74 @@
+//! Reading values: `KEY=VALUE` pairs, sizes (`512m`, `4g`), durations (`250ms`, `30s`,
+//! `5m`), whole numbers and Kubernetes names.
+
+use super::ConfError;
+use std::time::Duration;
+
+/// Parses `KEY=VALUE`.
+pub fn parse_pair(text: &str) -> Result<(String, String), ConfError> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(ConfError::Malformed(text.to_owned())),
+    }
+}
+
+/// Parses a size in bytes: a number with an optional `b`, `k`, `m`, `g` or `t` suffix
+/// (binary multiples, as Spark reads them).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 10),
+        Some((i, 'm')) => (&t[..i], 20),
+        Some((i, 'g')) => (&t[..i], 30),
+        Some((i, 't')) => (&t[..i], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| format!("{text:?} is not a size such as 512m or 4g"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// Parses a duration: a number with a `ms`, `s`, `m`, `h` or `d` suffix; a bare number
+/// is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let (digits, unit_ms) = if let Some(d) = t.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = t.strip_suffix('s') {
+        (d, 1_000)
+    } else if let Some(d) = t.strip_suffix("min").or_else(|| t.strip_suffix('m')) {
+        (d, 60_000)
+    } else if let Some(d) = t.strip_suffix('h') {
+        (d, 3_600_000)
+    } else if let Some(d) = t.strip_suffix('d') {
+        (d, 86_400_000)
+    } else {
+        (t.as_str(), 1_000)
+    };
+    let n: u64 =
+        digits.trim().parse().map_err(|_| format!("{text:?} is not a duration such as 30s or 5m"))?;
+    n.checked_mul(unit_ms).map(Duration::from_millis).ok_or_else(|| format!("{text:?} is too long"))
+}
+
+/// A Kubernetes object name that is a DNS label: lowercase letters, digits and '-',
+/// at most 63, starting and ending with a letter or digit.
+pub fn dns_label(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    let ok = !t.is_empty()
+        && t.len() <= 63
+        && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !t.starts_with('-')
+        && !t.ends_with('-');
+    if ok { Ok(t.to_owned()) } else { Err("must be lowercase letters, digits and '-', at most 63".into()) }
+}
+
+pub(super) fn non_empty(text: &str) -> Result<String, String> {
+    match text.trim() {
+        "" => Err("must not be empty".into()),
+        t => Ok(t.to_owned()),
+    }
+}
+
+pub(super) fn parse_u32(text: &str) -> Result<u32, String> {
+    text.trim().parse().map_err(|_| format!("{text:?} is not a whole number"))
+}

@@ -571,16 +571,12 @@ fn jobs_at_once(cluster: &mut Cluster, n: usize) -> (usize, usize, Vec<Value>) {
 
 #[test]
 fn thirty_jobs_at_once_all_succeed_and_no_more_than_max_running_jobs_run() {
-    let conf = ["--conf", "points=20000000", "--json"];
-    let expected: Vec<Value> =
-        (1..=4)
-            .map(|p| {
-                ok_json(&flint(
-                    &[&["run", "examples/pi", "--partitions", &p.to_string()][..], &conf].concat(),
-                ))["result"]
-                    .clone()
-            })
-            .collect();
+    let pi = |partitions: usize| {
+        let args =
+            ["run", "examples/pi", "--partitions", &partitions.to_string(), "--conf", "points=20000000"];
+        ok_json(&flint(&[&args[..], &["--json"]].concat()))["result"].clone()
+    };
+    let expected: Vec<Value> = (1..=4).map(pi).collect();
     // The default (16 at once) is more than the old pool of merge instances held.
     for (extra, max) in [(vec![], 16), (vec!["--conf", "flint.driver.maxRunningJobs=4"], 4)] {
         let mut cluster = Cluster::start(&extra);

@@ -77,7 +77,7 @@ impl EventLoop {
             TaskOutput::Block(block) => {
                 let (executor, job) = (update.executor.clone(), update.attempt.job);
                 let span = tracing::debug_span!("fetch", attempt = %update.attempt, size = block.size);
-                self.fetch(incarnation, &executor, job, block, charge, span, move |result| {
+                self.fetch(incarnation, &executor, job, (block, charge), span, move |result| {
                     let result = result.map_err(|failure| match failure {
                         FetchFailure::Mismatch(message) => TaskFailure::Host { message },
                         FetchFailure::Lost(reason) => TaskFailure::ExecutorLost {
@@ -139,7 +139,7 @@ impl EventLoop {
                 let span =
                     tracing::debug_span!("fetch", job_id = job, tasks = tasks.len(), size = block.size);
                 let executor = id.clone();
-                self.fetch(incarnation, &executor, job, block, charge, span, move |result| {
+                self.fetch(incarnation, &executor, job, (block, charge), span, move |result| {
                     Event::PartialFetched {
                         id,
                         incarnation,
@@ -204,8 +204,7 @@ impl EventLoop {
         incarnation: Incarnation,
         executor: &ExecutorId,
         job: JobId,
-        block: BlockRef,
-        charge: Charge,
+        (block, charge): (BlockRef, Charge),
         span: tracing::Span,
         done: impl FnOnce(Result<Charged, FetchFailure>) -> Event + Send + 'static,
     ) {

@@ -116,7 +116,13 @@ impl LocalCluster {
             // Large outputs wait as blocks here too, until the driver is ready for them.
             let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
             let source = Arc::new(driver.clone());
-            let core = Arc::new(ExecutorCore::new(id.clone(), runtime, source, inputs, INLINE_OUTPUT));
+            let core = Arc::new(ExecutorCore::new(
+                id.clone(),
+                runtime,
+                source,
+                inputs,
+                (INLINE_OUTPUT, settings.block_memory()),
+            ));
             let (commands, rx) = mpsc::unbounded_channel();
             cores.push(core.clone());
             let span = tracing::info_span!("executor", executor_id = %id);

@@ -3,7 +3,7 @@
 //! blocks, combines the tasks of jobs with a commutative merge into one live instance
 //! per slot, and kills attempts, queued or running, on request.
 
-use crate::blocks::BlockStore;
+use crate::blocks::{BlockStore, NotKept};
 use crate::inputs::InputReader;
 use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 /// Outputs up to this size ride in the status report; larger ones stay on the executor
 /// as blocks the driver fetches when it is ready for them.
 pub const INLINE_OUTPUT: usize = 64 << 10;
+
+/// How long a combined value handed over waits for room in the block store before it
+/// is given up as lost (its tasks run again).
+const PARTIAL_ROOM_WAIT: Duration = Duration::from_secs(60);
 
 /// What an executor asks its driver for: a component's bytes the first time it meets
 /// its digest, and byte ranges of a job's `flint://` inputs. Called from slot threads.
@@ -226,20 +230,21 @@ impl Drop for ExecutorCore {
 }
 
 impl ExecutorCore {
-    /// An executor whose outputs over `inline_limit` bytes are kept as blocks.
+    /// An executor whose outputs over `inline_limit` bytes are kept as blocks, at most
+    /// `block_limit` bytes of them at once.
     pub fn new(
         id: ExecutorId,
         runtime: Arc<Runtime>,
         source: Arc<dyn DriverSource>,
         inputs: InputReader,
-        inline_limit: usize,
+        (inline_limit, block_limit): (usize, u64),
     ) -> Self {
         ExecutorCore {
             id,
             source,
             inputs,
             running: Mutex::new(HashMap::new()),
-            blocks: BlockStore::default(),
+            blocks: BlockStore::new(block_limit),
             inline_limit,
             tokens: RwLock::new(Arc::new(Vec::new())),
             loading: Mutex::new(()),
@@ -415,8 +420,20 @@ impl ExecutorCore {
         let state = match outcome.result {
             Ok(bytes) if bytes.len() <= self.inline_limit => TaskState::Succeeded(TaskOutput::Inline(bytes)),
             Ok(bytes) => {
-                let block = self.blocks.put(BlockId::Output(launch.attempt), bytes);
-                TaskState::Succeeded(TaskOutput::Block(block))
+                // Waiting for room in the block store counts against the task's deadline.
+                let until = Instant::now() + launch.job.deadline.saturating_sub(ctx.spent);
+                match self.blocks.put(BlockId::Output(launch.attempt), bytes, until, || ctx.kill.is_killed())
+                {
+                    Ok(block) => TaskState::Succeeded(TaskOutput::Block(block)),
+                    Err(NotKept::GaveUp) => TaskState::Failed(TaskFailure::Killed {
+                        reason: "killed while its output waited for room in the block store".into(),
+                    }),
+                    Err(NotKept::NoRoom { limit }) => TaskState::Failed(TaskFailure::Host {
+                        message: format!(
+                            "its output waited its whole deadline for room in the executor's block store ({limit} bytes): the driver is not fetching outputs"
+                        ),
+                    }),
+                }
             }
             Err(failure) => TaskState::Failed(failure),
         };
@@ -560,7 +577,13 @@ impl ExecutorCore {
                     instances.handed += 1;
                     instances.handed
                 };
-                Ok(TaskOutput::Block(self.blocks.put(BlockId::Partial { job: job.job, number }, bytes)))
+                let until = Instant::now() + PARTIAL_ROOM_WAIT;
+                self.blocks
+                    .put(BlockId::Partial { job: job.job, number }, bytes, until, || false)
+                    .map(TaskOutput::Block)
+                    .map_err(|_| {
+                        format!("no room in the block store within {} s", PARTIAL_ROOM_WAIT.as_secs())
+                    })
             }
             Err(failure) => {
                 tracing::warn!(job_id = job.job, tasks = held.tasks.len(), %failure, "combined outputs lost handing them over");

@@ -192,7 +192,7 @@ pub async fn run_executor(
             handle: tokio::runtime::Handle::current(),
         });
         let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
-        let core = Arc::new(ExecutorCore::new(id.clone(), Arc::new(runtime), source, inputs, INLINE_OUTPUT));
+        let core = Arc::new(ExecutorCore::new(id.clone(), Arc::new(runtime), source, inputs, (INLINE_OUTPUT, settings.block_memory())));
         core.set_tokens(app.tokens.clone());
         let registration = Registration {
             host: options.hostname.clone(),

@@ -607,6 +607,12 @@ impl Settings {
     }
 
     /// The memory cap of one task instance: the pool shared evenly by the slots.
+    /// What an executor may hold of outputs waiting for the driver to fetch them: the
+    /// share of `flint.executor.memory` not given to tasks (at least 64 MiB).
+    pub fn block_memory(&self) -> u64 {
+        self.executor_memory.saturating_sub(self.task_memory_pool()).max(64 << 20)
+    }
+
     pub fn instance_memory(&self) -> u64 {
         self.task_memory_pool() / u64::from(self.slots())
     }

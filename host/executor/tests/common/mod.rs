@@ -56,7 +56,12 @@ pub fn one_slot_executor(
     })
     .unwrap();
     let inputs = InputReader::new(&Settings::default(), tokio::runtime::Handle::current());
-    let core =
-        ExecutorCore::new("e".into(), Arc::new(runtime), Arc::new(Components(bytes)), inputs, usize::MAX);
+    let core = ExecutorCore::new(
+        "e".into(),
+        Arc::new(runtime),
+        Arc::new(Components(bytes)),
+        inputs,
+        (usize::MAX, u64::MAX),
+    );
     (Arc::new(core), digests)
 }

@@ -244,5 +244,11 @@ fn table(status: &ClusterStatus) -> String {
             j.job, j.name, j.state, j.progress.done, j.progress.total
         ));
     }
+    if status.left_out > 0 {
+        out.push_str(&format!(
+            "  ({} older finished jobs and removed executors left out)\n",
+            status.left_out
+        ));
+    }
     out
 }

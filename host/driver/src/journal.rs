@@ -366,6 +366,7 @@ impl Store {
             executors_starting: 0,
             allocation_stopped: None,
             allocation_target: None,
+            left_out: 0,
         }
     }
 

@@ -469,7 +469,13 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                 Some(bytes) => write_payload(&mut send, &bytes).await?,
                 None => return Err(PeerError::Protocol(format!("no component {digest}"))),
             },
-            Request::Status => write_frame(&mut send, &driver.snapshot().await).await?,
+            Request::Status => {
+                // Many finished jobs (a raised flint.driver.retainedJobs) must not make
+                // the reply too big to send: the oldest are left out, and counted.
+                let mut status = driver.snapshot().await;
+                status.fit(flint_proto::wire::MAX_FRAME);
+                write_frame(&mut send, &status).await?
+            }
             Request::Submit(submission) => submit(&driver, *submission, &mut send, &mut recv).await?,
             Request::FetchBlock { .. } => {
                 return Err(PeerError::Protocol("the driver holds no blocks".into()));

@@ -153,7 +153,7 @@ pub struct ExecutorStatus {
 pub struct JobStatus {
     pub job: JobId,
     pub name: String,
-    /// `running`, `succeeded` or `failed`.
+    /// `waiting`, `running`, `succeeded` or `failed`.
     pub state: String,
     pub progress: JobProgress,
 }
@@ -194,12 +194,84 @@ pub struct ClusterStatus {
     /// them.
     #[serde(default)]
     pub allocation_target: Option<u32>,
+    /// Finished jobs and removed executors left out so the reply fits in one message
+    /// (oldest first; see [`ClusterStatus::fit`]).
+    #[serde(default)]
+    pub left_out: u32,
+}
+
+impl ClusterStatus {
+    /// Leaves out the oldest finished jobs, then the oldest removed executors, until the
+    /// status encodes in at most `max` bytes (what one frame may carry), and counts them
+    /// in `left_out`. Running and waiting jobs and live executors are always kept: their
+    /// numbers are bounded by the driver's own limits.
+    pub fn fit(&mut self, max: usize) {
+        let size = |s: &ClusterStatus| postcard::to_stdvec(s).map_or(usize::MAX, |b| b.len());
+        let mut over = size(self).saturating_sub(max);
+        if over == 0 {
+            return;
+        }
+        let finished = |j: &JobStatus| j.state == "succeeded" || j.state == "failed";
+        self.jobs.sort_by_key(|j| j.job);
+        let mut dropped = 0;
+        self.jobs.retain(|j| {
+            if over > 0 && finished(j) {
+                over = over.saturating_sub(j.name.len() + 32);
+                dropped += 1;
+                return false;
+            }
+            true
+        });
+        self.executors.retain(|e| {
+            if over > 0 && e.removed.is_some() {
+                over = over.saturating_sub(e.id.len() + e.host.len() + 64);
+                dropped += 1;
+                return false;
+            }
+            true
+        });
+        self.left_out += dropped;
+        // The estimates above are generous; should they fall short, go round again.
+        if dropped > 0 && size(self) > max {
+            self.fit(max);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::task::{StatusUpdate, TaskState};
+
+    #[test]
+    fn a_status_of_many_finished_jobs_fits_a_frame_keeping_the_running_ones() {
+        let job = |n: u64, state: &str| JobStatus {
+            job: n,
+            name: "n".repeat(256),
+            state: state.into(),
+            progress: JobProgress::default(),
+        };
+        let mut jobs: Vec<JobStatus> = (0..100_000).map(|n| job(n, "succeeded")).collect();
+        jobs.extend((100_000..100_016).map(|n| job(n, "running")));
+        let mut status = ClusterStatus {
+            app_id: "a".into(),
+            executors: Vec::new(),
+            jobs,
+            executors_starting: 0,
+            allocation_stopped: None,
+            allocation_target: None,
+            left_out: 0,
+        };
+        status.fit(crate::wire::MAX_FRAME);
+        assert!(postcard::to_stdvec(&status).unwrap().len() <= crate::wire::MAX_FRAME);
+        assert_eq!(status.jobs.iter().filter(|j| j.state == "running").count(), 16);
+        assert_eq!(status.left_out as usize + status.jobs.len(), 100_016);
+        // The newest finished ones stay.
+        assert!(status.jobs.iter().any(|j| j.job == 99_999));
+        let small = status.clone();
+        status.fit(crate::wire::MAX_FRAME);
+        assert_eq!(status, small, "a status that fits is left as it is");
+    }
 
     #[test]
     fn reports_and_failed_statuses_cross_the_wire() {

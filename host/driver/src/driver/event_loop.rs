@@ -337,6 +337,7 @@ impl EventLoop {
             executors_starting: self.core.executors_starting(),
             allocation_stopped: self.core.allocation_given_up().map(str::to_owned),
             allocation_target: self.core.allocation_target(),
+            left_out: 0,
         }
     }
 }

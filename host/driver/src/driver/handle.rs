@@ -385,6 +385,7 @@ impl Driver {
             executors_starting: 0,
             allocation_stopped: None,
             allocation_target: None,
+            left_out: 0,
         };
         if self.send(Event::Snapshot(reply)).is_err() {
             return empty();

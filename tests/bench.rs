@@ -42,6 +42,12 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The flint binary benched: `target/release/flint`, or `FLINT_BIN` (another build, to
+/// compare two in one sitting).
+fn bin() -> PathBuf {
+    std::env::var_os("FLINT_BIN").map_or_else(|| root().join("target/release/flint"), PathBuf::from)
+}
+
 fn component(name: &str) -> Vec<u8> {
     let path = root().join(format!("target/wasm32-wasip2/release/{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}; run `make examples` first", path.display()))
@@ -270,7 +276,7 @@ fn on_demand_runtime() -> Runtime {
 const SECRET: &str = "bench-secret";
 
 fn flint() -> std::process::Command {
-    let mut cmd = std::process::Command::new(root().join("target/release/flint"));
+    let mut cmd = std::process::Command::new(bin());
     cmd.env("FLINT_SECRET", SECRET).env("FLINT_CACHE_DIR", root().join("target/bench/cache"));
     cmd
 }

@@ -11,8 +11,10 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The flint binary: `target/release/flint`, or `FLINT_BIN` (to bench another build).
 pub fn bin() -> PathBuf {
-    let bin = root().join("target/release/flint");
+    let bin =
+        std::env::var_os("FLINT_BIN").map_or_else(|| root().join("target/release/flint"), PathBuf::from);
     assert!(bin.exists(), "{} is missing: run `make build` first", bin.display());
     bin
 }

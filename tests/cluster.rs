@@ -544,16 +544,23 @@ fn messages_too_big_for_a_frame_end_with_a_clear_outcome_and_harm_no_one() {
     );
 }
 
+/// The pi jobs these tests submit: small, since what they check is how many run at once.
+const SMALL_PI: [&str; 3] = ["examples/pi", "--conf", "points=1000000"];
+
 /// Submits `n` pi jobs at once (job `i` of `i % 4 + 1` partitions) to a cluster with no
 /// executor yet, so none can end: returns how many `flint status` shows running and
-/// waiting once all are in, then starts an executor and returns their reports in order.
-fn jobs_at_once(cluster: &mut Cluster, n: usize) -> (usize, usize, Vec<Value>) {
-    let conf = ["--conf", "points=20000000", "--json"];
+/// waiting once all are in; then runs `meanwhile`, starts an executor and returns their
+/// reports in order.
+fn jobs_at_once(
+    cluster: &mut Cluster,
+    n: usize,
+    meanwhile: impl FnOnce(&Cluster),
+) -> (usize, usize, Vec<Value>) {
     let submits: Vec<_> = (0..n)
         .map(|i| {
             let partitions = (i % 4 + 1).to_string();
             let mut cmd =
-                command(&[&["submit", "examples/pi", "--partitions", &partitions][..], &conf].concat());
+                command(&[&["submit"][..], &SMALL_PI, &["--partitions", &partitions, "--json"]].concat());
             cmd.args(["--driver-url", &cluster.url]).env("FLINT_SECRET", SECRET);
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
         })
@@ -564,6 +571,7 @@ fn jobs_at_once(cluster: &mut Cluster, n: usize) -> (usize, usize, Vec<Value>) {
         (jobs.len() == n).then(|| (count(&jobs, "running"), count(&jobs, "waiting")))
     });
     let (running, waiting) = all_in.unwrap_or_else(|| panic!("{n} jobs in: {}", cluster.status()));
+    meanwhile(cluster);
     cluster.executor(&["--cores", "4"]);
     let reports = submits.into_iter().map(|child| ok_json(&child.wait_with_output().unwrap())).collect();
     (running, waiting, reports)
@@ -572,45 +580,33 @@ fn jobs_at_once(cluster: &mut Cluster, n: usize) -> (usize, usize, Vec<Value>) {
 #[test]
 fn thirty_jobs_at_once_all_succeed_and_no_more_than_max_running_jobs_run() {
     let pi = |partitions: usize| {
-        let args =
-            ["run", "examples/pi", "--partitions", &partitions.to_string(), "--conf", "points=20000000"];
-        ok_json(&flint(&[&args[..], &["--json"]].concat()))["result"].clone()
+        let partitions = partitions.to_string();
+        let args = [&["run"][..], &SMALL_PI, &["--partitions", &partitions, "--json"]].concat();
+        ok_json(&flint(&args))["result"].clone()
     };
     let expected: Vec<Value> = (1..=4).map(pi).collect();
     // The default (16 at once) is more than the old pool of merge instances held.
     for (extra, max) in [(vec![], 16), (vec!["--conf", "flint.driver.maxRunningJobs=4"], 4)] {
         let mut cluster = Cluster::start(&extra);
-        let (running, waiting, reports) = jobs_at_once(&mut cluster, 30);
+        let (running, waiting, reports) = jobs_at_once(&mut cluster, 30, |_| {});
         assert_eq!((running, waiting), (max, 30 - max), "with {max} at once");
         for (i, report) in reports.iter().enumerate() {
             assert_eq!(report["result"], expected[i % 4], "job {i} with {max} at once");
         }
     }
-    // A full queue refuses, naming both keys; what waits still runs.
-    let cluster = Cluster::start(&[
-        "--conf",
-        "flint.driver.maxRunningJobs=1",
-        "--conf",
-        "flint.driver.maxWaitingJobs=1",
-    ]);
-    let [first, second] = [0, 1].map(|_| start_slow_job(&cluster));
-    let queued = eventually(Duration::from_secs(20), || {
-        let jobs = cluster.status()["jobs"].as_array().unwrap().clone();
-        (jobs.iter().filter(|j| j["state"] == "waiting").count() == 1).then_some(())
+    // A full queue refuses with its own exit code, naming both keys; what waits still runs.
+    let limits = ["--conf", "flint.driver.maxRunningJobs=1", "--conf", "flint.driver.maxWaitingJobs=1"];
+    let mut cluster = Cluster::start(&limits);
+    let (running, waiting, reports) = jobs_at_once(&mut cluster, 2, |cluster| {
+        let out = cluster.submit(&[&SMALL_PI[..], &["--json"]].concat());
+        assert_eq!(out.status.code(), Some(7), "busy: {}", lossy(&out.stderr));
+        let said = lossy(&out.stderr);
+        let named =
+            said.contains("flint.driver.maxRunningJobs") && said.contains("flint.driver.maxWaitingJobs");
+        assert!(named, "{said}");
     });
-    assert!(queued.is_some(), "one job runs, one waits: {}", cluster.status());
-    let out = cluster.submit(&SLOW_PI);
-    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
-    let said = lossy(&out.stderr);
-    assert!(
-        said.contains("flint.driver.maxRunningJobs") && said.contains("flint.driver.maxWaitingJobs"),
-        "{said}"
-    );
-    let mut cluster = cluster;
-    cluster.executor(&["--cores", "4"]);
-    for child in [first, second] {
-        assert_eq!(ok_json(&child.wait_with_output().unwrap())["result"], expected_slow_pi());
-    }
+    assert_eq!((running, waiting), (1, 1));
+    assert_eq!(reports.iter().map(|r| r["result"].clone()).collect::<Vec<_>>(), expected[..2]);
 }
 
 #[test]

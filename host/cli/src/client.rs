@@ -105,8 +105,9 @@ pub fn submit(args: SubmitArgs) -> u8 {
                 let started = std::time::Instant::now();
                 let code = submit_once(&client, &bundle, &conf, &inputs, &args).await;
                 let Some(period) = args.every else { return code };
+                // A busy driver may have room at the next period; these will not.
                 if code == exit::UNREACHABLE || code == exit::INVALID_JOB {
-                    return code; // no point trying again
+                    return code;
                 }
                 if first_failure == 0 {
                     first_failure = code;
@@ -147,6 +148,7 @@ async fn submit_once(
     let mut job = match submitted {
         Ok(j) => j,
         Err(flint_client::ClientError::JobRejected(reason)) => return fail(exit::INVALID_JOB, reason),
+        Err(e @ flint_client::ClientError::DriverBusy(_)) => return fail(exit::BUSY, e),
         Err(e) => return fail(exit::UNREACHABLE, e),
     };
     let bar = (!args.json && std::io::stderr().is_terminal()).then(|| progress_bar(0));

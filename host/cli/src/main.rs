@@ -27,6 +27,8 @@ pub mod exit {
     pub const UNREACHABLE: u8 = 5;
     /// `submit`/`status`: the driver's certificate is not the one the URL pins.
     pub const FINGERPRINT: u8 = 6;
+    /// `submit`: the driver runs and queues all the jobs it may; the job was not taken.
+    pub const BUSY: u8 = 7;
 }
 
 #[derive(Parser)]

@@ -32,6 +32,8 @@ pub enum ClientError {
     Rejected(Rejection),
     #[error("the driver refused the job: {0}")]
     JobRejected(String),
+    #[error("the driver is busy: {0}")]
+    DriverBusy(String),
     #[error("connection to the driver failed: {0}")]
     Protocol(String),
     #[error("cannot read input {0}")]
@@ -184,6 +186,7 @@ impl Client {
         if let Err(e) = sent {
             return match reply {
                 Ok(Some(SubmitReply::Rejected(reason))) => Err(ClientError::JobRejected(reason)),
+                Ok(Some(SubmitReply::Busy(why))) => Err(ClientError::DriverBusy(why)),
                 _ => Err(e),
             };
         }
@@ -192,6 +195,7 @@ impl Client {
                 Ok(SubmittedJob { id: job, recv, done: false, result: None })
             }
             Some(SubmitReply::Rejected(reason)) => Err(ClientError::JobRejected(reason)),
+            Some(SubmitReply::Busy(why)) => Err(ClientError::DriverBusy(why)),
             other => Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
         }
     }

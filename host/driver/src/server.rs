@@ -4,8 +4,8 @@
 
 use crate::driver::Driver;
 use crate::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
-use crate::job::JobRequest;
 use crate::job::{HeldBytes, Uploads};
+use crate::job::{JobRequest, SubmitError};
 use crate::limited::Limited;
 use crate::link::{Blocks, ChannelLink, Fetch};
 use crate::metrics::Peer;
@@ -530,6 +530,7 @@ async fn submit(
     };
     let handle = match driver.submit(request).await {
         Ok(h) => h,
+        Err(SubmitError::Busy(why)) => return Ok(write_frame(send, &SubmitReply::Busy(why)).await?),
         Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e.to_string())).await?),
     };
     write_frame(send, &SubmitReply::Accepted { job: handle.id }).await?;

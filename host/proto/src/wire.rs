@@ -260,6 +260,9 @@ pub enum SubmitReply {
         job: JobId,
     },
     Rejected(String),
+    /// The driver runs and queues all the jobs it may (`flint.driver.maxRunningJobs`,
+    /// `flint.driver.maxWaitingJobs`): the job is fine, try again later.
+    Busy(String),
     Progress(JobProgress),
     /// The job's result: `size` bytes follow in [`Chunk`]s, then `Done` (whose outcome
     /// then holds no bytes of its own).

@@ -1,9 +1,11 @@
 //! Opening a session with the driver: connect (with backoff) and say hello.
 
-use crate::tls::MISMATCH;
-use crate::{DriverUrl, FrameError, Identity, Secret, client_endpoint, proof, read_frame, write_frame};
+use crate::tls::pinned_endpoint;
+use crate::{DriverUrl, FrameError, Identity, Secret, proof, read_frame, write_frame};
 use flint_proto::wire::{Hello, HelloReply, PROTOCOL_VERSION, Role};
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Why a connection to the driver could not be made.
@@ -40,7 +42,8 @@ pub async fn connect_as(
 ) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
-    let mut endpoints: Vec<(bool, quinn::Endpoint)> = Vec::new();
+    // An endpoint per address family, with its verifier's mismatch flag.
+    let mut endpoints: Vec<(bool, quinn::Endpoint, Arc<AtomicBool>)> = Vec::new();
     loop {
         let mut last = String::from("the host has no address");
         match tokio::net::lookup_host((url.host.as_str(), url.port)).await {
@@ -48,16 +51,17 @@ pub async fn connect_as(
             Ok(addrs) => {
                 for addr in addrs {
                     let v6 = addr.is_ipv6();
-                    let endpoint = match endpoints.iter().find(|(family, _)| *family == v6) {
-                        Some((_, e)) => e.clone(),
+                    let (endpoint, mismatch) = match endpoints.iter().find(|(family, ..)| *family == v6) {
+                        Some((_, e, m)) => (e.clone(), m.clone()),
                         None => {
                             let bind: SocketAddr =
                                 if v6 { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("an address");
-                            let e = client_endpoint(url.fingerprint, idle_timeout, bind, identity).map_err(
-                                |e| ConnectError::Unreachable(format!("cannot open a QUIC endpoint: {e}")),
-                            )?;
-                            endpoints.push((v6, e.clone()));
-                            e
+                            let (e, m) = pinned_endpoint(url.fingerprint, idle_timeout, bind, identity)
+                                .map_err(|e| {
+                                    ConnectError::Unreachable(format!("cannot open a QUIC endpoint: {e}"))
+                                })?;
+                            endpoints.push((v6, e.clone(), m.clone()));
+                            (e, m)
                         }
                     };
                     let attempt = async {
@@ -70,7 +74,7 @@ pub async fn connect_as(
                     };
                     match attempt.await {
                         Ok(connection) => return Ok((endpoint, connection)),
-                        Err(e) if e.contains(MISMATCH) => {
+                        Err(_) if mismatch.swap(false, Ordering::Relaxed) => {
                             return Err(ConnectError::FingerprintMismatch { addr });
                         }
                         Err(e) => last = format!("{addr}: {e}"),

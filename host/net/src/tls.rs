@@ -9,6 +9,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The driver's certificate and key.
@@ -163,8 +164,9 @@ pub fn server_endpoint(
     quinn::Endpoint::server(config, bind)
 }
 
-/// The message a peer's TLS stack gives when the driver shows another certificate.
-pub(crate) const MISMATCH: &str = "the driver's certificate does not match the pinned fingerprint";
+/// What a peer's TLS stack says when the driver shows another certificate (for logs:
+/// the mismatch itself is known by the verifier's flag, see [`pinned_endpoint`]).
+const MISMATCH: &str = "the driver's certificate does not match the pinned fingerprint";
 
 /// A peer's endpoint, bound on `bind` (the unspecified address of the driver's family),
 /// that trusts only the driver certificate with `fingerprint`, and shows `identity`
@@ -175,12 +177,28 @@ pub fn client_endpoint(
     bind: SocketAddr,
     identity: Option<&Identity>,
 ) -> std::io::Result<quinn::Endpoint> {
+    pinned_endpoint(fingerprint, idle_timeout, bind, identity).map(|(endpoint, _)| endpoint)
+}
+
+/// [`client_endpoint`], with the flag its verifier raises when a driver shows another
+/// certificate than the pinned one: a mismatch is known as such, not by an error's text.
+pub(crate) fn pinned_endpoint(
+    fingerprint: [u8; 32],
+    idle_timeout: Duration,
+    bind: SocketAddr,
+    identity: Option<&Identity>,
+) -> std::io::Result<(quinn::Endpoint, Arc<AtomicBool>)> {
+    let mismatch = Arc::new(AtomicBool::new(false));
     let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(std::io::Error::other)?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Pinned { fingerprint, provider }));
+        .with_custom_certificate_verifier(Arc::new(Pinned {
+            fingerprint,
+            provider,
+            mismatch: mismatch.clone(),
+        }));
     let mut tls = match identity {
         None => builder.with_no_client_auth(),
         Some(id) => builder
@@ -193,7 +211,7 @@ pub fn client_endpoint(
     config.transport_config(Arc::new(transport(idle_timeout)));
     let mut endpoint = quinn::Endpoint::client(bind)?;
     endpoint.set_default_client_config(config);
-    Ok(endpoint)
+    Ok((endpoint, mismatch))
 }
 
 /// Accepts the one certificate whose SHA-256 was pinned, whatever its name or issuer:
@@ -203,6 +221,8 @@ pub fn client_endpoint(
 struct Pinned {
     fingerprint: [u8; 32],
     provider: Arc<CryptoProvider>,
+    /// Raised when a driver showed another certificate.
+    mismatch: Arc<AtomicBool>,
 }
 
 impl ServerCertVerifier for Pinned {
@@ -218,6 +238,7 @@ impl ServerCertVerifier for Pinned {
         if seen == self.fingerprint {
             Ok(ServerCertVerified::assertion())
         } else {
+            self.mismatch.store(true, Ordering::Relaxed);
             Err(rustls::Error::General(MISMATCH.into()))
         }
     }

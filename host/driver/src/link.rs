@@ -46,6 +46,13 @@ pub trait Blocks: Send + Sync {
 /// An executor fed by a command channel: the in-process one (`local.rs`) and the QUIC
 /// one, whose channel a connection's writer task drains (`server.rs`). They differ only
 /// in how blocks are fetched and the link ends.
+///
+/// The channel is unbounded as a type and bounded by its one sender, the event loop:
+/// launches only under the scheduler's placement credit (slots × pipeline depth, each
+/// handed back as its report arrives), kills at most one per attempt placed, a collect
+/// per job the executor holds outputs of, a job's end once per job, a token push per
+/// change. Nothing a peer sends is queued here; a writer that cannot write ends the
+/// link, and the executor is removed.
 pub struct ChannelLink<B> {
     commands: mpsc::UnboundedSender<ExecutorCommand>,
     blocks: B,

@@ -75,6 +75,11 @@ pub(super) fn spawn_fold(
 ) -> FoldWorker {
     let (max_result_size, deadline) = (settings.driver_max_result_size, settings.merge_deadline);
     let (kill, backlog) = (KillSwitch::default(), Arc::new(AtomicU64::new(0)));
+    // Unbounded as a type: one message per loop turn with outputs for this job, each
+    // output once (a task's, or a partial naming tasks the core accepted). Blocks wait
+    // before their fetch while the worker is over FOLD_BACKLOG; outputs that rode in a
+    // report (at most 64 KiB each) are not held back, so a merge far slower than its
+    // tasks may have up to tasks × 64 KiB waiting here.
     let (sender, rx) = std::sync::mpsc::channel();
     let worker = FoldWorker { sender, kill: kill.clone(), backlog: backlog.clone(), pending: Vec::new() };
     std::thread::Builder::new()

@@ -51,6 +51,8 @@ impl BlockStore {
         give_up: impl Fn() -> bool,
     ) -> Result<BlockRef, NotKept> {
         let size = bytes.len() as u64;
+        // Hashed before the lock: a large output's digest must not hold up the others.
+        let block = BlockRef { id, size, digest: Digest::of(&bytes) };
         let mut held = self.lock();
         while held.bytes > 0 && held.bytes.saturating_add(size) > self.limit {
             if give_up() {
@@ -62,7 +64,6 @@ impl BlockStore {
             }
             held = self.room.wait_timeout(held, RECHECK.min(until - now)).expect("blocks lock").0;
         }
-        let block = BlockRef { id, size, digest: Digest::of(&bytes) };
         held.bytes += size;
         if let Some(old) = held.blocks.insert(id, Arc::new(bytes)) {
             held.bytes -= old.len() as u64;

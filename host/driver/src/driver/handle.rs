@@ -43,9 +43,14 @@ pub struct DriverConfig {
 /// A handle on the driver's event loop. Cheap to clone.
 #[derive(Clone)]
 pub struct Driver {
-    /// Events from the driver's own parts: fold workers, fetches, in-process executors
-    /// and submitters. Bounded by what they are: a fold result per job, a fetch or a
-    /// report per placed attempt (credit).
+    /// Events from the driver's own parts: fold workers, fetches, in-process executors,
+    /// backends, token providers and submitters. Unbounded as a type, bounded by what
+    /// sends: a fold result per running job (at most `flint.driver.maxRunningJobs`), a
+    /// fetch or an in-process report per placed attempt (the scheduler's credit), a
+    /// token fetch per service at a time, a backend's news per executor it started, and
+    /// a submission or snapshot per call awaiting its answer (for clients, at most
+    /// `server::MAX_CONNECTIONS` connections × `OPEN_STREAMS` streams; a submission's
+    /// bytes are held by its caller until the loop answers anyway).
     events: mpsc::UnboundedSender<Event>,
     /// Reports and heartbeats read off remote executors' connections. Bounded: when the
     /// loop falls behind, those readers wait, and QUIC flow control slows the peers.

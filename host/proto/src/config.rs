@@ -34,6 +34,9 @@ pub enum ConfError {
 /// The most attempts `flint.task.maxFailures` may allow a task: past a few, a failing
 /// task only burns executors.
 pub const MAX_TASK_FAILURES: u32 = 100;
+/// The most jobs `flint.driver.maxRunningJobs` may run at once: the driver's merge pool
+/// holds an instance for each (and reserves their address space at start).
+pub const MAX_RUNNING_JOBS: u32 = 1024;
 /// The most guest output `flint.task.maxLogSize` may keep per task (it is held in the
 /// executor's memory while the task runs).
 pub const MAX_TASK_LOG: u64 = 64 << 20;
@@ -320,7 +323,12 @@ impl Settings {
                 "flint.merge.deadline" => s.merge_deadline = parse_duration(value).map_err(&invalid)?,
                 "flint.driver.retainedJobs" => s.retained_jobs = parse_u32(value).map_err(&invalid)?,
                 "flint.driver.maxRunningJobs" => {
-                    s.max_running_jobs = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                    let n = positive(parse_u32(value).map_err(&invalid)?.into())? as u32;
+                    // Each may hold a merge instance of the driver's pool for its run.
+                    if n > MAX_RUNNING_JOBS {
+                        return Err(invalid(format!("must be at most {MAX_RUNNING_JOBS}")));
+                    }
+                    s.max_running_jobs = n
                 }
                 "flint.driver.maxWaitingJobs" => s.max_waiting_jobs = parse_u32(value).map_err(&invalid)?,
                 "flint.executor.componentCacheSize" => {
@@ -703,6 +711,12 @@ mod tests {
         let err = Settings::from_conf(&conf(&[("flint.executor.memory", "lots")])).unwrap_err();
         assert!(err.to_string().contains("flint.executor.memory"), "{err}");
         assert!(Settings::from_conf(&conf(&[("flint.memory.fraction", "1.5")])).is_err());
+        assert!(Settings::from_conf(&conf(&[("flint.driver.maxRunningJobs", "1025")])).is_err());
+        assert!(Settings::from_conf(&conf(&[("flint.driver.maxRunningJobs", "0")])).is_err());
+        assert_eq!(
+            Settings::from_conf(&conf(&[("flint.driver.maxRunningJobs", "1024")])).unwrap().max_running_jobs,
+            1024
+        );
         assert!(Settings::from_conf(&conf(&[("flint.task.cpus", "3")])).is_err());
         for bad in [
             [("flint.executor.heartbeatInterval", "0s"), ("points", "1")],

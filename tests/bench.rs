@@ -717,7 +717,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
     });
     let mut lives = Vec::new();
     for i in 0..executors {
-        let (id, incarnation) = core.reserve(now, Some(format!("exec-{i}")), None).unwrap();
+        let (id, incarnation) = core.reserve(now, Some(format!("exec-{i}").into()), None).unwrap();
         let info = ExecutorInfo { host: "sim".into(), cores: slots, memory: 1 << 30, slots };
         core.handle(now, Event::Registered { id: id.clone(), incarnation, info });
         lives.push((id, incarnation));
@@ -740,7 +740,10 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
     };
     let started = Instant::now();
     take(
-        core.handle(now, Event::JobSubmitted { job: 1, tasks, max_failures: 4, period: None }),
+        core.handle(
+            now,
+            Event::JobSubmitted { job: flint_proto::JobId(1), tasks, max_failures: 4, period: None },
+        ),
         &mut pending,
     );
     let mut reports = 0usize;

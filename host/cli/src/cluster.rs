@@ -316,7 +316,7 @@ pub struct ExecutorArgs {
     /// This executor's id [default: from --pod-name if given (what follows
     /// `<app-id>-exec-`), else the driver assigns one].
     #[arg(long, env = "FLINT_EXECUTOR_ID")]
-    executor_id: Option<String>,
+    executor_id: Option<flint_proto::ExecutorId>,
     /// Cores (flint.executor.cores) [default: this machine's cores].
     #[arg(long, env = "FLINT_EXECUTOR_CORES")]
     cores: Option<u32>,

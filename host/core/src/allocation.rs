@@ -172,7 +172,7 @@ impl Allocator {
     }
 
     /// An executor left the fleet.
-    pub fn removed(&mut self, id: &str) {
+    pub fn removed(&mut self, id: &ExecutorId) {
         self.releasing.remove(id);
         self.idle_since.remove(id);
     }

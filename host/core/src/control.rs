@@ -310,19 +310,19 @@ impl ControlCore {
     pub fn reserve(
         &mut self,
         now: Instant,
-        requested: Option<String>,
+        requested: Option<ExecutorId>,
         pod_name: Option<String>,
     ) -> Result<(ExecutorId, Incarnation), Rejection> {
         self.registry.reserve(now, requested, pod_name)
     }
 
     /// Whether a report of `attempt` from this executor life would be accepted now.
-    pub fn accepts(&self, id: &str, incarnation: Incarnation, attempt: Attempt) -> bool {
+    pub fn accepts(&self, id: &ExecutorId, incarnation: Incarnation, attempt: Attempt) -> bool {
         self.registry.current(id, incarnation).is_some() && self.scheduler.holds(id, attempt)
     }
 
     /// Whether `incarnation` is the current life of `id`.
-    pub fn is_current(&self, id: &str, incarnation: Incarnation) -> bool {
+    pub fn is_current(&self, id: &ExecutorId, incarnation: Incarnation) -> bool {
         self.registry.current(id, incarnation).is_some()
     }
 
@@ -564,7 +564,7 @@ impl ControlCore {
                     let ids: Vec<ExecutorId> = (0..count)
                         .map(|_| {
                             self.next_started += 1;
-                            format!("dyn-{}", self.next_started)
+                            ExecutorId::from(format!("dyn-{}", self.next_started))
                         })
                         .collect();
                     for id in &ids {
@@ -606,7 +606,7 @@ impl ControlCore {
 
     /// A report of an attempt the core does not hold: the answer to a kill still counts
     /// for the executor (once); anything else is stale.
-    fn unheld(&mut self, id: &str, incarnation: Incarnation, attempt: Attempt, succeeded: bool) {
+    fn unheld(&mut self, id: &ExecutorId, incarnation: Incarnation, attempt: Attempt, succeeded: bool) {
         let answered_kill = self.registry.current(id, incarnation).is_some()
             && self.killed.get_mut(id).is_some_and(|killed| killed.remove(&attempt));
         if answered_kill {
@@ -736,7 +736,7 @@ impl ControlCore {
         }
     }
 
-    fn incarnation(&self, id: &str) -> Option<Incarnation> {
+    fn incarnation(&self, id: &ExecutorId) -> Option<Incarnation> {
         self.registry.incarnation_of(id)
     }
 
@@ -781,10 +781,10 @@ impl ControlCore {
     }
 
     /// One executor's latest life, as [`ControlCore::executors`] lists it.
-    pub fn executor(&self, now: Instant, id: &str) -> Option<ExecutorStatus> {
+    pub fn executor(&self, now: Instant, id: &ExecutorId) -> Option<ExecutorStatus> {
         match self.registry.get(id).filter(|(_, e)| e.state != Lifecycle::Pending) {
             Some((id, e)) => Some(self.live_status(now, id, e)),
-            None => self.registry.removed().filter(|r| r.id == id).last().map(|r| self.removed_status(r)),
+            None => self.registry.removed().filter(|r| r.id == *id).last().map(|r| self.removed_status(r)),
         }
     }
 

@@ -14,8 +14,7 @@ use foldhash::HashMap;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// One life of an executor id; never reused within an application.
-pub type Incarnation = u64;
+pub use flint_proto::Incarnation;
 
 /// The most task slots one executor may register with: slots set its credit.
 pub const MAX_SLOTS: u32 = 1024;
@@ -92,7 +91,7 @@ impl Registry {
         Registry {
             live: HashMap::default(),
             removed: VecDeque::new(),
-            next_incarnation: 1,
+            next_incarnation: Incarnation(1),
             next_number: 1,
             heartbeat_timeout,
             bootstrap_timeout,
@@ -105,10 +104,10 @@ impl Registry {
     pub fn reserve(
         &mut self,
         now: Instant,
-        requested: Option<String>,
+        requested: Option<ExecutorId>,
         pod_name: Option<String>,
     ) -> Result<(ExecutorId, Incarnation), Rejection> {
-        let id = match requested.filter(|r| !r.is_empty() && r != "EXECID") {
+        let id = match requested.filter(|r| !r.is_empty() && *r != "EXECID") {
             Some(id) if self.live.contains_key(&id) => return Err(Rejection::DuplicateId(id)),
             Some(id) => id,
             None => loop {
@@ -119,13 +118,13 @@ impl Registry {
                     Some(pod) => format!("{pod}-{n}"),
                     None => format!("exec-{n}"),
                 };
-                if !self.live.contains_key(&candidate) {
-                    break candidate;
+                if !self.live.contains_key(candidate.as_str()) {
+                    break ExecutorId::from(candidate);
                 }
             },
         };
         let incarnation = self.next_incarnation;
-        self.next_incarnation += 1;
+        self.next_incarnation = incarnation.next();
         let entry = Entry {
             incarnation,
             state: Lifecycle::Pending,
@@ -142,22 +141,28 @@ impl Registry {
     }
 
     /// The entry of `id` if `incarnation` is its current life.
-    pub fn current(&self, id: &str, incarnation: Incarnation) -> Option<&Entry> {
+    pub fn current(&self, id: &ExecutorId, incarnation: Incarnation) -> Option<&Entry> {
         self.live.get(id).filter(|e| e.incarnation == incarnation)
     }
 
     /// The current incarnation of `id`, if it is live.
-    pub fn incarnation_of(&self, id: &str) -> Option<Incarnation> {
+    pub fn incarnation_of(&self, id: &ExecutorId) -> Option<Incarnation> {
         self.live.get(id).map(|e| e.incarnation)
     }
 
-    fn current_mut(&mut self, id: &str, incarnation: Incarnation) -> Option<&mut Entry> {
+    fn current_mut(&mut self, id: &ExecutorId, incarnation: Incarnation) -> Option<&mut Entry> {
         self.live.get_mut(id).filter(|e| e.incarnation == incarnation)
     }
 
     /// A pending executor registers; false if it is not pending under that incarnation
     /// or claims no slots or more than [`MAX_SLOTS`].
-    pub fn register(&mut self, now: Instant, id: &str, incarnation: Incarnation, info: ExecutorInfo) -> bool {
+    pub fn register(
+        &mut self,
+        now: Instant,
+        id: &ExecutorId,
+        incarnation: Incarnation,
+        info: ExecutorInfo,
+    ) -> bool {
         if info.slots == 0 || info.slots > MAX_SLOTS {
             return false;
         }
@@ -174,7 +179,7 @@ impl Registry {
     }
 
     /// The executor is alive; false for an old incarnation.
-    pub fn heard(&mut self, now: Instant, id: &str, incarnation: Incarnation) -> bool {
+    pub fn heard(&mut self, now: Instant, id: &ExecutorId, incarnation: Incarnation) -> bool {
         match self.current_mut(id, incarnation) {
             Some(entry) => {
                 entry.last_heard = now;
@@ -185,7 +190,7 @@ impl Registry {
     }
 
     /// The executor drains; false unless it was registered under that incarnation.
-    pub fn drain(&mut self, id: &str, incarnation: Incarnation) -> bool {
+    pub fn drain(&mut self, id: &ExecutorId, incarnation: Incarnation) -> bool {
         match self.current_mut(id, incarnation) {
             Some(entry) if entry.state == Lifecycle::Registered => {
                 entry.state = Lifecycle::Draining;
@@ -196,14 +201,14 @@ impl Registry {
     }
 
     /// Marks the executor as started by the driver's backend.
-    pub fn mark_by_backend(&mut self, id: &str, incarnation: Incarnation) {
+    pub fn mark_by_backend(&mut self, id: &ExecutorId, incarnation: Incarnation) {
         if let Some(entry) = self.current_mut(id, incarnation) {
             entry.by_backend = true;
         }
     }
 
     /// Counts a report against the executor.
-    pub fn count(&mut self, id: &str, incarnation: Incarnation, succeeded: bool) {
+    pub fn count(&mut self, id: &ExecutorId, incarnation: Incarnation, succeeded: bool) {
         if let Some(entry) = self.current_mut(id, incarnation) {
             entry.count(Some(succeeded));
         }
@@ -215,7 +220,7 @@ impl Registry {
     pub fn reported(
         &mut self,
         now: Instant,
-        id: &str,
+        id: &ExecutorId,
         incarnation: Incarnation,
         outcome: Option<bool>,
     ) -> bool {
@@ -231,7 +236,7 @@ impl Registry {
 
     /// Removes the executor's current life; its id is free again. Returns the entry as it
     /// was, or `None` for an old incarnation (nothing changes then).
-    pub fn remove(&mut self, id: &str, incarnation: Incarnation, reason: String) -> Option<Entry> {
+    pub fn remove(&mut self, id: &ExecutorId, incarnation: Incarnation, reason: String) -> Option<Entry> {
         self.current(id, incarnation)?;
         let entry = self.live.remove(id)?;
         if entry.state == Lifecycle::Pending {
@@ -286,7 +291,7 @@ impl Registry {
     }
 
     /// The executor's live entry, of whatever incarnation.
-    pub fn get(&self, id: &str) -> Option<(&ExecutorId, &Entry)> {
+    pub fn get(&self, id: &ExecutorId) -> Option<(&ExecutorId, &Entry)> {
         self.live.get_key_value(id)
     }
 
@@ -321,9 +326,9 @@ mod tests {
         assert_eq!(again, "a");
         assert_ne!(first, second);
         // The old life's late messages change nothing.
-        assert!(!r.heard(now, "a", first));
-        assert!(r.remove("a", first, "old connection closed".into()).is_none());
-        assert!(r.current("a", second).is_some());
+        assert!(!r.heard(now, &"a".into(), first));
+        assert!(r.remove(&"a".into(), first, "old connection closed".into()).is_none());
+        assert!(r.current(&"a".into(), second).is_some());
     }
 
     #[test]
@@ -332,7 +337,7 @@ mod tests {
         let mut r = Registry::new(Duration::from_secs(10), Duration::from_secs(5));
         assert_eq!(r.reserve(now, None, Some("pod".into())).unwrap().0, "pod");
         assert_eq!(r.reserve(now, Some("EXECID".into()), Some("pod".into())).unwrap().0, "pod-2");
-        assert_eq!(r.reserve(now, Some(String::new()), None).unwrap().0, "exec-3");
+        assert_eq!(r.reserve(now, Some(String::new().into()), None).unwrap().0, "exec-3");
     }
 
     #[test]
@@ -349,7 +354,7 @@ mod tests {
         let gone = r.expired(t0 + Duration::from_secs(5));
         assert_eq!(gone.len(), 1);
         assert!(gone[0].0 == "b" && gone[0].2.contains("never registered"), "{gone:?}");
-        r.remove("b", gone[0].1, gone[0].2.clone());
+        r.remove(&"b".into(), gone[0].1, gone[0].2.clone());
         // a heartbeats at 8 s: it is not due at 10 s but at 18 s.
         r.heard(t0 + Duration::from_secs(8), &a, ia);
         assert_eq!(r.poll_timeout(), Some(t0 + Duration::from_secs(10)));

@@ -406,11 +406,11 @@ impl Scheduler {
         out
     }
 
-    fn ix(&self, id: &str) -> Option<Ix> {
+    fn ix(&self, id: &ExecutorId) -> Option<Ix> {
         self.by_id.get(id).copied()
     }
 
-    fn executor(&self, id: &str) -> Option<&Executor> {
+    fn executor(&self, id: &ExecutorId) -> Option<&Executor> {
         self.ix(id).and_then(|ix| self.executors[ix as usize].as_ref())
     }
 
@@ -442,24 +442,24 @@ impl Scheduler {
 
     /// Whether an executor runs nothing and holds no undelivered output (for
     /// decommission and idle removal).
-    pub fn is_idle(&self, id: &str) -> bool {
+    pub fn is_idle(&self, id: &ExecutorId) -> bool {
         self.executor(id).is_none_or(|e| e.running == 0 && e.held == 0)
     }
 
     /// Whether `executor` holds `attempt` now: the job runs, the index is in range, the
     /// attempt is the task's current one and runs there. Reports are accepted only then.
-    pub fn holds(&self, executor: &str, attempt: Attempt) -> bool {
+    pub fn holds(&self, executor: &ExecutorId, attempt: Attempt) -> bool {
         self.holder(executor, attempt).is_some()
     }
 
     /// The place of `executor` if it holds `attempt` now.
-    fn holder(&self, executor: &str, attempt: Attempt) -> Option<Ix> {
+    fn holder(&self, executor: &ExecutorId, attempt: Attempt) -> Option<Ix> {
         let (number, on) = self.jobs.get(&attempt.job)?.tasks.get(attempt.index as usize)?.running?;
         (number == attempt.number && self.ix(executor) == Some(on)).then_some(on)
     }
 
     /// Attempts an executor holds now (running or queued there).
-    pub fn running_on(&self, id: &str) -> u32 {
+    pub fn running_on(&self, id: &ExecutorId) -> u32 {
         self.executor(id).map_or(0, |e| e.running)
     }
 
@@ -469,7 +469,7 @@ impl Scheduler {
     }
 
     /// Whether the executor was excluded for failing tasks.
-    pub fn is_excluded(&self, id: &str) -> bool {
+    pub fn is_excluded(&self, id: &ExecutorId) -> bool {
         self.executor(id).is_some_and(|e| e.excluded)
     }
 
@@ -658,7 +658,7 @@ impl Scheduler {
 
     /// Counts a task failure against its executor and excludes the executor past the
     /// policy's threshold, unless no other usable executor would remain.
-    fn note_failure(&mut self, executor: &str, attempt: Attempt, out: &mut Vec<Output>) {
+    fn note_failure(&mut self, executor: &ExecutorId, attempt: Attempt, out: &mut Vec<Output>) {
         let Some(limit) = self.policy.exclude_after else { return };
         let Some(ix) = self.ix(executor) else { return };
         let Some(exec) = self.executors[ix as usize].as_mut() else { return };

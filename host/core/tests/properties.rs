@@ -9,7 +9,7 @@
 use flint_core::{
     Action, AllocationConfig, ControlCore, CoreConfig, Event, ExecutorInfo, Incarnation, Policy,
 };
-use flint_proto::{Attempt, JobId, TaskFailure};
+use flint_proto::{Attempt, ExecutorId, JobId, TaskFailure};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -141,7 +141,7 @@ fn allocation() -> AllocationConfig {
     }
 }
 
-type Holder = (String, Incarnation);
+type Holder = (ExecutorId, Incarnation);
 
 /// What the harness knows of one job.
 #[derive(Default)]
@@ -158,15 +158,15 @@ struct JobSeen {
 struct World {
     core: ControlCore,
     now: Instant,
-    live: BTreeMap<String, Incarnation>,
+    live: BTreeMap<ExecutorId, Incarnation>,
     /// Every incarnation ever registered, for ghosts.
-    past: Vec<(String, Incarnation, Attempt)>,
+    past: Vec<(ExecutorId, Incarnation, Attempt)>,
     /// Attempts placed now, by task.
-    placed: BTreeMap<(JobId, u32), (String, Incarnation, Attempt)>,
+    placed: BTreeMap<(JobId, u32), (ExecutorId, Incarnation, Attempt)>,
     /// Tasks reported combined, by who holds their outputs (and truly does).
     held: BTreeMap<(Holder, JobId), BTreeSet<u32>>,
     /// Attempts the core killed: their late answer is not a lie.
-    killed: BTreeSet<(String, Incarnation, Attempt)>,
+    killed: BTreeSet<(ExecutorId, Incarnation, Attempt)>,
     jobs: BTreeMap<JobId, JobSeen>,
     /// The partial result just fed: by whom, of which job, the tasks it truly holds of
     /// those it names.
@@ -178,9 +178,9 @@ struct World {
     collects: BTreeSet<(Holder, JobId)>,
     fresh: usize,
     /// Executors asked of the backend, not yet started or failed.
-    starts: Vec<String>,
+    starts: Vec<ExecutorId>,
     /// Executors told to leave.
-    leaving: BTreeSet<(String, Incarnation)>,
+    leaving: BTreeSet<(ExecutorId, Incarnation)>,
 }
 
 impl World {
@@ -212,7 +212,7 @@ impl World {
             world.join(e, 2);
         }
         for (n, tasks) in jobs.iter().enumerate() {
-            let job = n as JobId + 1;
+            let job = JobId(n as u64 + 1);
             world.jobs.insert(job, JobSeen { tasks: *tasks, ..JobSeen::default() });
             let submitted = Event::JobSubmitted { job, tasks: *tasks, max_failures: 3, period: None };
             let actions = world.core.handle(world.now, submitted);
@@ -230,11 +230,11 @@ impl World {
     }
 
     fn join(&mut self, exec: usize, slots: u32) {
-        self.join_as(format!("e{exec}"), slots);
+        self.join_as(format!("e{exec}").into(), slots);
     }
 
-    fn join_as(&mut self, name: String, slots: u32) {
-        let Ok((id, incarnation)) = self.core.reserve(self.now, Some(name), None) else { return };
+    fn join_as(&mut self, name: ExecutorId, slots: u32) {
+        let Ok((id, incarnation)) = self.core.reserve(self.now, Some(name.into()), None) else { return };
         let info = ExecutorInfo { host: "h".into(), cores: slots, memory: 1 << 30, slots };
         let actions = self.core.handle(self.now, Event::Registered { id: id.clone(), incarnation, info });
         self.live.insert(id, incarnation);
@@ -431,34 +431,36 @@ impl World {
         if ok {
             self.join_as(id, 2);
         } else {
-            let actions =
-                self.core.handle(self.now, Event::BackendExited { id, reason: "exit status 2".into() });
+            let actions = self
+                .core
+                .handle(self.now, Event::BackendExited { id: id.into(), reason: "exit status 2".into() });
             self.apply(actions);
         }
     }
 
     fn report(
         &mut self,
-        exec: String,
+        exec: ExecutorId,
         incarnation: Incarnation,
         attempt: Attempt,
         ok: bool,
         retryable: bool,
     ) {
         let event = if ok {
-            Event::TaskSucceeded { id: exec, incarnation, attempt, elapsed: Duration::from_millis(3) }
+            Event::TaskSucceeded { id: exec.into(), incarnation, attempt, elapsed: Duration::from_millis(3) }
         } else {
             let failure = TaskFailure::Guest { message: "no".into(), retryable };
-            Event::TaskFailed { id: exec, incarnation, attempt, failure }
+            Event::TaskFailed { id: exec.into(), incarnation, attempt, failure }
         };
         let actions = self.core.handle(self.now, event);
         self.apply(actions);
     }
 
     /// The holder of a placed attempt reports it combined into what it holds.
-    fn combine(&mut self, exec: String, incarnation: Incarnation, attempt: Attempt) {
+    fn combine(&mut self, exec: ExecutorId, incarnation: Incarnation, attempt: Attempt) {
         self.combining = Some(((exec.clone(), incarnation), attempt));
-        let event = Event::TaskCombined { id: exec, incarnation, attempt, elapsed: Duration::from_millis(3) };
+        let event =
+            Event::TaskCombined { id: exec.into(), incarnation, attempt, elapsed: Duration::from_millis(3) };
         let actions = self.core.handle(self.now, event);
         self.apply(actions);
         assert!(self.combining.take().is_none(), "an honest combined report was not taken");
@@ -480,12 +482,13 @@ impl World {
         let honest = !lie && self.live.get(&holder.0) == Some(&holder.1);
         self.handing = honest.then(|| (holder.clone(), job, truly));
         let (id, incarnation) = holder;
-        let actions = self.core.handle(self.now, Event::Partial { id, incarnation, job, tasks: named });
+        let actions =
+            self.core.handle(self.now, Event::Partial { id: id.into(), incarnation, job, tasks: named });
         self.apply(actions);
         self.handing = None;
     }
 
-    fn nth_placed(&self, n: usize) -> Option<(String, Incarnation, Attempt)> {
+    fn nth_placed(&self, n: usize) -> Option<(ExecutorId, Incarnation, Attempt)> {
         if self.placed.is_empty() {
             return None;
         }
@@ -512,8 +515,8 @@ impl World {
                 }
             }
             Op::Lie { exec, index, number } => {
-                let id = format!("e{exec}");
-                let incarnation = self.live.get(&id).copied().unwrap_or(0);
+                let id = ExecutorId::from(format!("e{exec}"));
+                let incarnation = self.live.get(&id).copied().unwrap_or(Incarnation(0));
                 let Some(job) = self.running().first().copied() else { return };
                 let attempt = Attempt { job, index, number };
                 let honest = self
@@ -521,13 +524,17 @@ impl World {
                     .get(&(job, index))
                     .is_some_and(|(e, i, a)| *e == id && *i == incarnation && *a == attempt);
                 // The late answer to a kill is not a lie either.
-                let killed = self.killed.contains(&(id.clone(), incarnation, attempt));
+                let killed = self.killed.contains(&(id.clone().into(), incarnation, attempt));
                 if !honest && !killed {
                     let before = self.core.stale_reports();
-                    self.report(id.clone(), incarnation, attempt, true, true);
-                    self.report(id.clone(), incarnation, attempt, false, false);
-                    let event =
-                        Event::TaskCombined { id, incarnation, attempt, elapsed: Duration::from_millis(3) };
+                    self.report(id.clone().into(), incarnation, attempt, true, true);
+                    self.report(id.clone().into(), incarnation, attempt, false, false);
+                    let event = Event::TaskCombined {
+                        id: id.into(),
+                        incarnation,
+                        attempt,
+                        elapsed: Duration::from_millis(3),
+                    };
                     let actions = self.core.handle(self.now, event);
                     self.apply(actions);
                     assert_eq!(self.core.stale_reports(), before + 3, "a lie was believed");
@@ -546,7 +553,7 @@ impl World {
                     // Its connection closing at last must not remove the id's new life.
                     let actions = self.core.handle(
                         self.now,
-                        Event::Lost { id: e.clone(), incarnation: i, reason: "late".into() },
+                        Event::Lost { id: e.clone().into(), incarnation: i, reason: "late".into() },
                     );
                     assert!(actions.is_empty(), "a ghost's loss removed {actions:?}");
                     if let Some(current) = self.live.get(&e) {
@@ -555,25 +562,26 @@ impl World {
                 }
             }
             Op::Lose { exec } => {
-                let id = format!("e{exec}");
+                let id = ExecutorId::from(format!("e{exec}"));
                 if let Some(incarnation) = self.live.get(&id).copied() {
-                    let actions =
-                        self.core.handle(self.now, Event::Lost { id, incarnation, reason: "test".into() });
+                    let actions = self
+                        .core
+                        .handle(self.now, Event::Lost { id: id.into(), incarnation, reason: "test".into() });
                     self.apply(actions);
                 }
             }
             Op::Join { exec, slots } => self.join(exec, slots),
             Op::Drain { exec } => {
-                let id = format!("e{exec}");
+                let id = ExecutorId::from(format!("e{exec}"));
                 if let Some(incarnation) = self.live.get(&id).copied() {
-                    let actions = self.core.handle(self.now, Event::Draining { id, incarnation });
+                    let actions = self.core.handle(self.now, Event::Draining { id: id.into(), incarnation });
                     self.apply(actions);
                 }
             }
             Op::Heartbeat { exec } => {
-                let id = format!("e{exec}");
+                let id = ExecutorId::from(format!("e{exec}"));
                 if let Some(incarnation) = self.live.get(&id).copied() {
-                    let actions = self.core.handle(self.now, Event::Heartbeat { id, incarnation });
+                    let actions = self.core.handle(self.now, Event::Heartbeat { id: id.into(), incarnation });
                     self.apply(actions);
                 }
             }
@@ -605,8 +613,9 @@ impl World {
                 if let Some((holder, job)) = self.nth_holder(n) {
                     let tasks: Vec<u32> = self.held[&(holder.clone(), job)].iter().copied().collect();
                     let (id, incarnation) = holder;
-                    let actions =
-                        self.core.handle(self.now, Event::CombinedLost { id, incarnation, job, tasks });
+                    let actions = self
+                        .core
+                        .handle(self.now, Event::CombinedLost { id: id.into(), incarnation, job, tasks });
                     self.apply(actions);
                 }
             }
@@ -614,19 +623,20 @@ impl World {
             Op::Progress { n } => {
                 let id = match self.starts.get(n % self.starts.len().max(1)) {
                     Some(id) if n % 5 != 0 => id.clone(),
-                    _ => format!("dyn-{n}"),
+                    _ => format!("dyn-{n}").into(),
                 };
-                let actions = self.core.handle(self.now, Event::BackendProgress { id });
+                let actions = self.core.handle(self.now, Event::BackendProgress { id: id.into() });
                 self.apply(actions);
             }
             Op::Exit { n } => {
-                let started: Vec<String> =
+                let started: Vec<ExecutorId> =
                     self.live.keys().filter(|id| id.starts_with("dyn-")).cloned().collect();
                 if !started.is_empty() {
                     let id = started[n % started.len()].clone();
-                    let actions = self
-                        .core
-                        .handle(self.now, Event::BackendExited { id, reason: "killed by signal 9".into() });
+                    let actions = self.core.handle(
+                        self.now,
+                        Event::BackendExited { id: id.into(), reason: "killed by signal 9".into() },
+                    );
                     self.apply(actions);
                 }
             }
@@ -635,10 +645,13 @@ impl World {
                 if !leaving.is_empty() {
                     let (id, incarnation) = leaving[n % leaving.len()].clone();
                     self.leaving.remove(&(id.clone(), incarnation));
-                    let actions = self.core.handle(self.now, Event::Draining { id: id.clone(), incarnation });
-                    self.apply(actions);
                     let actions =
-                        self.core.handle(self.now, Event::Lost { id, incarnation, reason: "closed".into() });
+                        self.core.handle(self.now, Event::Draining { id: id.clone().into(), incarnation });
+                    self.apply(actions);
+                    let actions = self.core.handle(
+                        self.now,
+                        Event::Lost { id: id.into(), incarnation, reason: "closed".into() },
+                    );
                     self.apply(actions);
                 }
             }

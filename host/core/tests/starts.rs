@@ -3,6 +3,7 @@
 //! backend keeps saying it is under way (a pod waiting for a node or its image).
 
 use flint_core::{Action, AllocationConfig, ControlCore, CoreConfig, Event, Policy};
+use flint_proto::{ExecutorId, JobId};
 use std::time::{Duration, Instant};
 
 const BOOTSTRAP: Duration = Duration::from_secs(60);
@@ -31,8 +32,8 @@ fn core() -> ControlCore {
 }
 
 /// Submits a one-task job and steps until the core asks for an executor; its id.
-fn asked(core: &mut ControlCore, now: Instant) -> String {
-    core.handle(now, Event::JobSubmitted { job: 1, tasks: 1, max_failures: 1, period: None });
+fn asked(core: &mut ControlCore, now: Instant) -> ExecutorId {
+    core.handle(now, Event::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 1, period: None });
     for s in 0..5 {
         for action in core.handle_timeout(now + Duration::from_secs(s)) {
             if let Action::StartExecutors { ids } = action {

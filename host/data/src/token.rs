@@ -71,8 +71,8 @@ impl DataKey {
 mod tests {
     use super::*;
 
-    fn claims(job: JobId, expires_at_ms: u64) -> Claims {
-        Claims { app_id: "app".into(), job, expires_at_ms }
+    fn claims(job: u64, expires_at_ms: u64) -> Claims {
+        Claims { app_id: "app".into(), job: JobId(job), expires_at_ms }
     }
 
     #[test]

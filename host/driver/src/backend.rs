@@ -44,7 +44,7 @@ pub trait ExecutorBackend: Send + Sync {
     /// progress and end.
     fn start(&self, ids: Vec<ExecutorId>, report: Reporter);
     /// Makes sure the executor's process is gone: the driver removed it.
-    fn stop(&self, id: &str);
+    fn stop(&self, id: &ExecutorId);
 }
 
 /// How the `local` backend starts an executor.
@@ -134,7 +134,7 @@ impl ExecutorBackend for LocalBackend {
         }
     }
 
-    fn stop(&self, id: &str) {
+    fn stop(&self, id: &ExecutorId) {
         let Some(pid) = self.children.lock().expect("children lock").get(id).copied() else { return };
         // Asked to go first (an executor drains on SIGTERM; one already leaving is not
         // cut short), killed if still there after a grace period.

@@ -145,28 +145,28 @@ mod tests {
         std::fs::write(&b, b"other job\n").unwrap();
         let (a, b) = (a.to_str().unwrap().to_owned(), b.to_str().unwrap().to_owned());
         let service = DataService::new("app".into());
-        service.register(1, HashSet::from([a.clone()]));
-        service.register(2, HashSet::from([b.clone()]));
+        service.register(JobId(1), HashSet::from([a.clone()]));
+        service.register(JobId(2), HashSet::from([b.clone()]));
         let tokens = service.job_tokens(now_ms() + 60_000);
         let token = |job| tokens.iter().find(|t| t.job == Some(job)).unwrap().secret.clone();
 
-        assert_eq!(service.read(&token(1), &a, 6, 5).unwrap(), b"world");
-        assert_eq!(service.read(&token(1), &a, 6, 100).unwrap(), b"world\n", "short at the end");
-        let refused = service.read(&token(1), &b, 0, 5).unwrap_err();
-        assert_eq!(refused, DataRefusal::NotTheJobs { job: 1, path: b.clone() });
-        let refused = service.read(&token(1), &a, 0, MAX_INPUT_READ + 1).unwrap_err();
+        assert_eq!(service.read(&token(JobId(1)), &a, 6, 5).unwrap(), b"world");
+        assert_eq!(service.read(&token(JobId(1)), &a, 6, 100).unwrap(), b"world\n", "short at the end");
+        let refused = service.read(&token(JobId(1)), &b, 0, 5).unwrap_err();
+        assert_eq!(refused, DataRefusal::NotTheJobs { job: JobId(1), path: b.clone() });
+        let refused = service.read(&token(JobId(1)), &a, 0, MAX_INPUT_READ + 1).unwrap_err();
         assert!(matches!(refused, DataRefusal::TooLarge { .. }));
 
         // Another driver's key, an expired token, a job that ended.
         let stranger = DataService::new("app".into());
-        stranger.register(1, HashSet::from([a.clone()]));
+        stranger.register(JobId(1), HashSet::from([a.clone()]));
         let forged = &stranger.job_tokens(now_ms() + 60_000)[0].secret;
         assert_eq!(service.read(forged, &a, 0, 5).unwrap_err(), DataRefusal::Forged);
         let old = service.job_tokens(now_ms() - 1);
-        let old = &old.iter().find(|t| t.job == Some(1)).unwrap().secret;
+        let old = &old.iter().find(|t| t.job == Some(JobId(1))).unwrap().secret;
         assert_eq!(service.read(old, &a, 0, 5).unwrap_err(), DataRefusal::Expired);
-        service.unregister(1);
-        assert_eq!(service.read(&token(1), &a, 0, 5).unwrap_err(), DataRefusal::JobEnded(1));
+        service.unregister(JobId(1));
+        assert_eq!(service.read(&token(JobId(1)), &a, 0, 5).unwrap_err(), DataRefusal::JobEnded(JobId(1)));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

@@ -315,7 +315,11 @@ mod tests {
         let start = AppEvent::ApplicationStart { app_id: "app/../x".into(), flint_version: "0".into() };
         writer.send(vec![Envelope::now(start)]);
         for job in 1..=3 {
-            writer.send(vec![Envelope::now(AppEvent::JobStart { job, name: "j".into(), tasks: 1 })]);
+            writer.send(vec![Envelope::now(AppEvent::JobStart {
+                job: flint_proto::JobId(job),
+                name: "j".into(),
+                tasks: 1,
+            })]);
             // Each batch a frame of its own, so that the tiny roll size rolls files.
             std::thread::sleep(FRAME_AGE + Duration::from_millis(100));
         }

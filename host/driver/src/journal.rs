@@ -424,15 +424,15 @@ mod tests {
     #[test]
     fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
         let mut store = Store::new(10);
-        store.apply(&at(1, AppEvent::JobStart { job: 1, name: "j".into(), tasks: 2 }));
+        store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks: 2 }));
         let start = |index, attempt, executor: &str| AppEvent::TaskStart {
-            job: 1,
+            job: JobId(1),
             index,
             attempt,
             executor: executor.into(),
         };
         let end = |index, attempt, executor: &str, failure| AppEvent::TaskEnd {
-            job: 1,
+            job: JobId(1),
             index,
             attempt,
             executor: executor.into(),
@@ -445,11 +445,11 @@ mod tests {
         let trap = TaskFailure::Trap { message: "boom".into(), backtrace: Some("0: f".into()) };
         store.apply(&at(3, end(0, 0, "a", Some(trap.clone()))));
         store.apply(&at(4, start(0, 1, "b")));
-        assert_eq!(store.job(1).unwrap().status.progress.running, 2);
+        assert_eq!(store.job(JobId(1)).unwrap().status.progress.running, 2);
         store.apply(&at(5, end(0, 1, "b", None)));
         store.apply(&at(6, end(1, 0, "b", None)));
-        store.apply(&at(7, AppEvent::JobEnd { job: 1, succeeded: true, error: None, attempts: 3 }));
-        let job = store.job(1).unwrap();
+        store.apply(&at(7, AppEvent::JobEnd { job: JobId(1), succeeded: true, error: None, attempts: 3 }));
+        let job = store.job(JobId(1)).unwrap();
         let tasks = job.launched();
         assert_eq!(
             (tasks[0].attempt, tasks[0].state.as_str(), tasks[0].executor.as_str()),
@@ -465,10 +465,10 @@ mod tests {
     #[test]
     fn a_done_task_whose_output_was_lost_is_not_done_until_it_runs_again() {
         let mut store = Store::new(10);
-        store.apply(&at(1, AppEvent::JobStart { job: 1, name: "j".into(), tasks: 1 }));
-        let start = |attempt| AppEvent::TaskStart { job: 1, index: 0, attempt, executor: "a".into() };
+        store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks: 1 }));
+        let start = |attempt| AppEvent::TaskStart { job: JobId(1), index: 0, attempt, executor: "a".into() };
         let end = |attempt| AppEvent::TaskEnd {
-            job: 1,
+            job: JobId(1),
             index: 0,
             attempt,
             executor: "a".into(),
@@ -478,12 +478,12 @@ mod tests {
         };
         store.apply(&at(2, start(0)));
         store.apply(&at(3, end(0)));
-        store.apply(&at(4, AppEvent::TaskLost { job: 1, index: 0 }));
-        let job = store.job(1).unwrap();
+        store.apply(&at(4, AppEvent::TaskLost { job: JobId(1), index: 0 }));
+        let job = store.job(JobId(1)).unwrap();
         assert_eq!((job.status.progress.done, job.launched()[0].state.as_str()), (0, "lost"));
         store.apply(&at(5, start(1)));
         store.apply(&at(6, end(1)));
-        let job = store.job(1).unwrap();
+        let job = store.job(JobId(1)).unwrap();
         assert_eq!((job.status.progress.done, job.launched()[0].state.as_str()), (1, "succeeded"));
         assert_eq!(job.launched()[0].attempt, 1);
     }
@@ -491,8 +491,9 @@ mod tests {
     #[test]
     fn a_removed_executors_running_attempts_show_as_lost() {
         let mut store = Store::new(10);
-        store.apply(&at(1, AppEvent::JobStart { job: 1, name: "j".into(), tasks: 1 }));
-        store.apply(&at(2, AppEvent::TaskStart { job: 1, index: 0, attempt: 0, executor: "a".into() }));
+        store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks: 1 }));
+        store
+            .apply(&at(2, AppEvent::TaskStart { job: JobId(1), index: 0, attempt: 0, executor: "a".into() }));
         let gone = ExecutorStatus {
             id: "a".into(),
             host: "h".into(),
@@ -510,7 +511,7 @@ mod tests {
             state: "removed".into(),
         };
         store.apply(&at(3, AppEvent::ExecutorRemoved { executor: gone }));
-        let task = &store.job(1).unwrap().launched()[0];
+        let task = &store.job(JobId(1)).unwrap().launched()[0];
         assert_eq!(task.state, "failed");
         assert!(
             matches!(&task.failure, Some(TaskFailure::ExecutorLost { reason, .. }) if reason == "no heartbeat")
@@ -522,10 +523,13 @@ mod tests {
     fn finished_jobs_beyond_the_retained_number_are_dropped_oldest_first() {
         let mut store = Store::new(2);
         for job in 1..=3 {
-            store.apply(&at(job, AppEvent::JobStart { job, name: "j".into(), tasks: 0 }));
-            store.apply(&at(job, AppEvent::JobEnd { job, succeeded: true, error: None, attempts: 0 }));
+            store.apply(&at(job, AppEvent::JobStart { job: JobId(job), name: "j".into(), tasks: 0 }));
+            store.apply(&at(
+                job,
+                AppEvent::JobEnd { job: JobId(job), succeeded: true, error: None, attempts: 0 },
+            ));
         }
-        assert_eq!(store.status().jobs.iter().map(|j| j.job).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(store.status().jobs.iter().map(|j| j.job).collect::<Vec<_>>(), [JobId(2), JobId(3)]);
     }
 
     #[test]
@@ -533,21 +537,29 @@ mod tests {
         let mut store = Store::new(100);
         let per_job = RETAINED_TASKS as u32 / 2 + 1;
         for job in 1..=3 {
-            store.apply(&at(job, AppEvent::JobStart { job, name: "j".into(), tasks: per_job }));
+            store.apply(&at(job, AppEvent::JobStart { job: JobId(job), name: "j".into(), tasks: per_job }));
             for index in 0..per_job {
                 let executor = "a".to_owned();
-                store.apply(&at(job, AppEvent::TaskStart { job, index, attempt: 0, executor }));
+                store.apply(&at(
+                    job,
+                    AppEvent::TaskStart { job: JobId(job), index, attempt: 0, executor: executor.into() },
+                ));
             }
             // A hostile or stale event naming a task past the job's end is ignored.
             store.apply(&at(
                 job,
-                AppEvent::TaskStart { job, index: per_job, attempt: 0, executor: "a".into() },
+                AppEvent::TaskStart { job: JobId(job), index: per_job, attempt: 0, executor: "a".into() },
             ));
-            store.apply(&at(job, AppEvent::JobEnd { job, succeeded: false, error: None, attempts: per_job }));
+            store.apply(&at(
+                job,
+                AppEvent::JobEnd { job: JobId(job), succeeded: false, error: None, attempts: per_job },
+            ));
         }
-        let kept: Vec<usize> = (1..=3).map(|j| store.job(j).unwrap().tasks.len()).collect();
+        let kept: Vec<usize> = (1..=3).map(|j| store.job(JobId(j)).unwrap().tasks.len()).collect();
         assert_eq!(kept, [0, 0, per_job as usize], "only the newest fits");
-        assert!(store.job(1).unwrap().tasks_forgotten && !store.job(3).unwrap().tasks_forgotten);
+        assert!(
+            store.job(JobId(1)).unwrap().tasks_forgotten && !store.job(JobId(3)).unwrap().tasks_forgotten
+        );
         assert_eq!(store.status().jobs.len(), 3, "their summaries stay");
     }
 

@@ -70,8 +70,8 @@ async fn serve_in_process(
         while let Some(message) = outbound_rx.recv().await {
             match message {
                 Outbound::Reports(batch) => batch.into_iter().for_each(|u| driver.status(incarnation, u)),
-                Outbound::Partial(partial) => driver.local_partial(id.clone(), incarnation, partial),
-                Outbound::Draining => driver.decommissioning(id.clone(), incarnation).await,
+                Outbound::Partial(partial) => driver.local_partial(id.clone().into(), incarnation, partial),
+                Outbound::Draining => driver.decommissioning(id.clone().into(), incarnation).await,
             }
         }
     };
@@ -108,7 +108,7 @@ impl LocalCluster {
         let (mut executors, mut cores) = (Vec::new(), Vec::new());
         for n in 1..=config.executors {
             let (id, incarnation) = driver
-                .reserve_executor_id(Some(format!("exec-{n}")), None)
+                .reserve_executor_id(Some(format!("exec-{n}").into()), None)
                 .await
                 .map_err(LocalError::Rejected)?;
             let runtime =

@@ -3,7 +3,7 @@
 //! heartbeats, the connections' traffic). Written by the event loop and the
 //! connections' tasks, read by the UI; depends on neither.
 
-use flint_proto::ClusterStatus;
+use flint_proto::{ClusterStatus, ExecutorId};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -65,11 +65,11 @@ pub struct PeerMetrics {
 }
 
 impl PeerMetrics {
-    pub fn beat(&self, id: &str, beat: flint_proto::wire::Heartbeat) {
-        self.beats.lock().expect("metrics lock").insert(id.to_owned(), beat);
+    pub fn beat(&self, id: &ExecutorId, beat: flint_proto::wire::Heartbeat) {
+        self.beats.lock().expect("metrics lock").insert(id.to_owned().into(), beat);
     }
 
-    pub fn gone(&self, id: &str) {
+    pub fn gone(&self, id: &ExecutorId) {
         self.beats.lock().expect("metrics lock").remove(id);
     }
 

@@ -211,7 +211,7 @@ async fn handle_connection(
     .await?;
     match executor_id {
         Some((id, incarnation)) => {
-            let span = tracing::info_span!("executor", executor_id = %id, incarnation);
+            let span = tracing::info_span!("executor", executor_id = %id, incarnation = incarnation.0);
             let result = serve_executor(&driver, &connection, config, (id.clone(), incarnation), send, recv)
                 .instrument(span)
                 .await;

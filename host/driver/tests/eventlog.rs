@@ -3,7 +3,7 @@
 //! same records.
 
 use flint_driver::eventlog::{describe, read_app};
-use flint_proto::TaskFailure;
+use flint_proto::{JobId, TaskFailure};
 use std::path::Path;
 
 #[test]
@@ -20,7 +20,7 @@ fn a_version_1_log_reads_back_into_the_same_records() {
     assert_eq!(states, [("a", "removed"), ("b", "registered")]);
     assert!(status.executors[0].removed.as_deref().unwrap().contains("heartbeat"));
 
-    let job = store.job(1).expect("job 1");
+    let job = store.job(JobId(1)).expect("job 1");
     assert_eq!((job.status.name.as_str(), job.status.state.as_str()), ("chaos", "failed"));
     assert_eq!((job.status.progress.total, job.status.progress.done), (3, 2));
     assert_eq!(job.failures.len(), 4, "task 1's four attempts");

@@ -12,8 +12,8 @@ use flint_driver::{
     Blocks, ChannelLink, Driver, DriverConfig, ExecutorInfo, ExecutorLink, Fetch, Incarnation, JobRequest,
 };
 use flint_proto::{
-    Attempt, BlockId, BlockRef, Conf, Digest, ExecutorCommand, JobId, JobReport, Partial, StatusUpdate,
-    TaskLaunch, TaskOutput, TaskState,
+    Attempt, BlockId, BlockRef, Conf, Digest, ExecutorCommand, ExecutorId, JobId, JobReport, Partial,
+    StatusUpdate, TaskLaunch, TaskOutput, TaskState,
 };
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::future::pending;
@@ -65,7 +65,7 @@ impl Blocks for Hoarded {
 
 /// A scripted executor: the test sees its commands and speaks for it.
 struct Scripted {
-    id: String,
+    id: ExecutorId,
     incarnation: Incarnation,
     commands: mpsc::UnboundedReceiver<ExecutorCommand>,
 }
@@ -102,7 +102,7 @@ impl Scripted {
 
     fn report(&self, driver: &Driver, attempt: Attempt, output: TaskOutput) {
         let update = StatusUpdate {
-            executor: self.id.clone(),
+            executor: self.id.clone().into(),
             attempt,
             state: TaskState::Succeeded(output),
             log: String::new(),
@@ -127,7 +127,7 @@ impl Scripted {
 
     fn hand_over(&self, driver: &Driver, job: JobId, tasks: Vec<u32>, inside: u64, total: u64) {
         let output = Ok(TaskOutput::Inline(postcard::to_allocvec(&(inside, total)).unwrap()));
-        driver.local_partial(self.id.clone(), self.incarnation, Partial { job, tasks, output });
+        driver.local_partial(self.id.clone().into(), self.incarnation, Partial { job, tasks, output });
     }
 
     /// Answers a pi attempt with its own output: 10 points, index + 1 inside.
@@ -171,7 +171,7 @@ async fn lies_and_second_answers_change_nothing() {
             let lies = [
                 Attempt { index: u32::MAX, ..a },
                 Attempt { number: a.number + 7, ..a },
-                Attempt { job: a.job + 100, ..a },
+                Attempt { job: JobId(a.job.0 + 100), ..a },
             ];
             for lie in lies {
                 liar.report(&driver, lie, TaskOutput::Inline(noop_output(1000)));
@@ -360,7 +360,7 @@ async fn outputs_held_by_an_executor_that_goes_before_it_delivers_are_made_again
     };
     // A second executor joins, then the first goes without handing anything over.
     let mut b = join(&driver, "b", 2, true).await;
-    driver.executor_lost(a.id.clone(), a.incarnation, "connection closed".into()).await;
+    driver.executor_lost(a.id.clone().into(), a.incarnation, "connection closed".into()).await;
     let mut rerun = Vec::new();
     while rerun.len() < 2 {
         rerun.extend(b.launches().await);

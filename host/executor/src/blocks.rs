@@ -116,7 +116,7 @@ mod tests {
     use flint_proto::Attempt;
 
     fn id(index: u32) -> BlockId {
-        BlockId::Output(Attempt { job: 1, index, number: 0 })
+        BlockId::Output(Attempt { job: JobId(1), index, number: 0 })
     }
 
     #[test]
@@ -139,7 +139,7 @@ mod tests {
         assert_eq!(store.put(id(2), vec![2; 60], soon(), || true), Err(NotKept::GaveUp));
         let past = Instant::now();
         assert_eq!(store.put(id(2), vec![2; 60], past, || false), Err(NotKept::NoRoom { limit: 100 }));
-        store.drop_job(1);
+        store.drop_job(JobId(1));
         assert_eq!(store.bytes(), 0);
         assert_eq!(store.put(id(3), vec![3; 500], soon(), || false).unwrap().size, 500, "alone, it fits");
     }

@@ -488,7 +488,7 @@ impl ExecutorCore {
         };
         let held = taken.give_up();
         if !held.tasks.is_empty() {
-            tracing::warn!(job_id = held.job.job, tasks = held.tasks.len(), %failure, "combined outputs lost with their instance");
+            tracing::warn!(job_id = held.job.job.0, tasks = held.tasks.len(), %failure, "combined outputs lost with their instance");
             partials.push(Partial {
                 job: held.job.job,
                 tasks: held.tasks,
@@ -586,7 +586,7 @@ impl ExecutorCore {
                     })
             }
             Err(failure) => {
-                tracing::warn!(job_id = job.job, tasks = held.tasks.len(), %failure, "combined outputs lost handing them over");
+                tracing::warn!(job_id = job.job.0, tasks = held.tasks.len(), %failure, "combined outputs lost handing them over");
                 Err(format!("handing the combined value over failed: {failure}"))
             }
         };
@@ -717,7 +717,7 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
         let (launch, kill, report) = match work {
             Work::Attempt(launch, kill, report) => (launch, kill, report),
             Work::Collect(job) => {
-                let span = tracing::debug_span!("collect", job_id = job);
+                let span = tracing::debug_span!("collect", job_id = job.0);
                 let _entered = span.enter();
                 core.collect_now(job);
                 continue;
@@ -726,7 +726,7 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
         let attempt = launch.attempt;
         let span = tracing::debug_span!(
             "task",
-            job_id = attempt.job,
+            job_id = attempt.job.0,
             task_id = attempt.index,
             attempt = attempt.number
         );

@@ -13,7 +13,9 @@ use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
     Registration, Rejection, Request, Role,
 };
-use flint_proto::{Conf, Digest, ExecutorCommand, JobDescriptor, JobId, Settings, TaskLaunch, Token};
+use flint_proto::{
+    Conf, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, Settings, TaskLaunch, Token,
+};
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -35,7 +37,7 @@ pub struct ExecutorOptions {
     pub driver_url: DriverUrl,
     pub secret: Secret,
     pub app_id: String,
-    pub executor_id: Option<String>,
+    pub executor_id: Option<ExecutorId>,
     pub pod_name: Option<String>,
     pub hostname: String,
     pub resource_profile_id: u32,
@@ -115,7 +117,7 @@ impl From<quinn::ConnectionError> for ExecutorExit {
 pub async fn run_executor(
     options: ExecutorOptions,
     decommission: watch::Receiver<bool>,
-) -> Result<String, ExecutorExit> {
+) -> Result<ExecutorId, ExecutorExit> {
     let started = Instant::now();
     let url = &options.driver_url;
     let local = Settings::from_conf(&options.conf).map_err(|e| ExecutorExit::Config(e.to_string()))?;

@@ -116,14 +116,14 @@ async fn a_jobs_tasks_reuse_one_instance_up_to_its_reuse_count() {
     let mut e = one_slot_executor();
     let chaos = e.digests["chaos"];
     let small = [("mode", "residue"), ("bytes", "4096")];
-    let three = reusing(job(chaos, 1, 7, false, &small), 3);
+    let three = reusing(job(chaos, JobId(1), 7, false, &small), 3);
     assert_eq!(e.residues(&three).await, [0, 1, 2, 0, 1, 2, 0]);
     // flint.task.instanceReuse=1: a fresh instance for every task.
-    let one = reusing(job(chaos, 2, 3, false, &small), 1);
+    let one = reusing(job(chaos, JobId(2), 3, false, &small), 1);
     assert_eq!(e.residues(&one).await, [0, 0, 0]);
     // A task that grew its instance past what an idle slot keeps resident (32 MiB)
     // gives that memory back: the next task starts fresh.
-    let large = job(chaos, 3, 3, false, &[("mode", "residue"), ("bytes", "41943040")]);
+    let large = job(chaos, JobId(3), 3, false, &[("mode", "residue"), ("bytes", "41943040")]);
     assert_eq!(e.residues(&large).await, [0, 0, 0]);
 }
 
@@ -132,7 +132,7 @@ async fn an_instance_is_dropped_after_a_failure_and_never_shared_between_jobs() 
     let mut e = one_slot_executor();
     let chaos = e.digests["chaos"];
     let conf = [("mode", "fail"), ("only_task", "1"), ("other_mode", "residue"), ("bytes", "4096")];
-    let first = job(chaos, 1, 4, false, &conf);
+    let first = job(chaos, JobId(1), 4, false, &conf);
     for index in 0..4 {
         e.launch(&first, index);
     }
@@ -144,17 +144,17 @@ async fn an_instance_is_dropped_after_a_failure_and_never_shared_between_jobs() 
     let runs: Vec<u32> = [0, 2, 3].iter().map(|&i| runs_before(&reports[i])).collect();
     assert_eq!(runs, [0, 0, 1], "task 2 starts in a fresh instance after task 1 failed in the first");
     // The same component in another job: an instance of its own.
-    let second = job(chaos, 2, 1, false, &[("mode", "residue"), ("bytes", "4096")]);
+    let second = job(chaos, JobId(2), 1, false, &[("mode", "residue"), ("bytes", "4096")]);
     assert_eq!(e.residues(&second).await, [0]);
     assert_eq!(e.core.idle_instances(), 1, "one slot: the first job's instance made room");
-    e.core.job_ended(2);
+    e.core.job_ended(JobId(2));
     assert_eq!(e.core.idle_instances(), 0, "a job's instances go when it ends");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slot_combines_its_tasks_into_one_value_handed_over_when_collected() {
     let mut e = one_slot_executor();
-    let job = job(e.digests["tally"], 1, 4, true, &[]);
+    let job = job(e.digests["tally"], JobId(1), 4, true, &[]);
     for index in 0..4 {
         e.launch(&job, index);
     }
@@ -163,21 +163,21 @@ async fn a_slot_combines_its_tasks_into_one_value_handed_over_when_collected() {
         assert_eq!(update.state, TaskState::Succeeded(TaskOutput::Combined), "{update:?}");
     }
     e.no_partial().await;
-    e.core.collect(1);
+    e.core.collect(JobId(1));
     let partial = e.partial().await;
     let mut tasks = partial.tasks.clone();
     tasks.sort_unstable();
     assert_eq!(tasks, vec![0, 1, 2, 3]);
     assert_eq!(tally(&partial), (10, 4), "1 + 2 + 3 + 4 from one instance");
     // Collected once: nothing is left to hand over.
-    e.core.collect(1);
+    e.core.collect(JobId(1));
     e.no_partial().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_add_that_traps_hands_over_the_tasks_its_instance_held_as_lost() {
     let mut e = one_slot_executor();
-    let job = job(e.digests["tally"], 1, 4, true, &[("trap_task", "2")]);
+    let job = job(e.digests["tally"], JobId(1), 4, true, &[("trap_task", "2")]);
     for index in 0..4 {
         e.launch(&job, index);
     }
@@ -191,7 +191,7 @@ async fn an_add_that_traps_hands_over_the_tasks_its_instance_held_as_lost() {
     assert_eq!(lost.tasks, vec![0, 1], "what the trapped instance held");
     assert!(lost.output.as_ref().is_err_and(|e| e.contains("job 1 task 2 attempt 0")), "{lost:?}");
     // Task 3 went to a new instance.
-    e.core.collect(1);
+    e.core.collect(JobId(1));
     let partial = e.partial().await;
     assert_eq!((partial.tasks.clone(), tally(&partial)), (vec![3], (4, 1)));
 }
@@ -199,8 +199,8 @@ async fn an_add_that_traps_hands_over_the_tasks_its_instance_held_as_lost() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_of_another_job_takes_the_room_of_an_idle_combining_instance() {
     let mut e = one_slot_executor();
-    let combining = job(e.digests["tally"], 1, 2, true, &[]);
-    let other = job(e.digests["noop"], 2, 1, false, &[]);
+    let combining = job(e.digests["tally"], JobId(1), 2, true, &[]);
+    let other = job(e.digests["noop"], JobId(2), 1, false, &[]);
     e.launch(&combining, 0);
     e.launch(&combining, 1);
     e.report().await;
@@ -215,7 +215,7 @@ async fn a_task_of_another_job_takes_the_room_of_an_idle_combining_instance() {
     // A job that ended drops what is idle for it, unhanded.
     e.launch(&combining, 1);
     e.report().await;
-    e.core.job_ended(1);
-    e.core.collect(1);
+    e.core.job_ended(JobId(1));
+    e.core.collect(JobId(1));
     e.no_partial().await;
 }

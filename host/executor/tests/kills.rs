@@ -6,7 +6,7 @@ mod common;
 
 use flint_executor::ExecutorCore;
 use flint_proto::{
-    Attempt, Digest, JobDescriptor, PartitionSpec, StatusUpdate, TaskFailure, TaskLaunch, TaskState,
+    Attempt, Digest, JobDescriptor, JobId, PartitionSpec, StatusUpdate, TaskFailure, TaskLaunch, TaskState,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +24,7 @@ fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
     Arc::new(JobDescriptor {
-        job: 1,
+        job: JobId(1),
         app_id: "a".into(),
         name: "chaos".into(),
         component: digest,
@@ -146,7 +146,7 @@ async fn launches_past_what_any_driver_may_place_are_handed_back_not_queued() {
     let serving = tokio::spawn(lifecycle::serve(core.clone(), command_rx, outbound, watch));
     let launches = (0..100)
         .map(|i| TaskLaunch {
-            attempt: Attempt { job: 1, index: i, number: 0 },
+            attempt: Attempt { job: JobId(1), index: i, number: 0 },
             job: job.clone(),
             partition: PartitionSpec::Index(i),
         })

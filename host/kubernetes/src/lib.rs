@@ -156,7 +156,7 @@ impl ExecutorBackend for KubernetesBackend {
         let _ = self.commands.send(Command::Start(ids, report));
     }
 
-    fn stop(&self, id: &str) {
+    fn stop(&self, id: &ExecutorId) {
         let _ = self.commands.send(Command::Stop(id.to_owned()));
     }
 }
@@ -425,7 +425,7 @@ fn remember(version: &mut String, pod: &Pod) {
 }
 
 fn executor_id(pod: &Pod) -> Option<ExecutorId> {
-    pod.metadata.labels.as_ref()?.get(ID_LABEL).cloned()
+    pod.metadata.labels.as_ref()?.get(ID_LABEL).cloned().map(ExecutorId::from)
 }
 
 fn name(pod: &Pod) -> &str {

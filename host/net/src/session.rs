@@ -2,6 +2,7 @@
 
 use crate::tls::pinned_endpoint;
 use crate::{DriverUrl, FrameError, Identity, Secret, proof, read_frame, write_frame};
+use flint_proto::ExecutorId;
 use flint_proto::wire::{Hello, HelloReply, PROTOCOL_VERSION, Role};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -98,7 +99,7 @@ pub async fn hello(
     secret: &Secret,
     role: Role,
     app_id: &str,
-    executor_id: Option<String>,
+    executor_id: Option<ExecutorId>,
     pod_name: Option<String>,
 ) -> Result<(HelloReply, quinn::SendStream, quinn::RecvStream), FrameError> {
     let hello = Hello {

@@ -1,5 +1,6 @@
 //! Why a task failed: a closed set of reasons, never a bare string.
 
+use crate::ExecutorId;
 use serde::{Deserialize, Serialize};
 
 /// Externally tagged on the wire (postcard cannot decode an internally tagged enum);
@@ -31,7 +32,7 @@ pub enum TaskFailure {
     Killed { reason: String },
     /// The executor running the task went away.
     #[error("executor lost: {executor}: {reason}")]
-    ExecutorLost { executor: String, reason: String },
+    ExecutorLost { executor: ExecutorId, reason: String },
     /// The task's input split is larger than the memory the task may use: it could only
     /// fail, and would hold its executor's memory meanwhile. Not read, not retried.
     #[error(
@@ -92,9 +93,10 @@ impl TaskFailure {
             }
             TaskFailure::Host { message } => TaskFailure::Host { message: cut(message) },
             TaskFailure::Killed { reason } => TaskFailure::Killed { reason: cut(reason) },
-            TaskFailure::ExecutorLost { executor, reason } => {
-                TaskFailure::ExecutorLost { executor: cut(executor), reason: cut(reason) }
-            }
+            TaskFailure::ExecutorLost { executor, reason } => TaskFailure::ExecutorLost {
+                executor: cut(executor.into_string()).into(),
+                reason: cut(reason),
+            },
             TaskFailure::Deadline { deadline_ms, key } => {
                 TaskFailure::Deadline { deadline_ms, key: cut(key) }
             }

@@ -5,6 +5,7 @@
 pub mod bundle;
 pub mod config;
 pub mod failure;
+pub mod ids;
 pub mod job;
 pub mod report;
 pub mod task;
@@ -16,12 +17,13 @@ pub use config::{
     KubernetesSettings, ObjectSettings, Settings,
 };
 pub use failure::TaskFailure;
+pub use ids::{ExecutorId, Incarnation, JobId};
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, Source, World};
 pub use report::{
     ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus, LOG_TAIL,
     TaskRecord, log_tail,
 };
 pub use task::{
-    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, MAX_PARTIAL_TASKS,
-    Partial, StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
+    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, JobDescriptor, MAX_PARTIAL_TASKS, Partial,
+    StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
 };

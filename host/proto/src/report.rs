@@ -246,7 +246,7 @@ mod tests {
     #[test]
     fn a_status_of_many_finished_jobs_fits_a_frame_keeping_the_running_ones() {
         let job = |n: u64, state: &str| JobStatus {
-            job: n,
+            job: JobId(n),
             name: "n".repeat(256),
             state: state.into(),
             progress: JobProgress::default(),
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(status.jobs.iter().filter(|j| j.state == "running").count(), 16);
         assert_eq!(status.left_out as usize + status.jobs.len(), 100_016);
         // The newest finished ones stay.
-        assert!(status.jobs.iter().any(|j| j.job == 99_999));
+        assert!(status.jobs.iter().any(|j| j.job == JobId(99_999)));
         let small = status.clone();
         status.fit(crate::wire::MAX_FRAME);
         assert_eq!(status, small, "a status that fits is left as it is");
@@ -276,9 +276,9 @@ mod tests {
     #[test]
     fn reports_and_failed_statuses_cross_the_wire() {
         let failure = TaskFailure::Deadline { deadline_ms: 5, key: "flint.task.deadline".into() };
-        let attempt = Attempt { job: 1, index: 2, number: 0 };
+        let attempt = Attempt { job: JobId(1), index: 2, number: 0 };
         let report = JobReport {
-            job: 1,
+            job: JobId(1),
             name: "j".into(),
             outcome: Err(JobError::TaskFailed {
                 index: 2,

@@ -9,8 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub type ExecutorId = String;
-pub type JobId = u64;
+pub use crate::ids::{ExecutorId, JobId};
 
 /// A component's SHA-256 digest: the name executors fetch and cache it by.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -11,7 +11,7 @@
 use crate::config::Conf;
 use crate::job::{Manifest, PartitionSpec};
 use crate::report::{JobProgress, JobReport};
-use crate::task::{Attempt, BlockId, Digest, JobDescriptor, JobId, StatusUpdate, Token};
+use crate::task::{Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, StatusUpdate, Token};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -47,7 +47,7 @@ pub struct Hello {
     pub proof: [u8; 32],
     /// An executor's requested id (none: the driver assigns one, from the pod name when
     /// there is one).
-    pub executor_id: Option<String>,
+    pub executor_id: Option<ExecutorId>,
     pub pod_name: Option<String>,
 }
 
@@ -55,7 +55,7 @@ pub struct Hello {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum Rejection {
     #[error("executor id {0} is already registered")]
-    DuplicateId(String),
+    DuplicateId(ExecutorId),
     #[error("wrong application id: this driver runs {expected}")]
     WrongApp { expected: String },
     #[error("protocol version {peer} is not the driver's {driver}")]
@@ -72,7 +72,7 @@ pub enum Rejection {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HelloReply {
-    Welcome { executor_id: Option<String> },
+    Welcome { executor_id: Option<ExecutorId> },
     Rejected(Rejection),
 }
 
@@ -125,7 +125,7 @@ pub enum ExecutorMessage {
 pub enum DriverMessage {
     AppConfig(AppConfig),
     Registered {
-        executor_id: String,
+        executor_id: ExecutorId,
     },
     Rejected(Rejection),
     /// What the tasks of a job share, sent once before its first launch.

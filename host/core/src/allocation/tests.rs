@@ -21,7 +21,7 @@ fn view(pending: u32, running: u32, executors: &[(&str, bool)]) -> View {
     View {
         pending_tasks: pending,
         running_tasks: running,
-        executors: executors.iter().map(|(id, busy)| (id.to_string(), *busy)).collect(),
+        executors: executors.iter().map(|(id, busy)| (ExecutorId::from(*id), *busy)).collect(),
     }
 }
 
@@ -29,7 +29,7 @@ fn requested(decisions: &[Decision]) -> u32 {
     decisions.iter().map(|d| if let Decision::Request(n) = d { *n } else { 0 }).sum()
 }
 
-fn released(decisions: &[Decision]) -> Vec<String> {
+fn released(decisions: &[Decision]) -> Vec<ExecutorId> {
     decisions
         .iter()
         .filter_map(|d| if let Decision::Release(id) = d { Some(id.clone()) } else { None })
@@ -102,7 +102,7 @@ fn idle_executors_go_after_the_timeout_and_busy_ones_never() {
     let fleet = view(0, 1, &[("busy", true), ("idle", false)]);
     a.step(t0, &fleet);
     assert!(released(&a.step(t0 + Duration::from_secs(59), &fleet)).is_empty(), "not before the timeout");
-    assert_eq!(released(&a.step(t0 + Duration::from_secs(60), &fleet)), vec!["idle".to_string()]);
+    assert_eq!(released(&a.step(t0 + Duration::from_secs(60), &fleet)), vec![ExecutorId::from("idle")]);
     assert!(released(&a.step(t0 + Duration::from_secs(61), &fleet)).is_empty(), "released once");
     // The busy one never goes while busy, however long.
     let only_busy = view(0, 1, &[("busy", true)]);
@@ -110,7 +110,7 @@ fn idle_executors_go_after_the_timeout_and_busy_ones_never() {
     // Work ending starts its idle clock then, not before.
     let done = view(0, 0, &[("busy", false)]);
     assert!(released(&a.step(t0 + Duration::from_secs(10_001), &done)).is_empty());
-    assert_eq!(released(&a.step(t0 + Duration::from_secs(10_061), &done)), vec!["busy".to_string()]);
+    assert_eq!(released(&a.step(t0 + Duration::from_secs(10_061), &done)), vec![ExecutorId::from("busy")]);
 }
 
 #[test]
@@ -138,7 +138,7 @@ fn the_cooldown_stops_a_grow_shrink_flip_flop() {
                     changes.push((s, true));
                 }
                 Decision::Release(id) => {
-                    fleet.retain(|e| *e != id);
+                    fleet.retain(|e| **e != *id);
                     a.removed(&id);
                     changes.push((s, false));
                 }
@@ -202,7 +202,7 @@ fn a_recurring_job_keeps_what_a_slow_run_needed_and_gives_it_back_over_quiet_run
         View {
             pending_tasks: 0,
             running_tasks: 0,
-            executors: names.into_iter().map(|id| (id, false)).collect(),
+            executors: names.into_iter().map(|id| (ExecutorId::from(id), false)).collect(),
         }
     };
     // A run of 16 tasks took 9 s of its 10: the fleet grows to 8 (16 ÷ 2 slots) at once,

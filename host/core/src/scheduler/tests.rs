@@ -26,7 +26,7 @@ fn cluster(execs: &[(&str, u32)]) -> (Scheduler, Instant) {
     let now = Instant::now();
     let mut s = Scheduler::new(Policy::default());
     for (id, slots) in execs {
-        assert!(s.handle(now, Input::ExecutorAdded { id: id.to_string(), slots: *slots }).is_empty());
+        assert!(s.handle(now, Input::ExecutorAdded { id: id.to_string().into(), slots: *slots }).is_empty());
     }
     (s, now)
 }
@@ -35,7 +35,7 @@ fn ok(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> V
     s.handle(
         now,
         Input::TaskSucceeded {
-            attempt: Attempt { job: 1, index, number },
+            attempt: Attempt { job: JobId(1), index, number },
             executor: exec.into(),
             elapsed: SLOW,
         },
@@ -45,7 +45,7 @@ fn ok(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> V
 #[test]
 fn fills_free_slots_spread_over_executors_then_queues() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 2)]);
-    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 6, max_failures: 4 });
+    let out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 6, max_failures: 4 });
     let l = launches(&out);
     assert_eq!(l.len(), 4, "{out:?}");
     assert_eq!(l.iter().filter(|(e, ..)| e == "a").count(), 2);
@@ -58,77 +58,79 @@ fn fills_free_slots_spread_over_executors_then_queues() {
 #[test]
 fn job_succeeds_when_every_task_has() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 4 });
-    assert!(!ok(&mut s, now, "a", 0, 0).contains(&Output::JobSucceeded { job: 1 }));
-    assert!(ok(&mut s, now, "a", 1, 0).contains(&Output::JobSucceeded { job: 1 }));
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4 });
+    assert!(!ok(&mut s, now, "a", 0, 0).contains(&Output::JobSucceeded { job: JobId(1) }));
+    assert!(ok(&mut s, now, "a", 1, 0).contains(&Output::JobSucceeded { job: JobId(1) }));
     assert_eq!(s.free_slots(), 2);
 }
 
 #[test]
 fn empty_job_succeeds_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 0, max_failures: 4 });
-    assert_eq!(out, vec![Output::JobSucceeded { job: 1 }]);
+    let out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 0, max_failures: 4 });
+    assert_eq!(out, vec![Output::JobSucceeded { job: JobId(1) }]);
 }
 
 #[test]
 fn failed_task_is_retried_on_another_executor() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    let l = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 }));
+    let l = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 }));
     let first = l[0].0.clone();
     let other = if first == "a" { "b" } else { "a" };
     let out = s.handle(
         now,
         Input::TaskFailed {
-            attempt: Attempt { job: 1, index: 0, number: 0 },
+            attempt: Attempt { job: JobId(1), index: 0, number: 0 },
             executor: first.clone(),
             failure: trap(),
         },
     );
     assert!(matches!(out[0], Output::Retrying { .. }), "{out:?}");
-    assert_eq!(launches(&out), vec![(other.to_string(), 0, 1)]);
+    assert_eq!(launches(&out), vec![(ExecutorId::from(other), 0, 1)]);
 }
 
 #[test]
 fn retry_waits_for_a_clean_executor_rather_than_the_one_that_failed() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4 });
     // Task 0 on a (the tie-break picks the lower id first), task 1 on b.
     let out = s.handle(
         now,
         Input::TaskFailed {
-            attempt: Attempt { job: 1, index: 0, number: 0 },
+            attempt: Attempt { job: JobId(1), index: 0, number: 0 },
             executor: "a".into(),
             failure: trap(),
         },
     );
     assert!(launches(&out).is_empty(), "a is free but task 0 failed there while b lives: {out:?}");
-    assert_eq!(launches(&ok(&mut s, now, "b", 1, 0)), vec![("b".to_string(), 0, 1)]);
+    assert_eq!(launches(&ok(&mut s, now, "b", 1, 0)), vec![(ExecutorId::from("b"), 0, 1)]);
 }
 
 #[test]
 fn job_fails_after_max_failures_and_its_running_tasks_are_killed() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 2 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 2 });
     let fail = |s: &mut Scheduler, number| {
         s.handle(
             now,
             Input::TaskFailed {
-                attempt: Attempt { job: 1, index: 0, number },
+                attempt: Attempt { job: JobId(1), index: 0, number },
                 executor: "a".into(),
                 failure: trap(),
             },
         )
     };
     let out = fail(&mut s, 0);
-    assert_eq!(launches(&out), vec![("a".to_string(), 0, 1)], "one executor: the retry goes back to it");
-    let out = fail(&mut s, 1);
-    assert!(
-        out.contains(&Output::Kill {
-            executor: "a".into(),
-            attempt: Attempt { job: 1, index: 1, number: 0 }
-        })
+    assert_eq!(
+        launches(&out),
+        vec![(ExecutorId::from("a"), 0, 1)],
+        "one executor: the retry goes back to it"
     );
+    let out = fail(&mut s, 1);
+    assert!(out.contains(&Output::Kill {
+        executor: "a".into(),
+        attempt: Attempt { job: JobId(1), index: 1, number: 0 }
+    }));
     let failed = out.iter().find_map(|o| match o {
         Output::JobFailed { reason, .. } => Some(reason.clone()),
         _ => None,
@@ -141,11 +143,11 @@ fn job_fails_after_max_failures_and_its_running_tasks_are_killed() {
 #[test]
 fn a_fatal_failure_fails_the_job_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
     let out = s.handle(
         now,
         Input::TaskFailed {
-            attempt: Attempt { job: 1, index: 0, number: 0 },
+            attempt: Attempt { job: JobId(1), index: 0, number: 0 },
             executor: "a".into(),
             failure: TaskFailure::ResultTooLarge { size: 10, limit: 5 },
         },
@@ -159,14 +161,15 @@ fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
     let policy = Policy { max_executor_losses: Some(3), ..Policy::default() };
     let mut s = Scheduler::new(policy);
     s.handle(now, Input::ExecutorAdded { id: "e0".into(), slots: 1 });
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
     for n in 0..3 {
         // Each new executor takes the task; each is lost while it runs it.
-        let next = format!("e{}", n + 1);
-        let out = s.handle(now, Input::ExecutorLost { id: format!("e{n}"), reason: format!("exit {n}") });
+        let next = ExecutorId::from(format!("e{}", n + 1));
+        let out =
+            s.handle(now, Input::ExecutorLost { id: format!("e{n}").into(), reason: format!("exit {n}") });
         if n < 2 {
             assert!(!out.iter().any(|o| matches!(o, Output::JobFailed { .. })), "{out:?}");
-            let placed = launches(&s.handle(now, Input::ExecutorAdded { id: next.clone(), slots: 1 }));
+            let placed = launches(&s.handle(now, Input::ExecutorAdded { id: next.clone().into(), slots: 1 }));
             assert_eq!(placed, vec![(next, 0, n + 1)], "placed again after the loss");
         } else {
             let failed = out.iter().find_map(|o| match o {
@@ -185,25 +188,25 @@ fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
 #[test]
 fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 1 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1 });
     let out = s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "heartbeat timed out".into() });
     assert!(out.is_empty(), "b is busy: {out:?}");
     // b finishes task 1 and takes task 0's next attempt; max_failures=1 was not used up.
     let out = ok(&mut s, now, "b", 1, 0);
-    assert_eq!(launches(&out), vec![("b".to_string(), 0, 1)]);
-    assert!(ok(&mut s, now, "b", 0, 1).contains(&Output::JobSucceeded { job: 1 }));
+    assert_eq!(launches(&out), vec![(ExecutorId::from("b"), 0, 1)]);
+    assert!(ok(&mut s, now, "b", 0, 1).contains(&Output::JobSucceeded { job: JobId(1) }));
 }
 
 #[test]
 fn stale_reports_are_ignored() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
     s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
     // Attempt 0 was on a and has been replaced by attempt 1 on b.
     let stale = s.handle(
         now,
         Input::TaskSucceeded {
-            attempt: Attempt { job: 1, index: 0, number: 0 },
+            attempt: Attempt { job: JobId(1), index: 0, number: 0 },
             executor: "a".into(),
             elapsed: SLOW,
         },
@@ -213,8 +216,8 @@ fn stale_reports_are_ignored() {
     assert_eq!(
         out,
         vec![
-            Output::TaskDone { attempt: Attempt { job: 1, index: 0, number: 1 } },
-            Output::JobSucceeded { job: 1 }
+            Output::TaskDone { attempt: Attempt { job: JobId(1), index: 0, number: 1 } },
+            Output::JobSucceeded { job: JobId(1) }
         ]
     );
 }
@@ -223,19 +226,19 @@ fn stale_reports_are_ignored() {
 fn decommissioning_executor_takes_no_new_tasks() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
     s.handle(now, Input::ExecutorDecommissioning { id: "a".into() });
-    let l = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 4 }));
-    assert_eq!(l, vec![("b".to_string(), 0, 0)]);
+    let l = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4 }));
+    assert_eq!(l, vec![(ExecutorId::from("b"), 0, 0)]);
     assert_eq!(s.live_executors(), 1);
 }
 
 #[test]
 fn cancel_kills_running_and_drops_queued_tasks() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 3, max_failures: 4 });
-    let out = s.handle(now, Input::CancelJob { job: 1, reason: "user asked".into() });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4 });
+    let out = s.handle(now, Input::CancelJob { job: JobId(1), reason: "user asked".into() });
     assert_eq!(out.len(), 2, "{out:?}");
     assert!(matches!(&out[1], Output::JobFailed { reason: JobError::Cancelled(_), .. }));
-    let out = s.handle(now, Input::JobSubmitted { job: 2, tasks: 1, max_failures: 4 });
+    let out = s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 1, max_failures: 4 });
     assert_eq!(launches(&out).len(), 1, "the slot was freed");
 }
 
@@ -246,7 +249,7 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     for id in ["a", "b"] {
         s.handle(now, Input::ExecutorAdded { id: id.into(), slots: 2 });
     }
-    let placed = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 4, max_failures: 4 }));
+    let placed = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4 }));
     let on =
         |exec: &str| -> Vec<u32> { placed.iter().filter(|(e, ..)| e == exec).map(|(_, i, _)| *i).collect() };
     let (on_a, on_b) = (on("a"), on("b"));
@@ -255,7 +258,7 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
         s.handle(
             now,
             Input::TaskFailed {
-                attempt: Attempt { job: 1, index, number },
+                attempt: Attempt { job: JobId(1), index, number },
                 executor: exec.into(),
                 failure: trap(),
             },
@@ -280,10 +283,10 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
     let now = Instant::now();
     let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    let out = s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
+    let out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4 });
     assert_eq!(launches(&out).len(), 2, "one per slot until the job's tasks prove short");
     let done = |s: &mut Scheduler, index, elapsed| {
-        let attempt = Attempt { job: 1, index, number: 0 };
+        let attempt = Attempt { job: JobId(1), index, number: 0 };
         launches(&s.handle(now, Input::TaskSucceeded { attempt, executor: "a".into(), elapsed }))
     };
     assert_eq!(
@@ -294,12 +297,12 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
 
     let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 20, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4 });
     assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
 
     let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 200, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 200, max_failures: 4 });
     assert_eq!(
         done(&mut s, 0, Duration::from_micros(20)).len(),
         2 * 4 * crate::scheduler::TINY_DEPTH as usize - 1,
@@ -311,29 +314,29 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
 #[test]
 fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    let placed = launches(&s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 1 }));
+    let placed = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1 }));
     let (holder, index, _) = placed[0].clone();
     let other = if holder == "a" { "b" } else { "a" };
     // The wrong executor, an attempt never given, an index out of range, another job.
     let lies = [
-        (other.to_string(), Attempt { job: 1, index, number: 0 }),
-        (holder.clone(), Attempt { job: 1, index, number: 5 }),
-        (holder.clone(), Attempt { job: 1, index: 4_000_000_000, number: 0 }),
-        (holder.clone(), Attempt { job: 9, index, number: 0 }),
+        (ExecutorId::from(other), Attempt { job: JobId(1), index, number: 0 }),
+        (holder.clone(), Attempt { job: JobId(1), index, number: 5 }),
+        (holder.clone(), Attempt { job: JobId(1), index: 4_000_000_000, number: 0 }),
+        (holder.clone(), Attempt { job: JobId(9), index, number: 0 }),
     ];
     for (executor, attempt) in lies {
         assert!(
-            s.handle(now, Input::TaskSucceeded { attempt, executor: executor.clone(), elapsed: SLOW })
+            s.handle(now, Input::TaskSucceeded { attempt, executor: executor.clone().into(), elapsed: SLOW })
                 .is_empty()
         );
-        let failed = s.handle(now, Input::TaskFailed { attempt, executor, failure: trap() });
+        let failed = s.handle(now, Input::TaskFailed { attempt, executor: executor.into(), failure: trap() });
         assert!(failed.is_empty(), "{failed:?}");
     }
     assert_eq!(s.free_slots(), 0, "both slots still held");
     // A second success of the same attempt is stale too.
     assert_eq!(
         ok(&mut s, now, &holder, index, 0),
-        vec![Output::TaskDone { attempt: Attempt { job: 1, index, number: 0 } }]
+        vec![Output::TaskDone { attempt: Attempt { job: JobId(1), index, number: 0 } }]
     );
     assert!(ok(&mut s, now, &holder, index, 0).is_empty());
 }
@@ -342,12 +345,12 @@ fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
 fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
     let tasks = 3 * ROOM_DORMANT_AFTER as u32;
-    let mut out = s.handle(now, Input::JobSubmitted { job: 1, tasks, max_failures: 4 });
+    let mut out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks, max_failures: 4 });
     let mut answered = 0;
-    while !out.contains(&Output::JobSucceeded { job: 1 }) {
+    while !out.contains(&Output::JobSucceeded { job: JobId(1) }) {
         let mut next = Vec::new();
         for (executor, index, number) in launches(&out) {
-            let attempt = Attempt { job: 1, index, number };
+            let attempt = Attempt { job: JobId(1), index, number };
             let tiny = Duration::from_micros(5);
             next.extend(s.handle(now, Input::TaskSucceeded { attempt, executor, elapsed: tiny }));
             answered += 1;
@@ -359,7 +362,7 @@ fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
     assert!(!s.rooms[0].live && s.rooms[2].live);
     assert!(s.room_index_is_true());
     // A job of long tasks needs it again: most room first, as if it had been kept.
-    let out = s.handle(now, Input::JobSubmitted { job: 2, tasks: 4, max_failures: 4 });
+    let out = s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 4, max_failures: 4 });
     let placed: Vec<(ExecutorId, u32, u32)> = launches(&out);
     assert_eq!(placed.iter().filter(|(e, ..)| e == "a").count(), 2, "{out:?}");
     assert_eq!(placed.iter().filter(|(e, ..)| e == "b").count(), 1, "{out:?}");
@@ -369,25 +372,25 @@ fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
 #[test]
 fn a_place_left_by_a_lost_executor_is_taken_by_the_next_without_its_history() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 4, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4 });
     s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
     // "c" takes a's place in the table; a's attempt went back to the queue and a report
     // naming "a" is not c's.
     let out = s.handle(now, Input::ExecutorAdded { id: "c".into(), slots: 1 });
     assert_eq!(launches(&out), vec![("c".into(), 0, 1)]);
     assert!(ok(&mut s, now, "a", 0, 0).is_empty());
-    assert!(s.holds("c", Attempt { job: 1, index: 0, number: 1 }));
-    assert_eq!(s.running_on("c"), 1);
+    assert!(s.holds(&"c".into(), Attempt { job: JobId(1), index: 0, number: 1 }));
+    assert_eq!(s.running_on(&"c".into()), 1);
     assert!(s.room_index_is_true());
 }
 
 fn combined(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> Vec<Output> {
-    let attempt = Attempt { job: 1, index, number };
+    let attempt = Attempt { job: JobId(1), index, number };
     s.handle(now, Input::TaskCombined { attempt, executor: exec.into(), elapsed: SLOW })
 }
 
 fn partial(s: &mut Scheduler, now: Instant, exec: &str, tasks: &[u32]) -> Vec<Output> {
-    s.handle(now, Input::Partial { executor: exec.into(), job: 1, tasks: tasks.to_vec() })
+    s.handle(now, Input::Partial { executor: exec.into(), job: JobId(1), tasks: tasks.to_vec() })
 }
 
 fn collects(out: &[Output]) -> Vec<ExecutorId> {
@@ -402,44 +405,44 @@ fn collects(out: &[Output]) -> Vec<ExecutorId> {
 #[test]
 fn combined_outputs_are_collected_from_their_executors_once_every_task_is_done() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 3, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4 });
     assert!(collects(&combined(&mut s, now, "a", 0, 0)).is_empty());
-    assert!(!s.is_idle("a"), "a holds an output the driver has not got");
+    assert!(!s.is_idle(&"a".into()), "a holds an output the driver has not got");
     assert!(collects(&combined(&mut s, now, "b", 1, 0)).is_empty());
     // The last task: both holders are asked, once.
     let out = combined(&mut s, now, "a", 2, 0);
-    assert_eq!(collects(&out), vec!["a".to_string(), "b".to_string()]);
+    assert_eq!(collects(&out), vec![ExecutorId::from("a"), ExecutorId::from("b")]);
     let out = partial(&mut s, now, "a", &[2, 0]);
-    assert!(out.contains(&Output::PartialAccepted { job: 1, tasks: 2 }), "{out:?}");
-    assert!(!out.contains(&Output::JobSucceeded { job: 1 }));
+    assert!(out.contains(&Output::PartialAccepted { job: JobId(1), tasks: 2 }), "{out:?}");
+    assert!(!out.contains(&Output::JobSucceeded { job: JobId(1) }));
     let out = partial(&mut s, now, "b", &[1]);
-    assert!(out.contains(&Output::JobSucceeded { job: 1 }), "{out:?}");
-    assert!(s.is_idle("a") && s.is_idle("b"));
+    assert!(out.contains(&Output::JobSucceeded { job: JobId(1) }), "{out:?}");
+    assert!(s.is_idle(&"a".into()) && s.is_idle(&"b".into()));
     assert!(s.room_index_is_true());
 }
 
 #[test]
 fn outputs_held_by_a_lost_executor_run_again_without_counting_as_failures() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 2, max_failures: 1 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1 });
     combined(&mut s, now, "a", 0, 0);
     let out = combined(&mut s, now, "b", 1, 0);
     assert_eq!(collects(&out).len(), 2);
     // b delivers; a goes before it does: its task runs again, on b.
     partial(&mut s, now, "b", &[1]);
     let out = s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
-    assert!(out.contains(&Output::TaskLost { job: 1, index: 0 }), "{out:?}");
+    assert!(out.contains(&Output::TaskLost { job: JobId(1), index: 0 }), "{out:?}");
     assert_eq!(launches(&out), vec![("b".into(), 0, 1)]);
     // max_failures is 1: a loss is not a failure, and the rerun combines again.
     let out = combined(&mut s, now, "b", 0, 1);
-    assert_eq!(collects(&out), vec!["b".to_string()]);
-    assert!(partial(&mut s, now, "b", &[0]).contains(&Output::JobSucceeded { job: 1 }));
+    assert_eq!(collects(&out), vec![ExecutorId::from("b")]);
+    assert!(partial(&mut s, now, "b", &[0]).contains(&Output::JobSucceeded { job: JobId(1) }));
 }
 
 #[test]
 fn a_partial_that_does_not_match_what_its_executor_holds_is_refused_and_those_tasks_rerun() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 3, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4 });
     combined(&mut s, now, "a", 0, 0);
     combined(&mut s, now, "a", 1, 0);
     combined(&mut s, now, "b", 2, 0);
@@ -450,8 +453,8 @@ fn a_partial_that_does_not_match_what_its_executor_holds_is_refused_and_those_ta
     }
     // a's outputs that the refused partials named went back to the queue and run again;
     // b's is still b's.
-    assert!(s.holds("a", Attempt { job: 1, index: 0, number: 1 }));
-    assert!(partial(&mut s, now, "b", &[2]).contains(&Output::PartialAccepted { job: 1, tasks: 1 }));
+    assert!(s.holds(&"a".into(), Attempt { job: JobId(1), index: 0, number: 1 }));
+    assert!(partial(&mut s, now, "b", &[2]).contains(&Output::PartialAccepted { job: JobId(1), tasks: 1 }));
     assert!(s.room_index_is_true());
 }
 
@@ -460,12 +463,12 @@ fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_time
     let now = Instant::now();
     let mut s = Scheduler::new(Policy::default()).with_collect_timeout(Duration::from_secs(5));
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 1 });
-    s.handle(now, Input::JobSubmitted { job: 1, tasks: 1, max_failures: 4 });
-    assert_eq!(collects(&combined(&mut s, now, "a", 0, 0)), vec!["a".to_string()]);
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
+    assert_eq!(collects(&combined(&mut s, now, "a", 0, 0)), vec![ExecutorId::from("a")]);
     assert_eq!(s.poll_timeout(), Some(now + Duration::from_secs(5)));
     assert!(s.handle_timeout(now + Duration::from_secs(4)).is_empty());
     let out = s.handle_timeout(now + Duration::from_secs(5));
-    assert!(out.contains(&Output::TaskLost { job: 1, index: 0 }), "{out:?}");
+    assert!(out.contains(&Output::TaskLost { job: JobId(1), index: 0 }), "{out:?}");
     assert_eq!(launches(&out), vec![("a".into(), 0, 1)]);
     assert_eq!(s.poll_timeout(), None);
 }

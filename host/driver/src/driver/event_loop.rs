@@ -92,7 +92,7 @@ impl EventLoop {
             links: HashMap::new(),
             jobs: HashMap::new(),
             finished: VecDeque::new(),
-            next_job: 1,
+            next_job: JobId(1),
             fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),
             stopping: None,
             slots_changed: false,
@@ -113,7 +113,7 @@ impl EventLoop {
     pub(super) fn record_executor(
         &mut self,
         now: Instant,
-        id: &str,
+        id: &ExecutorId,
         wrap: fn(flint_proto::ExecutorStatus) -> AppEvent,
     ) {
         if let Some(status) = self.core.executor(now, id) {

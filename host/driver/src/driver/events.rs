@@ -34,7 +34,7 @@ pub(super) enum Event {
         reply: oneshot::Sender<Result<JobHandle, SubmitError>>,
     },
     Reserve {
-        requested: Option<String>,
+        requested: Option<ExecutorId>,
         pod_name: Option<String>,
         reply: oneshot::Sender<Result<(ExecutorId, Incarnation), Rejection>>,
     },

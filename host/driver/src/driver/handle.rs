@@ -217,7 +217,7 @@ impl Driver {
     /// or a counter.
     pub async fn reserve_executor_id(
         &self,
-        requested: Option<String>,
+        requested: Option<ExecutorId>,
         pod_name: Option<String>,
     ) -> Result<(ExecutorId, Incarnation), Rejection> {
         let (reply, rx) = oneshot::channel();

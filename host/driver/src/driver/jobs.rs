@@ -47,7 +47,7 @@ impl EventLoop {
             return;
         }
         let id = self.next_job;
-        self.next_job += 1;
+        self.next_job = id.next();
         let tasks = job.plan.len() as u32;
         let (progress, progress_rx) = watch::channel(JobProgress { total: tasks, ..JobProgress::default() });
         let (report, report_rx) = oneshot::channel();
@@ -56,7 +56,7 @@ impl EventLoop {
         if self.waiting.is_empty() && self.jobs.len() < self.max_running() {
             self.start(now, waiting);
         } else {
-            tracing::info!(job_id = id, name = %waiting.job.name, running = self.jobs.len(), "job waits for a running one to end (flint.driver.maxRunningJobs)");
+            tracing::info!(job_id = id.0, name = %waiting.job.name, running = self.jobs.len(), "job waits for a running one to end (flint.driver.maxRunningJobs)");
             self.waiting.push_back(waiting);
         }
     }
@@ -115,7 +115,7 @@ impl EventLoop {
             instance_reuse: job.settings.task_instance_reuse,
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
-        let span = tracing::info_span!("job", job_id = id, name = %job.name);
+        let span = tracing::info_span!("job", job_id = id.0, name = %job.name);
         span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
         let from_driver: std::collections::HashSet<String> = job
             .plan

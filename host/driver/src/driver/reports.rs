@@ -137,7 +137,7 @@ impl EventLoop {
             Ok(TaskOutput::Block(block)) => {
                 let Some(charge) = self.charge(job, block.size) else { return };
                 let span =
-                    tracing::debug_span!("fetch", job_id = job, tasks = tasks.len(), size = block.size);
+                    tracing::debug_span!("fetch", job_id = job.0, tasks = tasks.len(), size = block.size);
                 let executor = id.clone();
                 self.fetch(incarnation, &executor, job, (block, charge), span, move |result| {
                     Event::PartialFetched {

@@ -191,10 +191,10 @@ impl KubernetesSettings {
 
     /// The executor id a pod's name gives: what follows `<app>-exec-`, or the whole
     /// name for a pod named otherwise (one of a Deployment's, say).
-    pub fn executor_id(app: &str, pod: &str) -> String {
+    pub fn executor_id(app: &str, pod: &str) -> crate::ExecutorId {
         match pod.strip_prefix(app).and_then(|rest| rest.strip_prefix("-exec-")) {
-            Some(id) if !id.is_empty() => id.to_owned(),
-            _ => pod.to_owned(),
+            Some(id) if !id.is_empty() => id.into(),
+            _ => pod.into(),
         }
     }
 }

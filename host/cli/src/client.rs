@@ -217,7 +217,7 @@ fn table(status: &ClusterStatus) -> String {
         let state = match (&e.removed, e.last_heartbeat_ms) {
             (Some(reason), _) => format!("removed: {reason}"),
             (None, Some(ms)) => format!("{} (heartbeat {:.1} s ago)", e.state, ms as f64 / 1e3),
-            (None, None) => e.state.clone(),
+            (None, None) => e.state.to_string(),
         };
         out.push_str(&format!(
             "  {:<16} {:<10} {:<24} {:>5} {:>7}m {:>5} {:>7} {:>6} {:>6}  {}\n",

@@ -12,7 +12,7 @@ use crate::credentials::{Credentials, Renewal, RenewalConfig};
 use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
 use crate::scheduler::{Input, Output, Policy, Scheduler};
 use flint_proto::wire::Rejection;
-use flint_proto::{Attempt, ExecutorId, ExecutorStatus, JobError, JobId, TaskFailure};
+use flint_proto::{Attempt, ExecutorId, ExecutorState, ExecutorStatus, JobError, JobId, TaskFailure};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -806,17 +806,16 @@ impl ControlCore {
             backend: if entry.by_backend { self.backend } else { "static" }.to_owned(),
             pod: entry.pod.clone(),
             state: match entry.state {
-                Lifecycle::Draining => "draining",
-                _ => "registered",
-            }
-            .to_owned(),
+                Lifecycle::Draining => ExecutorState::Draining,
+                _ => ExecutorState::Registered,
+            },
         }
     }
 
     fn removed_status(&self, r: &crate::registry::Removed) -> ExecutorStatus {
         ExecutorStatus {
             removed: Some(r.reason.clone()),
-            state: "removed".into(),
+            state: ExecutorState::Removed,
             ..self.entry_status(&r.id, &r.entry)
         }
     }
@@ -828,7 +827,7 @@ impl ControlCore {
             running: self.scheduler.running_on(id),
             last_heartbeat_ms: Some(now.saturating_duration_since(e.last_heard).as_millis() as u64),
             excluded,
-            state: if excluded { "excluded".into() } else { base.state.clone() },
+            state: if excluded { ExecutorState::Excluded } else { base.state },
             ..base
         }
     }

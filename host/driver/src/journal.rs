@@ -7,8 +7,8 @@
 //! or after the driver is gone.
 
 use flint_proto::{
-    ClusterStatus, ExecutorId, ExecutorStatus, FailureRecord, JobId, JobProgress, JobStatus, TaskFailure,
-    TaskRecord,
+    AttemptState, ClusterStatus, ExecutorId, ExecutorStatus, FailureRecord, JobId, JobProgress, JobState,
+    JobStatus, TaskFailure, TaskRecord,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -189,8 +189,8 @@ impl Store {
                 // Its running attempts are lost with it (the core requeues them).
                 for job in self.jobs.values_mut().filter(|j| j.ended_ms.is_none()) {
                     for task in job.tasks.values_mut() {
-                        if task.state == "running" && task.executor == executor.id {
-                            task.state = "failed".into();
+                        if task.state == AttemptState::Running && task.executor == executor.id {
+                            task.state = AttemptState::Failed;
                             task.failure = Some(TaskFailure::ExecutorLost {
                                 executor: executor.id.clone(),
                                 reason: reason.clone(),
@@ -209,7 +209,7 @@ impl Store {
                         status: JobStatus {
                             job: *job,
                             name: name.clone(),
-                            state: "running".into(),
+                            state: JobState::Running,
                             progress: JobProgress { total: tasks, ..JobProgress::default() },
                         },
                         started_ms: at,
@@ -252,7 +252,7 @@ impl Store {
                     return;
                 }
                 let slot = entry.tasks.entry(*index);
-                if !matches!(&slot, std::collections::btree_map::Entry::Occupied(t) if t.get().state == "running")
+                if !matches!(&slot, std::collections::btree_map::Entry::Occupied(t) if t.get().state == AttemptState::Running)
                 {
                     entry.status.progress.running += 1;
                 }
@@ -260,7 +260,7 @@ impl Store {
                     index: *index,
                     attempt: *attempt,
                     executor: executor.clone(),
-                    state: "running".into(),
+                    state: AttemptState::Running,
                     launched_ms: at,
                     duration_ms: None,
                     failure: None,
@@ -283,7 +283,7 @@ impl Store {
                     index: *index,
                     attempt: *attempt,
                     executor: executor.clone(),
-                    state: "running".into(),
+                    state: AttemptState::Running,
                     launched_ms: at.saturating_sub(*duration_ms),
                     duration_ms: None,
                     failure: None,
@@ -292,17 +292,17 @@ impl Store {
                 if record.attempt > *attempt {
                     return; // a later attempt already holds the record
                 }
-                if record.state == "running" {
+                if record.state == AttemptState::Running {
                     progress.running = progress.running.saturating_sub(1);
                 }
-                if record.state == "succeeded" {
+                if record.state == AttemptState::Succeeded {
                     return; // the task's output was already taken
                 }
                 let tail = log_tail.as_deref().unwrap_or_default();
                 match failure {
                     None => {
                         progress.done += 1;
-                        record.state = "succeeded".into();
+                        record.state = AttemptState::Succeeded;
                         record.failure = None;
                     }
                     Some(failure) => {
@@ -310,7 +310,7 @@ impl Store {
                         if failure.counts_against_task() {
                             progress.failed_attempts += 1;
                         }
-                        record.state = "failed".into();
+                        record.state = AttemptState::Failed;
                         record.failure = Some(failure.clone());
                         if entry.failures.len() < FAILURES_KEPT {
                             let at = flint_proto::Attempt { job: *job, index: *index, number: *attempt };
@@ -336,8 +336,10 @@ impl Store {
             }
             AppEvent::TaskLost { job, index } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
-                if let Some(record) = entry.tasks.get_mut(index).filter(|r| r.state == "succeeded") {
-                    record.state = "lost".into();
+                if let Some(record) =
+                    entry.tasks.get_mut(index).filter(|r| r.state == AttemptState::Succeeded)
+                {
+                    record.state = AttemptState::Lost;
                     entry.status.progress.done = entry.status.progress.done.saturating_sub(1);
                 }
             }
@@ -379,10 +381,10 @@ impl JobEntry {
     fn end(&mut self, at: u64, succeeded: bool, error: Option<String>) {
         self.ended_ms = Some(at);
         self.error = error;
-        self.status.state = if succeeded { "succeeded" } else { "failed" }.into();
+        self.status.state = if succeeded { JobState::Succeeded } else { JobState::Failed };
         self.status.progress.running = 0;
-        for task in self.tasks.values_mut().filter(|t| t.state == "running") {
-            task.state = "killed".into();
+        for task in self.tasks.values_mut().filter(|t| t.state == AttemptState::Running) {
+            task.state = AttemptState::Killed;
         }
     }
 
@@ -416,6 +418,7 @@ impl JobEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flint_proto::ExecutorState;
 
     fn at(at_ms: u64, event: AppEvent) -> Envelope {
         Envelope { v: EVENT_LOG_VERSION, at_ms, event }
@@ -459,7 +462,7 @@ mod tests {
         assert_eq!(job.failures[0].failure, trap);
         let p = job.status.progress;
         assert_eq!((p.total, p.done, p.running, p.failed_attempts), (2, 2, 0, 1));
-        assert_eq!(job.status.state, "succeeded");
+        assert_eq!(job.status.state, JobState::Succeeded);
     }
 
     #[test]
@@ -508,15 +511,15 @@ mod tests {
             removed: Some("no heartbeat".into()),
             backend: "static".into(),
             pod: None,
-            state: "removed".into(),
+            state: ExecutorState::Removed,
         };
         store.apply(&at(3, AppEvent::ExecutorRemoved { executor: gone }));
         let task = &store.job(JobId(1)).unwrap().launched()[0];
-        assert_eq!(task.state, "failed");
+        assert_eq!(task.state, AttemptState::Failed);
         assert!(
             matches!(&task.failure, Some(TaskFailure::ExecutorLost { reason, .. }) if reason == "no heartbeat")
         );
-        assert_eq!(store.status().executors[0].state, "removed");
+        assert_eq!(store.status().executors[0].state, ExecutorState::Removed);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! heartbeats, the connections' traffic). Written by the event loop and the
 //! connections' tasks, read by the UI; depends on neither.
 
-use flint_proto::{ClusterStatus, ExecutorId};
+use flint_proto::{ClusterStatus, ExecutorId, ExecutorState, JobState};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -156,9 +156,9 @@ pub fn render_metrics(status: &ClusterStatus) -> String {
         }
     };
     let live: Vec<_> = status.executors.iter().filter(|e| e.removed.is_none()).collect();
-    let count_state = |state: &str| status.executors.iter().filter(|e| e.state == state).count() as f64;
-    let states = ["registered", "draining", "excluded", "removed"];
-    let by_state: Vec<_> = states.iter().map(|s| (format!("{{state=\"{s}\"}}"), count_state(s))).collect();
+    let count_state = |state| status.executors.iter().filter(|e| e.state == state).count() as f64;
+    let by_state: Vec<_> =
+        ExecutorState::ALL.iter().map(|&s| (format!("{{state=\"{s}\"}}"), count_state(s))).collect();
     family("flint_executors", "gauge", "Executors by state.", &by_state);
     family(
         "flint_executors_starting",
@@ -195,13 +195,10 @@ pub fn render_metrics(status: &ClusterStatus) -> String {
         "Time since each live executor's last heartbeat.",
         &per(&|e| e.last_heartbeat_ms.map_or(f64::NAN, |ms| ms as f64 / 1000.0)),
     );
-    let count_jobs = |state: &str| status.jobs.iter().filter(|j| j.state == state).count() as f64;
-    let jobs: Vec<_> = ["waiting", "running", "succeeded", "failed"]
-        .iter()
-        .map(|s| (format!("{{state=\"{s}\"}}"), count_jobs(s)))
-        .collect();
+    let count_jobs = |state| status.jobs.iter().filter(|j| j.state == state).count() as f64;
+    let jobs: Vec<_> = JobState::ALL.iter().map(|&s| (format!("{{state=\"{s}\"}}"), count_jobs(s))).collect();
     family("flint_jobs", "gauge", "Jobs the driver lists, by state.", &jobs);
-    let running = status.jobs.iter().filter(|j| j.state == "running");
+    let running = status.jobs.iter().filter(|j| j.state == JobState::Running);
     let waiting: u32 =
         running.map(|j| j.progress.total.saturating_sub(j.progress.done + j.progress.running)).sum();
     if let Some(target) = status.allocation_target {

@@ -128,7 +128,7 @@ pub fn overview(
             base = frame.base,
             id = j.job,
             name = esc(&j.name),
-            state = esc(&j.state),
+            state = j.state,
             done = p.done,
             total = p.total,
             running = p.running,
@@ -159,7 +159,7 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
         slots = e.slots,
         done = e.tasks_done,
         failed = e.tasks_failed,
-        state = esc(&e.state),
+        state = e.state,
         reason = esc(e.removed.as_deref().unwrap_or_default()),
     );
 }
@@ -175,7 +175,7 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
         "<h2>Job {id}: {name}</h2><p id=job-state>{state} · {done} of {total} tasks done · {failed} failed attempts · {duration}</p>",
         id = s.job,
         name = esc(&s.name),
-        state = esc(&s.state),
+        state = s.state,
         done = s.progress.done,
         total = s.progress.total,
         failed = s.progress.failed_attempts,
@@ -229,7 +229,7 @@ fn task_row(out: &mut String, frame: &Frame, job: JobId, t: &TaskRecord) {
         index = t.index,
         attempt = t.attempt,
         executor = esc(&t.executor),
-        state = esc(&t.state),
+        state = t.state,
         duration = t.duration_ms.map(millis).unwrap_or_default(),
         failure = t.failure.as_ref().map(|f| esc(&f.to_string())).unwrap_or_default(),
     );

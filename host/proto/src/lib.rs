@@ -20,8 +20,8 @@ pub use failure::TaskFailure;
 pub use ids::{ExecutorId, Incarnation, JobId};
 pub use job::{JobPlan, Limits, Manifest, PartitionSpec, Source, World};
 pub use report::{
-    ClusterStatus, ExecutorStatus, FailureRecord, JobError, JobProgress, JobReport, JobStatus, LOG_TAIL,
-    TaskRecord, log_tail,
+    AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,
+    JobReport, JobState, JobStatus, LOG_TAIL, TaskRecord, log_tail,
 };
 pub use task::{
     Attempt, BlockId, BlockRef, Digest, ExecutorCommand, JobDescriptor, MAX_PARTIAL_TASKS, Partial,

@@ -5,6 +5,81 @@ use crate::task::{Attempt, ExecutorId, JobId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// Declares a state shown on pages and in the API: serialized as its lowercase name
+/// (the JSON status API and the event log keep the words they always had).
+macro_rules! shown_state {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $word:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)+
+        }
+
+        impl $name {
+            pub const ALL: &[$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+shown_state!(
+    /// Where a job is in its life.
+    JobState {
+        /// Submitted; waits for one of `flint.driver.maxRunningJobs` to end.
+        Waiting => "waiting",
+        Running => "running",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        /// Still running when its job ended.
+        Killed => "killed",
+        /// It succeeded, but its output was lost before the driver had it: it runs again.
+        Lost => "lost",
+    }
+);
+
+impl JobState {
+    pub fn is_finished(self) -> bool {
+        matches!(self, JobState::Succeeded | JobState::Failed)
+    }
+}
+
+shown_state!(
+    /// Where an executor is, as pages show it.
+    ExecutorState {
+        Registered => "registered",
+        /// It finishes what it runs and takes nothing new.
+        Draining => "draining",
+        /// It failed too many tasks: it gets no new ones.
+        Excluded => "excluded",
+        Removed => "removed",
+    }
+);
+
+shown_state!(
+    /// Where a task's latest attempt is.
+    AttemptState {
+        Running => "running",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        /// Still running when its job ended.
+        Killed => "killed",
+        /// It succeeded, but its output was lost before the driver had it: it runs again.
+        Lost => "lost",
+    }
+);
+
 /// Why a job failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 pub enum JobError {
@@ -144,8 +219,7 @@ pub struct ExecutorStatus {
     pub backend: String,
     /// The pod it runs in, on Kubernetes.
     pub pod: Option<String>,
-    /// `registered`, `draining`, `excluded` or `removed`.
-    pub state: String,
+    pub state: ExecutorState,
 }
 
 /// A job as the driver lists it.
@@ -153,8 +227,7 @@ pub struct ExecutorStatus {
 pub struct JobStatus {
     pub job: JobId,
     pub name: String,
-    /// `waiting`, `running`, `succeeded` or `failed`.
-    pub state: String,
+    pub state: JobState,
     pub progress: JobProgress,
 }
 
@@ -165,8 +238,7 @@ pub struct TaskRecord {
     /// The latest attempt's number (0 for the first).
     pub attempt: u32,
     pub executor: ExecutorId,
-    /// `running`, `succeeded` or `failed`.
-    pub state: String,
+    pub state: AttemptState,
     /// When the attempt was launched, in milliseconds since the Unix epoch.
     pub launched_ms: u64,
     /// How long it ran, as its executor measured it, once it has ended.
@@ -211,7 +283,7 @@ impl ClusterStatus {
         if over == 0 {
             return;
         }
-        let finished = |j: &JobStatus| j.state == "succeeded" || j.state == "failed";
+        let finished = |j: &JobStatus| j.state.is_finished();
         self.jobs.sort_by_key(|j| j.job);
         let mut dropped = 0;
         self.jobs.retain(|j| {
@@ -245,14 +317,14 @@ mod tests {
 
     #[test]
     fn a_status_of_many_finished_jobs_fits_a_frame_keeping_the_running_ones() {
-        let job = |n: u64, state: &str| JobStatus {
+        let job = |n: u64, state: JobState| JobStatus {
             job: JobId(n),
             name: "n".repeat(256),
-            state: state.into(),
+            state,
             progress: JobProgress::default(),
         };
-        let mut jobs: Vec<JobStatus> = (0..100_000).map(|n| job(n, "succeeded")).collect();
-        jobs.extend((100_000..100_016).map(|n| job(n, "running")));
+        let mut jobs: Vec<JobStatus> = (0..100_000).map(|n| job(n, JobState::Succeeded)).collect();
+        jobs.extend((100_000..100_016).map(|n| job(n, JobState::Running)));
         let mut status = ClusterStatus {
             app_id: "a".into(),
             executors: Vec::new(),
@@ -264,7 +336,7 @@ mod tests {
         };
         status.fit(crate::wire::MAX_FRAME);
         assert!(postcard::to_stdvec(&status).unwrap().len() <= crate::wire::MAX_FRAME);
-        assert_eq!(status.jobs.iter().filter(|j| j.state == "running").count(), 16);
+        assert_eq!(status.jobs.iter().filter(|j| j.state == JobState::Running).count(), 16);
         assert_eq!(status.left_out as usize + status.jobs.len(), 100_016);
         // The newest finished ones stay.
         assert!(status.jobs.iter().any(|j| j.job == JobId(99_999)));

@@ -6,7 +6,7 @@
 use crate::link::ExecutorLink;
 use flint_core::{ControlCore, CoreConfig, Event as CoreEvent, Incarnation, Policy};
 use flint_proto::wire::Rejection;
-use flint_proto::{ClusterStatus, ExecutorId, JobId, JobStatus, Settings, StatusUpdate};
+use flint_proto::{ClusterStatus, ExecutorId, JobId, JobState, JobStatus, Settings, StatusUpdate};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -257,7 +257,7 @@ impl EventLoop {
             Event::Partial { id, incarnation, partial } => self.partial(now, id, incarnation, partial),
             Event::PartialFetched { id, incarnation, job, tasks, result } => match result {
                 Ok(output) => self.partial_in(now, id, incarnation, job, tasks, output),
-                Err(reason) => self.partial_lost(now, id, incarnation, job, tasks, &reason),
+                Err(loss) => self.partial_lost(now, id, incarnation, job, tasks, loss),
             },
             Event::Folded { job, result } => self.complete(job, result),
             Event::Snapshot(reply) => {
@@ -320,13 +320,13 @@ impl EventLoop {
         jobs.extend(self.jobs.iter().map(|(id, j)| JobStatus {
             job: *id,
             name: j.descriptor.name.clone(),
-            state: "running".into(),
+            state: JobState::Running,
             progress: *j.progress.borrow(),
         }));
         jobs.extend(self.waiting.iter().map(|w| JobStatus {
             job: w.id,
             name: w.job.name.clone(),
-            state: "waiting".into(),
+            state: JobState::Waiting,
             progress: *w.progress.borrow(),
         }));
         jobs.sort_by_key(|j| j.job);

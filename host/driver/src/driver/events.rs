@@ -79,7 +79,7 @@ pub(super) enum Event {
         incarnation: Incarnation,
         job: JobId,
         tasks: Vec<u32>,
-        result: Result<Charged, String>,
+        result: Result<Charged, PartialLoss>,
     },
     Folded {
         job: JobId,
@@ -138,4 +138,31 @@ pub(super) fn reporter(events: &mpsc::UnboundedSender<Event>) -> Reporter {
     Reporter::new(move |id, news| {
         let _ = events.send(Event::Backend { id, news });
     })
+}
+
+/// Why a block fetch gave no bytes.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum FetchFailure {
+    /// The bytes that came are not the block the executor named.
+    #[error("{0}")]
+    Mismatch(String),
+    /// None came: the stream or the executor went, or the time ran out.
+    #[error("{0}")]
+    Lost(String),
+}
+
+/// Why an executor's combined value never reached the driver: the tasks it holds run
+/// again.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PartialLoss {
+    /// No honest executor names this many.
+    #[error("a partial result may name at most {} tasks", flint_proto::MAX_PARTIAL_TASKS)]
+    TooManyTasks,
+    #[error("a partial result must hold a value")]
+    NoValue,
+    /// The executor says so (its combining instance failed, its store had no room).
+    #[error("{0}")]
+    OnExecutor(String),
+    #[error("fetching it failed: {0}")]
+    Fetch(FetchFailure),
 }

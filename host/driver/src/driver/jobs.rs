@@ -4,7 +4,7 @@
 
 use flint_core::{Event as CoreEvent, JobCounts};
 use flint_proto::{
-    JobDescriptor, JobError, JobId, JobProgress, JobReport, JobStatus, PartitionSpec, Source, World,
+    JobDescriptor, JobError, JobId, JobProgress, JobReport, JobState, JobStatus, PartitionSpec, Source, World,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -268,7 +268,7 @@ impl EventLoop {
         self.finished.push_back(JobStatus {
             job: id,
             name: report.name.clone(),
-            state: if report.outcome.is_ok() { "succeeded" } else { "failed" }.into(),
+            state: if report.outcome.is_ok() { JobState::Succeeded } else { JobState::Failed },
             progress,
         });
         if let Some(reply) = job.reply.take() {

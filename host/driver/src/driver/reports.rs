@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use super::budget::{Charge, Charged};
 use super::event_loop::EventLoop;
-use super::events::Event;
+use super::events::{Event, FetchFailure, PartialLoss};
 use super::fold_worker::{FOLD_BACKLOG, Fold};
 use crate::journal::AppEvent;
 
@@ -124,9 +124,7 @@ impl EventLoop {
         let Partial { job, tasks, output } = partial;
         if tasks.len() > flint_proto::MAX_PARTIAL_TASKS {
             // No honest executor names this many: what it holds of them runs again.
-            let reason =
-                format!("a partial result may name at most {} tasks", flint_proto::MAX_PARTIAL_TASKS);
-            return self.partial_lost(now, id, incarnation, job, tasks, &reason);
+            return self.partial_lost(now, id, incarnation, job, tasks, PartialLoss::TooManyTasks);
         }
         match output {
             Ok(TaskOutput::Inline(bytes)) => {
@@ -145,16 +143,16 @@ impl EventLoop {
                         incarnation,
                         job,
                         tasks,
-                        result: result.map_err(|failure| match failure {
-                            FetchFailure::Mismatch(message) | FetchFailure::Lost(message) => message,
-                        }),
+                        result: result.map_err(PartialLoss::Fetch),
                     }
                 });
             }
             Ok(TaskOutput::Combined) => {
-                self.partial_lost(now, id, incarnation, job, tasks, "a partial result must hold a value")
+                self.partial_lost(now, id, incarnation, job, tasks, PartialLoss::NoValue)
             }
-            Err(reason) => self.partial_lost(now, id, incarnation, job, tasks, &reason),
+            Err(reason) => {
+                self.partial_lost(now, id, incarnation, job, tasks, PartialLoss::OnExecutor(reason))
+            }
         }
     }
 
@@ -185,10 +183,10 @@ impl EventLoop {
         incarnation: Incarnation,
         job: JobId,
         tasks: Vec<u32>,
-        reason: &str,
+        loss: PartialLoss,
     ) {
         if let Some(record) = self.jobs.get(&job) {
-            let reason = flint_proto::failure::head(reason, 1024);
+            let reason = flint_proto::failure::head(&loss.to_string(), 1024);
             record.span.in_scope(|| {
                 tracing::warn!(executor_id = %id, tasks = tasks.len(), %reason, "combined outputs lost; those tasks run again")
             });
@@ -295,12 +293,4 @@ impl EventLoop {
             log_tail: (!update.log.is_empty()).then(|| flint_proto::log_tail(&update.log)),
         });
     }
-}
-
-/// Why a block fetch gave no bytes.
-pub(super) enum FetchFailure {
-    /// The bytes that came are not the block the executor named.
-    Mismatch(String),
-    /// None came: the stream or the executor went, or the time ran out.
-    Lost(String),
 }

@@ -50,7 +50,7 @@ pub struct SubmitArgs {
 }
 
 fn parse_period(text: &str) -> Result<std::time::Duration, String> {
-    match flint_proto::config::parse_duration(text)? {
+    match flint_proto::config::parse_duration(text).map_err(|e| e.to_string())? {
         d if d.is_zero() => Err("the period must be positive".into()),
         d => Ok(d),
     }

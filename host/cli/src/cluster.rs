@@ -2,7 +2,7 @@
 
 use crate::common::{PeerTls, fail, load_secret, parse_confs, write_private};
 use crate::exit;
-use crate::run::{cache_dir, parse_size_arg};
+use crate::run::cache_dir;
 use clap::Args;
 use flint_driver::server::{FrontConfig, serve};
 use flint_driver::{Driver, DriverConfig};
@@ -321,7 +321,7 @@ pub struct ExecutorArgs {
     #[arg(long, env = "FLINT_EXECUTOR_CORES")]
     cores: Option<u32>,
     /// Memory, such as 512m or 4g (flint.executor.memory) [default: 1g].
-    #[arg(long, env = "FLINT_EXECUTOR_MEMORY", value_parser = parse_size_arg)]
+    #[arg(long, env = "FLINT_EXECUTOR_MEMORY", value_parser = flint_proto::config::parse_size)]
     memory: Option<u64>,
     /// The application this executor serves; the driver rejects another.
     #[arg(long, env = "FLINT_APP_ID", default_value = "")]
@@ -344,7 +344,7 @@ pub struct ExecutorArgs {
     #[arg(long, env = "FLINT_SECRET_FILE")]
     secret_file: Option<PathBuf>,
     /// How long to keep trying to reach the driver at start-up.
-    #[arg(long, default_value = "60s", value_parser = parse_duration_arg)]
+    #[arg(long, default_value = "60s", value_parser = flint_proto::config::parse_duration)]
     connect_timeout: Duration,
     /// Configuration KEY=VALUE (repeatable); the driver's values apply except for
     /// start-up keys (cores, memory) given here.
@@ -352,10 +352,6 @@ pub struct ExecutorArgs {
     conf: Vec<String>,
     #[command(flatten)]
     tls: PeerTls,
-}
-
-fn parse_duration_arg(text: &str) -> Result<Duration, String> {
-    flint_proto::config::parse_duration(text)
 }
 
 pub fn executor(args: ExecutorArgs, set_log_level: crate::SetLogLevel) -> u8 {

@@ -33,7 +33,7 @@ pub struct RunArgs {
     #[arg(long)]
     cores: Option<u32>,
     /// Memory per executor, such as 512m or 4g (flint.executor.memory) [default: 1g].
-    #[arg(long, value_parser = parse_size_arg)]
+    #[arg(long, value_parser = parse_size)]
     memory: Option<u64>,
     /// Configuration KEY=VALUE (repeatable): flint.* keys set the platform, others the job.
     #[arg(long = "conf", value_name = "KEY=VALUE")]
@@ -50,10 +50,6 @@ pub struct BundleArgs {
     /// Where to write the bundle.
     #[arg(short, long)]
     output: PathBuf,
-}
-
-pub fn parse_size_arg(text: &str) -> Result<u64, String> {
-    parse_size(text)
 }
 
 pub fn bundle(args: BundleArgs) -> u8 {

@@ -234,7 +234,7 @@ impl World {
     }
 
     fn join_as(&mut self, name: ExecutorId, slots: u32) {
-        let Ok((id, incarnation)) = self.core.reserve(self.now, Some(name.into()), None) else { return };
+        let Ok((id, incarnation)) = self.core.reserve(self.now, Some(name), None) else { return };
         let info = ExecutorInfo { host: "h".into(), cores: slots, memory: 1 << 30, slots };
         let actions = self.core.handle(self.now, Event::Registered { id: id.clone(), incarnation, info });
         self.live.insert(id, incarnation);
@@ -431,9 +431,8 @@ impl World {
         if ok {
             self.join_as(id, 2);
         } else {
-            let actions = self
-                .core
-                .handle(self.now, Event::BackendExited { id: id.into(), reason: "exit status 2".into() });
+            let actions =
+                self.core.handle(self.now, Event::BackendExited { id, reason: "exit status 2".into() });
             self.apply(actions);
         }
     }
@@ -447,10 +446,10 @@ impl World {
         retryable: bool,
     ) {
         let event = if ok {
-            Event::TaskSucceeded { id: exec.into(), incarnation, attempt, elapsed: Duration::from_millis(3) }
+            Event::TaskSucceeded { id: exec, incarnation, attempt, elapsed: Duration::from_millis(3) }
         } else {
             let failure = TaskFailure::Guest { message: "no".into(), retryable };
-            Event::TaskFailed { id: exec.into(), incarnation, attempt, failure }
+            Event::TaskFailed { id: exec, incarnation, attempt, failure }
         };
         let actions = self.core.handle(self.now, event);
         self.apply(actions);
@@ -459,8 +458,7 @@ impl World {
     /// The holder of a placed attempt reports it combined into what it holds.
     fn combine(&mut self, exec: ExecutorId, incarnation: Incarnation, attempt: Attempt) {
         self.combining = Some(((exec.clone(), incarnation), attempt));
-        let event =
-            Event::TaskCombined { id: exec.into(), incarnation, attempt, elapsed: Duration::from_millis(3) };
+        let event = Event::TaskCombined { id: exec, incarnation, attempt, elapsed: Duration::from_millis(3) };
         let actions = self.core.handle(self.now, event);
         self.apply(actions);
         assert!(self.combining.take().is_none(), "an honest combined report was not taken");
@@ -482,8 +480,7 @@ impl World {
         let honest = !lie && self.live.get(&holder.0) == Some(&holder.1);
         self.handing = honest.then(|| (holder.clone(), job, truly));
         let (id, incarnation) = holder;
-        let actions =
-            self.core.handle(self.now, Event::Partial { id: id.into(), incarnation, job, tasks: named });
+        let actions = self.core.handle(self.now, Event::Partial { id, incarnation, job, tasks: named });
         self.apply(actions);
         self.handing = None;
     }
@@ -524,17 +521,13 @@ impl World {
                     .get(&(job, index))
                     .is_some_and(|(e, i, a)| *e == id && *i == incarnation && *a == attempt);
                 // The late answer to a kill is not a lie either.
-                let killed = self.killed.contains(&(id.clone().into(), incarnation, attempt));
+                let killed = self.killed.contains(&(id.clone(), incarnation, attempt));
                 if !honest && !killed {
                     let before = self.core.stale_reports();
-                    self.report(id.clone().into(), incarnation, attempt, true, true);
-                    self.report(id.clone().into(), incarnation, attempt, false, false);
-                    let event = Event::TaskCombined {
-                        id: id.into(),
-                        incarnation,
-                        attempt,
-                        elapsed: Duration::from_millis(3),
-                    };
+                    self.report(id.clone(), incarnation, attempt, true, true);
+                    self.report(id.clone(), incarnation, attempt, false, false);
+                    let event =
+                        Event::TaskCombined { id, incarnation, attempt, elapsed: Duration::from_millis(3) };
                     let actions = self.core.handle(self.now, event);
                     self.apply(actions);
                     assert_eq!(self.core.stale_reports(), before + 3, "a lie was believed");
@@ -553,7 +546,7 @@ impl World {
                     // Its connection closing at last must not remove the id's new life.
                     let actions = self.core.handle(
                         self.now,
-                        Event::Lost { id: e.clone().into(), incarnation: i, reason: "late".into() },
+                        Event::Lost { id: e.clone(), incarnation: i, reason: "late".into() },
                     );
                     assert!(actions.is_empty(), "a ghost's loss removed {actions:?}");
                     if let Some(current) = self.live.get(&e) {
@@ -564,9 +557,8 @@ impl World {
             Op::Lose { exec } => {
                 let id = ExecutorId::from(format!("e{exec}"));
                 if let Some(incarnation) = self.live.get(&id).copied() {
-                    let actions = self
-                        .core
-                        .handle(self.now, Event::Lost { id: id.into(), incarnation, reason: "test".into() });
+                    let actions =
+                        self.core.handle(self.now, Event::Lost { id, incarnation, reason: "test".into() });
                     self.apply(actions);
                 }
             }
@@ -574,14 +566,14 @@ impl World {
             Op::Drain { exec } => {
                 let id = ExecutorId::from(format!("e{exec}"));
                 if let Some(incarnation) = self.live.get(&id).copied() {
-                    let actions = self.core.handle(self.now, Event::Draining { id: id.into(), incarnation });
+                    let actions = self.core.handle(self.now, Event::Draining { id, incarnation });
                     self.apply(actions);
                 }
             }
             Op::Heartbeat { exec } => {
                 let id = ExecutorId::from(format!("e{exec}"));
                 if let Some(incarnation) = self.live.get(&id).copied() {
-                    let actions = self.core.handle(self.now, Event::Heartbeat { id: id.into(), incarnation });
+                    let actions = self.core.handle(self.now, Event::Heartbeat { id, incarnation });
                     self.apply(actions);
                 }
             }
@@ -613,9 +605,8 @@ impl World {
                 if let Some((holder, job)) = self.nth_holder(n) {
                     let tasks: Vec<u32> = self.held[&(holder.clone(), job)].iter().copied().collect();
                     let (id, incarnation) = holder;
-                    let actions = self
-                        .core
-                        .handle(self.now, Event::CombinedLost { id: id.into(), incarnation, job, tasks });
+                    let actions =
+                        self.core.handle(self.now, Event::CombinedLost { id, incarnation, job, tasks });
                     self.apply(actions);
                 }
             }
@@ -625,7 +616,7 @@ impl World {
                     Some(id) if n % 5 != 0 => id.clone(),
                     _ => format!("dyn-{n}").into(),
                 };
-                let actions = self.core.handle(self.now, Event::BackendProgress { id: id.into() });
+                let actions = self.core.handle(self.now, Event::BackendProgress { id });
                 self.apply(actions);
             }
             Op::Exit { n } => {
@@ -633,10 +624,9 @@ impl World {
                     self.live.keys().filter(|id| id.starts_with("dyn-")).cloned().collect();
                 if !started.is_empty() {
                     let id = started[n % started.len()].clone();
-                    let actions = self.core.handle(
-                        self.now,
-                        Event::BackendExited { id: id.into(), reason: "killed by signal 9".into() },
-                    );
+                    let actions = self
+                        .core
+                        .handle(self.now, Event::BackendExited { id, reason: "killed by signal 9".into() });
                     self.apply(actions);
                 }
             }
@@ -645,13 +635,10 @@ impl World {
                 if !leaving.is_empty() {
                     let (id, incarnation) = leaving[n % leaving.len()].clone();
                     self.leaving.remove(&(id.clone(), incarnation));
-                    let actions =
-                        self.core.handle(self.now, Event::Draining { id: id.clone().into(), incarnation });
+                    let actions = self.core.handle(self.now, Event::Draining { id: id.clone(), incarnation });
                     self.apply(actions);
-                    let actions = self.core.handle(
-                        self.now,
-                        Event::Lost { id: id.into(), incarnation, reason: "closed".into() },
-                    );
+                    let actions =
+                        self.core.handle(self.now, Event::Lost { id, incarnation, reason: "closed".into() });
                     self.apply(actions);
                 }
             }

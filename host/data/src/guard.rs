@@ -5,6 +5,7 @@
 //! resolves to (checked at connect time, so a name rebound after planning is caught),
 //! and as the target of a redirect.
 
+use crate::InputError;
 use object_store::ClientOptions;
 use object_store::client::{HttpClient, HttpConnector};
 use std::net::{IpAddr, SocketAddr};
@@ -34,13 +35,11 @@ pub fn forbidden(ip: IpAddr) -> bool {
 }
 
 /// Checks a URL's host when it is a literal address.
-pub fn check_host(host: &str) -> Result<(), String> {
+pub fn check_host(host: &str) -> Result<(), InputError> {
     let bare = host.trim_start_matches('[').split(']').next().unwrap_or(host);
     let bare = if host.starts_with('[') { bare } else { host.rsplit_once(':').map_or(host, |(h, _)| h) };
     match bare.parse::<IpAddr>() {
-        Ok(ip) if forbidden(ip) => {
-            Err(format!("{host} is a link-local or metadata address: inputs may not be read from it"))
-        }
+        Ok(ip) if forbidden(ip) => Err(InputError::ForbiddenHost { host: host.to_owned() }),
         _ => Ok(()),
     }
 }

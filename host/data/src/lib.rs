@@ -2,12 +2,14 @@
 //! plans them) and executors (which read them): input URLs, line splits over ranged
 //! reads, S3 and HTTPS objects, and the tokens of the driver's own data service.
 
+pub mod error;
 pub mod guard;
 pub mod inputs;
 pub mod lines;
 pub mod objects;
 pub mod token;
 
+pub use error::InputError;
 pub use inputs::{InputUrl, UrlError};
 pub use lines::read_lines;
 pub use objects::{ObjectReader, S3_SERVICE};

@@ -4,6 +4,8 @@
 //! be. One function serves every source: a file's positioned reads, the driver's data
 //! service, an object store's ranged GETs.
 
+use crate::InputError;
+
 /// Bytes read past a split's end in the first request, to find the end of its last line
 /// without a second round trip in the common case.
 pub const LOOKAHEAD: u64 = 64 << 10;
@@ -19,13 +21,12 @@ pub const MAX_OVERRUN: u64 = 64 << 20;
 /// must return exactly `len` bytes (it is never asked past `size`). Usually one read:
 /// the split, the byte before it and [`LOOKAHEAD`] after. A last line running more
 /// than [`MAX_OVERRUN`] past `end` is an error.
-pub fn read_lines<E: std::fmt::Display>(
-    mut read_at: impl FnMut(u64, u64) -> Result<Vec<u8>, E>,
+pub fn read_lines(
+    mut read_at: impl FnMut(u64, u64) -> Result<Vec<u8>, InputError>,
     start: u64,
     end: u64,
     size: u64,
-) -> Result<Vec<u8>, String> {
-    let mut read_at = |offset, len| read_at(offset, len).map_err(|e| e.to_string());
+) -> Result<Vec<u8>, InputError> {
     let end = end.min(size);
     if start >= end {
         return Ok(Vec::new());
@@ -54,7 +55,7 @@ pub fn read_lines<E: std::fmt::Display>(
             break buf.len();
         }
         if have.saturating_sub(end) > MAX_OVERRUN {
-            return Err(format!("a line runs over {MAX_OVERRUN} bytes past its split's end at {end}"));
+            return Err(InputError::LineTooLong { end });
         }
         scan = buf.len();
         step = (step * 2).min(MAX_STEP);
@@ -69,7 +70,7 @@ pub fn read_lines<E: std::fmt::Display>(
 mod tests {
     use super::*;
 
-    fn reader(text: &[u8]) -> impl FnMut(u64, u64) -> Result<Vec<u8>, String> + '_ {
+    fn reader(text: &[u8]) -> impl FnMut(u64, u64) -> Result<Vec<u8>, InputError> + '_ {
         move |offset, len| {
             let (offset, len) = (offset as usize, len as usize);
             assert!(offset + len <= text.len(), "read past the end: {offset}+{len}");
@@ -111,7 +112,7 @@ mod tests {
         let text = vec![b'x'; (2 * MAX_OVERRUN) as usize];
         match read_lines(reader(&text), 0, 1 << 20, text.len() as u64) {
             Ok(data) => panic!("read {} bytes of one line", data.len()),
-            Err(error) => assert!(error.contains("past its split's end"), "{error}"),
+            Err(error) => assert!(matches!(error, InputError::LineTooLong { .. }), "{error}"),
         }
     }
 
@@ -121,7 +122,7 @@ mod tests {
         let mut reads = 0;
         let counting = |offset: u64, len: u64| {
             reads += 1;
-            Ok::<_, String>(text[offset as usize..(offset + len) as usize].to_vec())
+            Ok::<_, InputError>(text[offset as usize..(offset + len) as usize].to_vec())
         };
         read_lines(counting, 100, 900, text.len() as u64).unwrap();
         assert_eq!(reads, 1);

@@ -3,6 +3,7 @@
 //! the `s3` service's delegation token (the driver's providers fetch it; executors get
 //! it pushed), never from an executor's environment.
 
+use crate::InputError;
 use crate::inputs::InputUrl;
 use flint_proto::{ObjectSettings, Source, Token};
 use futures::TryStreamExt;
@@ -46,7 +47,7 @@ impl ObjectReader {
     }
 
     /// Every object an `s3://` or `https://` input names, with its size, in key order.
-    pub async fn expand(&self, url: &InputUrl, tokens: &[Token]) -> Result<Vec<(Source, u64)>, String> {
+    pub async fn expand(&self, url: &InputUrl, tokens: &[Token]) -> Result<Vec<(Source, u64)>, InputError> {
         match url {
             InputUrl::S3 { bucket, key } => {
                 let store = self.s3(bucket, tokens)?;
@@ -68,13 +69,13 @@ impl ObjectReader {
                 let mut found = Vec::new();
                 while let Some(meta) = listing.try_next().await.map_err(|e| describe(&e))? {
                     if found.len() == MAX_OBJECTS {
-                        return Err(format!("more than {MAX_OBJECTS} objects under {url}"));
+                        return Err(InputError::TooManyObjects { url: url.to_string() });
                     }
                     let key = meta.location.to_string();
                     found.push((Source::S3 { bucket: bucket.clone(), key }, meta.size));
                 }
                 if found.is_empty() {
-                    return Err("no such object, and no objects under it as a prefix".into());
+                    return Err(InputError::NotFound);
                 }
                 found.sort();
                 Ok(found)
@@ -84,7 +85,7 @@ impl ObjectReader {
                 let meta = store.head(&path).await.map_err(|e| describe(&e))?;
                 Ok(vec![(Source::Http(url.clone()), meta.size)])
             }
-            other => Err(format!("{other} is not an object")),
+            other => Err(InputError::NotAnObject(other.to_string())),
         }
     }
 
@@ -95,36 +96,29 @@ impl ObjectReader {
         offset: u64,
         len: u64,
         tokens: &[Token],
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, InputError> {
         let (store, path) = match source {
             Source::S3 { bucket, key } => (self.s3(bucket, tokens)?, Path::from(key.as_str())),
             Source::Http(url) => self.http(url)?,
-            other => return Err(format!("{other} is not an object")),
+            other => return Err(InputError::NotAnObject(other.to_string())),
         };
         let bytes = store.get_range(&path, offset..offset + len).await.map_err(|e| describe(&e))?;
         if bytes.len() as u64 != len {
-            return Err(format!(
-                "asked for {len} bytes at {offset}, got {}: it changed since it was planned",
-                bytes.len()
-            ));
+            return Err(InputError::Changed { offset, len, got: bytes.len() as u64 });
         }
         Ok(bytes.to_vec())
     }
 
-    fn s3(&self, bucket: &str, tokens: &[Token]) -> Result<Arc<dyn ObjectStore>, String> {
-        let token = tokens.iter().find(|t| t.service == S3_SERVICE && t.job.is_none()).ok_or_else(|| {
-            format!(
-                "no token for service {S3_SERVICE}: the driver gets one with flint.security.credentials.{S3_SERVICE}.command or .file"
-            )
-        })?;
+    fn s3(&self, bucket: &str, tokens: &[Token]) -> Result<Arc<dyn ObjectStore>, InputError> {
+        let token = tokens
+            .iter()
+            .find(|t| t.service == S3_SERVICE && t.job.is_none())
+            .ok_or(InputError::NoS3Token)?;
         // Keyed by a digest of the credentials, so a renewed token makes a new client.
         let key = format!("s3 {bucket} {}", hex::encode(Sha256::digest(token.secret.as_bytes())));
         self.cached(key, || {
-            let creds: S3Credentials = serde_json::from_str(&token.secret).map_err(|_| {
-                format!(
-                    "the {S3_SERVICE} token is not S3 credentials: its secret must be JSON with access_key_id, secret_access_key and optionally session_token"
-                )
-            })?;
+            let creds: S3Credentials =
+                serde_json::from_str(&token.secret).map_err(|_| InputError::NotS3Credentials)?;
             let mut builder = AmazonS3Builder::new()
                 .with_bucket_name(bucket)
                 .with_region(&self.settings.s3_region)
@@ -143,15 +137,15 @@ impl ObjectReader {
         })
     }
 
-    fn http(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, Path), String> {
-        let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
+    fn http(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, Path), InputError> {
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| InputError::NoFile(url.to_owned()))?;
         let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
         if path.is_empty() {
-            return Err(format!("{url} names no file"));
+            return Err(InputError::NoFile(url.to_owned()));
         }
         crate::guard::check_host(host)?;
         let origin = format!("{scheme}://{host}");
-        let path = Path::from_url_path(path).map_err(|e| e.to_string())?;
+        let path = Path::from_url_path(path).map_err(|e| InputError::Store(e.to_string()))?;
         let store = self.cached(format!("http {origin}"), || {
             let store = HttpBuilder::new()
                 .with_url(&origin)
@@ -168,8 +162,8 @@ impl ObjectReader {
     fn cached(
         &self,
         key: String,
-        make: impl FnOnce() -> Result<Arc<dyn ObjectStore>, String>,
-    ) -> Result<Arc<dyn ObjectStore>, String> {
+        make: impl FnOnce() -> Result<Arc<dyn ObjectStore>, InputError>,
+    ) -> Result<Arc<dyn ObjectStore>, InputError> {
         let mut stores = self.stores.lock().expect("stores lock");
         if let Some(store) = stores.get(&key) {
             return Ok(store.clone());
@@ -198,7 +192,7 @@ fn retry() -> RetryConfig {
 
 /// An object store's error with the causes under it (a refused redirect says why only
 /// there), cut to a bounded length: it may quote a server's answer.
-fn describe(e: &object_store::Error) -> String {
+fn describe(e: &object_store::Error) -> InputError {
     let mut text = e.to_string();
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
@@ -208,5 +202,5 @@ fn describe(e: &object_store::Error) -> String {
         }
         cause = c.source();
     }
-    flint_proto::failure::head(&text, 1024)
+    InputError::Store(flint_proto::failure::head(&text, 1024))
 }

@@ -11,7 +11,48 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub type Fetch = Pin<Box<dyn Future<Output = Result<Token, String>> + Send>>;
+pub type Fetch = Pin<Box<dyn Future<Output = Result<Token, TokenError>> + Send>>;
+
+/// Why a provider gave no token. None quotes what the provider printed.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot run the token command: {0}")]
+    Spawn(std::io::Error),
+    #[error("the token command printed over {MAX_OUTPUT} bytes")]
+    TooMuchOutput,
+    #[error("the token command ran over {} s", COMMAND_TIMEOUT.as_secs())]
+    Timeout,
+    #[error("the token command exited, but a process it started outside its group holds its output open")]
+    Escaped,
+    /// Its exit status and the first line of its stderr.
+    #[error("the token command failed ({status}): {stderr}")]
+    Failed { status: std::process::ExitStatus, stderr: String },
+    #[error("cannot read {}: {error}", path.display())]
+    Read { path: std::path::PathBuf, error: std::io::Error },
+    #[error("{} is over {MAX_OUTPUT} bytes", path.display())]
+    FileTooLarge { path: std::path::PathBuf },
+    #[error("{}: {error}", path.display())]
+    InFile { path: std::path::PathBuf, error: TokenFormatError },
+    #[error(transparent)]
+    Format(#[from] TokenFormatError),
+}
+
+/// Why a provider's JSON is not a token. It never quotes the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenFormatError {
+    #[error(
+        "the token is not JSON with \"secret\" and \"expires_at_ms\" or \"expires_in_s\" (line {line}, column {column})"
+    )]
+    NotJson { line: usize, column: usize },
+    #[error("the token's secret is neither a string nor an object")]
+    SecretType,
+    #[error("the token's secret is empty")]
+    EmptySecret,
+    #[error("the token has no expiry (expires_at_ms or expires_in_s)")]
+    NoExpiry,
+    #[error("the token has expired already")]
+    Expired,
+}
 
 pub trait TokenProvider: Send + Sync {
     /// The provider's kind, for logs (`command`).
@@ -46,7 +87,7 @@ impl TokenProvider for CommandProvider {
         let (service, command) = (self.service.clone(), self.command.clone());
         Box::pin(async move {
             let printed = run_bounded(&command).await?;
-            parse_token(&service, &printed, now_ms())
+            Ok(parse_token(&service, &printed, now_ms())?)
         })
     }
 }
@@ -55,7 +96,7 @@ impl TokenProvider for CommandProvider {
 /// printed. What it prints is read only up to [`MAX_OUTPUT`] (a command printing more
 /// is stopped there, not buffered), and at the timeout or the bound the whole group is
 /// killed, so no child of the command outlives its turn.
-async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
+async fn run_bounded(command: &str) -> Result<Vec<u8>, TokenError> {
     use tokio::io::AsyncReadExt;
     let mut child = tokio::process::Command::new("/bin/sh")
         .args(["-c", command])
@@ -65,7 +106,7 @@ async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot run the token command: {e}"))?;
+        .map_err(TokenError::Spawn)?;
     let group = child.id().map(|pid| pid as libc::pid_t);
     let kill_group = || {
         if let Some(pid) = group {
@@ -95,16 +136,15 @@ async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
         let reading = async {
             tokio::pin!(read_out, read_err);
             // Printing past the bound ends it at once, whatever its stderr does.
-            let over = || format!("the token command printed over {MAX_OUTPUT} bytes");
             let (out, err) = tokio::select! {
                 out = &mut read_out => match out.len() > MAX_OUTPUT {
-                    true => return Err(over()),
+                    true => return Err(TokenError::TooMuchOutput),
                     false => (out, read_err.await),
                 },
                 err = &mut read_err => (read_out.await, err),
             };
             match out.len() > MAX_OUTPUT {
-                true => Err(over()),
+                true => Err(TokenError::TooMuchOutput),
                 false => Ok((out, err)),
             }
         };
@@ -112,10 +152,10 @@ async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
         let exited = tokio::select! {
             read = &mut reading => {
                 let (out, err) = read?;
-                let status = child.wait().await.map_err(|e| format!("cannot run the token command: {e}"))?;
-                return Ok::<_, String>((status, out, err));
+                let status = child.wait().await.map_err(TokenError::Spawn)?;
+                return Ok::<_, TokenError>((status, out, err));
             }
-            exited = child.wait() => exited.map_err(|e| format!("cannot run the token command: {e}"))?,
+            exited = child.wait() => exited.map_err(TokenError::Spawn)?,
         };
         // The command exited while something it started still holds its output open:
         // that gets a moment to finish, then the group goes, which closes the pipes.
@@ -123,10 +163,7 @@ async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
             Ok(read) => read?,
             Err(_) => {
                 kill_group();
-                tokio::time::timeout(LINGER, &mut reading).await.map_err(|_| {
-                    "the token command exited, but a process it started outside its group holds its output open"
-                        .to_owned()
-                })??
+                tokio::time::timeout(LINGER, &mut reading).await.map_err(|_| TokenError::Escaped)??
             }
         };
         Ok((exited, out, err))
@@ -135,13 +172,13 @@ async fn run_bounded(command: &str) -> Result<Vec<u8>, String> {
     // Whatever happened, nothing the command started stays behind.
     kill_group();
     let (status, out, err) = match result {
-        Err(_) => return Err(format!("the token command ran over {} s", COMMAND_TIMEOUT.as_secs())),
+        Err(_) => return Err(TokenError::Timeout),
         Ok(ran) => ran?,
     };
     if !status.success() {
         let said = String::from_utf8_lossy(&err);
-        let first: String = said.lines().next().unwrap_or("").chars().take(200).collect();
-        return Err(format!("the token command failed ({status}): {first}"));
+        let stderr: String = said.lines().next().unwrap_or("").chars().take(200).collect();
+        return Err(TokenError::Failed { status, stderr });
     }
     Ok(out)
 }
@@ -163,19 +200,15 @@ impl TokenProvider for FileProvider {
         let (service, path) = (self.service.clone(), self.path.clone());
         Box::pin(async move {
             use tokio::io::AsyncReadExt;
-            let file = tokio::fs::File::open(&path)
-                .await
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let unreadable = |error| TokenError::Read { path: path.clone(), error };
+            let file = tokio::fs::File::open(&path).await.map_err(unreadable)?;
             // Read no more than the bound and one byte, whatever the file holds.
             let mut text = Vec::new();
-            file.take(MAX_OUTPUT as u64 + 1)
-                .read_to_end(&mut text)
-                .await
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            file.take(MAX_OUTPUT as u64 + 1).read_to_end(&mut text).await.map_err(unreadable)?;
             if text.len() > MAX_OUTPUT {
-                return Err(format!("{} is over {MAX_OUTPUT} bytes", path.display()));
+                return Err(TokenError::FileTooLarge { path });
             }
-            parse_token(&service, &text, now_ms()).map_err(|e| format!("{}: {e}", path.display()))
+            parse_token(&service, &text, now_ms()).map_err(|error| TokenError::InFile { path, error })
         })
     }
 }
@@ -189,29 +222,24 @@ struct Printed {
 }
 
 /// A provider's JSON as a token of `service`. The error never quotes the input.
-pub fn parse_token(service: &str, text: &[u8], now_ms: u64) -> Result<Token, String> {
-    let printed: Printed = serde_json::from_slice(text).map_err(|e| {
-        format!(
-            "the token is not JSON with \"secret\" and \"expires_at_ms\" or \"expires_in_s\" (line {}, column {})",
-            e.line(),
-            e.column()
-        )
-    })?;
+pub fn parse_token(service: &str, text: &[u8], now_ms: u64) -> Result<Token, TokenFormatError> {
+    let printed: Printed = serde_json::from_slice(text)
+        .map_err(|e| TokenFormatError::NotJson { line: e.line(), column: e.column() })?;
     let secret = match printed.secret {
         serde_json::Value::String(s) => s,
         object @ serde_json::Value::Object(_) => object.to_string(),
-        _ => return Err("the token's secret is neither a string nor an object".into()),
+        _ => return Err(TokenFormatError::SecretType),
     };
     if secret.is_empty() {
-        return Err("the token's secret is empty".into());
+        return Err(TokenFormatError::EmptySecret);
     }
     let expires_at_ms = match (printed.expires_at_ms, printed.expires_in_s) {
         (Some(at), _) => at,
         (None, Some(secs)) => now_ms.saturating_add(secs.saturating_mul(1000)),
-        (None, None) => return Err("the token has no expiry (expires_at_ms or expires_in_s)".into()),
+        (None, None) => return Err(TokenFormatError::NoExpiry),
     };
     if expires_at_ms <= now_ms {
-        return Err("the token has expired already".into());
+        return Err(TokenFormatError::Expired);
     }
     Ok(Token::new(service, secret, expires_at_ms))
 }
@@ -239,7 +267,7 @@ mod tests {
             b"hunter2",
             br#"{"secret":["hunter2"],"expires_in_s":1}"#,
         ] {
-            let e = parse_token("s3", bad, 1_000).unwrap_err();
+            let e = parse_token("s3", bad, 1_000).unwrap_err().to_string();
             assert!(!e.contains("hunter2"), "{e}");
         }
     }
@@ -250,7 +278,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("token.json");
         let provider = FileProvider { service: "s3".into(), path: path.clone() };
-        assert!(provider.fetch().await.unwrap_err().contains("cannot read"));
+        assert!(matches!(provider.fetch().await, Err(TokenError::Read { .. })));
         std::fs::write(&path, r#"{"secret":"one","expires_in_s":60}"#).unwrap();
         assert_eq!(provider.fetch().await.unwrap().secret, "one");
         std::fs::write(&path, r#"{"secret":"two","expires_in_s":60}"#).unwrap();
@@ -267,7 +295,7 @@ mod tests {
         assert_eq!(ok.fetch().await.unwrap().secret, "x");
         let failing =
             CommandProvider { service: "s3".into(), command: "echo vault sealed >&2; exit 3".into() };
-        let e = failing.fetch().await.unwrap_err();
+        let e = failing.fetch().await.unwrap_err().to_string();
         assert!(e.contains("vault sealed") && e.contains('3'), "{e}");
     }
 
@@ -275,7 +303,7 @@ mod tests {
     async fn a_command_that_prints_without_end_is_stopped_at_the_bound_and_leaves_no_child() {
         let started = std::time::Instant::now();
         let endless = CommandProvider { service: "s3".into(), command: "yes".into() };
-        let e = endless.fetch().await.unwrap_err();
+        let e = endless.fetch().await.unwrap_err().to_string();
         assert!(e.contains("printed over"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         // A child the command left running is killed with it.
@@ -312,7 +340,7 @@ mod tests {
             pid_file.display()
         );
         let escaped = CommandProvider { service: "s3".into(), command };
-        let e = escaped.fetch().await.unwrap_err();
+        let e = escaped.fetch().await.unwrap_err().to_string();
         assert!(e.contains("holds its output open"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
         let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();

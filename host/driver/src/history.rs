@@ -31,6 +31,17 @@ const LISTED: usize = 1000;
 /// What was read of each application's folder, beside its log files' sizes then.
 type ByFolder<T> = HashMap<String, (Vec<(PathBuf, u64)>, T)>;
 
+/// Why an application's history cannot be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("no application {0:?}")]
+    NoApplication(String),
+    #[error("{app}: {error}")]
+    Unreadable { app: String, error: std::io::Error },
+    #[error("{0}: reading its event log stopped")]
+    Gone(String),
+}
+
 /// What `flint history` serves from.
 pub struct History {
     dir: PathBuf,
@@ -55,12 +66,13 @@ impl History {
     }
 
     /// The application in folder `app`, read again if its log has grown since.
-    pub async fn load(self: &Arc<Self>, app: &str) -> Result<Arc<Store>, String> {
+    pub async fn load(self: &Arc<Self>, app: &str) -> Result<Arc<Store>, HistoryError> {
+        let none = || HistoryError::NoApplication(app.to_owned());
         if app.is_empty() || app.starts_with('.') || app.contains(['/', '\\']) {
-            return Err(format!("no application {app:?}"));
+            return Err(none());
         }
         let folder = self.dir.join(app);
-        let files = eventlog::log_files(&folder).map_err(|_| format!("no application {app:?}"))?;
+        let files = eventlog::log_files(&folder).map_err(|_| none())?;
         if let Some((seen, store)) = self.cache.lock().expect("history lock").get(app)
             && *seen == files
         {
@@ -68,7 +80,9 @@ impl History {
         }
         let retained = self.retained_jobs;
         let read = tokio::task::spawn_blocking(move || eventlog::read_app(&folder, retained)).await;
-        let (store, skipped) = read.map_err(|e| e.to_string())?.map_err(|e| format!("{app}: {e}"))?;
+        let (store, skipped) = read
+            .map_err(|_| HistoryError::Gone(app.to_owned()))?
+            .map_err(|error| HistoryError::Unreadable { app: app.to_owned(), error })?;
         if skipped > 0 {
             tracing::warn!(app, skipped, "event log lines this flint cannot read were skipped");
         }

@@ -146,7 +146,7 @@ impl JobRequest {
         conf: Conf,
         inputs: Vec<String>,
         partitions: Option<u32>,
-    ) -> Result<JobRequest, String> {
+    ) -> Result<JobRequest, flint_proto::LimitError> {
         let memory_limit = manifest.limits.memory_bytes()?;
         let deadline = manifest.limits.deadline()?;
         let mut config = manifest.config.clone();

@@ -104,18 +104,29 @@ pub struct Envelope {
     pub event: AppEvent,
 }
 
+/// Why a line of an event log is not read (it is skipped, and counted).
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("event log version {0}; this flint reads up to {EVENT_LOG_VERSION}")]
+    Version(u64),
+    #[error("no version")]
+    NoVersion,
+}
+
 impl Envelope {
     pub fn now(event: AppEvent) -> Envelope {
         Envelope { v: EVENT_LOG_VERSION, at_ms: now_ms(), event }
     }
 
     /// Reads one line of an event log, of this version or an earlier one.
-    pub fn parse(line: &str) -> Result<Envelope, String> {
-        let value: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    pub fn parse(line: &str) -> Result<Envelope, LineError> {
+        let value: serde_json::Value = serde_json::from_str(line)?;
         match value.get("v").and_then(serde_json::Value::as_u64) {
-            Some(1) => serde_json::from_value(value).map_err(|e| e.to_string()),
-            Some(v) => Err(format!("event log version {v}; this flint reads up to {EVENT_LOG_VERSION}")),
-            None => Err("no version".into()),
+            Some(1) => Ok(serde_json::from_value(value)?),
+            Some(v) => Err(LineError::Version(v)),
+            None => Err(LineError::NoVersion),
         }
     }
 }
@@ -574,6 +585,6 @@ mod tests {
         assert!(line.contains("\"event\":\"token_renewed\""), "{line}");
         assert_eq!(Envelope::parse(&line).unwrap().at_ms, 9);
         let newer = line.replace("\"v\":1", "\"v\":2");
-        assert!(Envelope::parse(&newer).unwrap_err().contains("version 2"));
+        assert!(matches!(Envelope::parse(&newer), Err(LineError::Version(2))));
     }
 }

@@ -21,7 +21,7 @@ pub mod page;
 pub mod server;
 pub mod ui;
 
-pub use driver::{Driver, DriverConfig, JobHandle, MAX_TASKS, merge_runtime};
+pub use driver::{Driver, DriverConfig, JobHandle, MAX_TASKS, NoToken, merge_runtime};
 pub use flint_core::{ExecutorInfo, Incarnation, RenewalConfig};
 pub use job::{JobRequest, SubmitError};
 pub use link::{Blocks, ChannelLink, ExecutorLink, Fetch};

@@ -66,7 +66,7 @@ pub struct PeerMetrics {
 
 impl PeerMetrics {
     pub fn beat(&self, id: &ExecutorId, beat: flint_proto::wire::Heartbeat) {
-        self.beats.lock().expect("metrics lock").insert(id.to_owned().into(), beat);
+        self.beats.lock().expect("metrics lock").insert(id.to_owned(), beat);
     }
 
     pub fn gone(&self, id: &ExecutorId) {

@@ -526,7 +526,7 @@ async fn submit(
     };
     let request = match JobRequest::from_manifest(&manifest, component, config, urls, partitions) {
         Ok(r) => JobRequest { every, uploads, ..r },
-        Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e)).await?),
+        Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e.to_string())).await?),
     };
     let handle = match driver.submit(request).await {
         Ok(h) => h,

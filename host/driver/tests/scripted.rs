@@ -77,15 +77,20 @@ async fn join(driver: &Driver, name: &str, slots: u32, heartbeat: bool) -> Scrip
     let info = ExecutorInfo { host: "scripted".into(), cores: slots, memory: 1 << 30, slots };
     driver.executor_up(id.clone(), incarnation, info, link).await;
     if heartbeat {
-        let (driver, id) = (driver.clone(), id.clone());
-        tokio::spawn(async move {
-            loop {
-                driver.heartbeat(id.clone(), incarnation).await;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        });
+        beat(driver, &id, incarnation);
     }
     Scripted { id, incarnation, commands }
+}
+
+/// Heartbeats for `id`'s life `incarnation` every 50 ms, from now on.
+fn beat(driver: &Driver, id: &ExecutorId, incarnation: Incarnation) {
+    let (driver, id) = (driver.clone(), id.clone());
+    tokio::spawn(async move {
+        loop {
+            driver.heartbeat(id.clone(), incarnation).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
 }
 
 impl Scripted {
@@ -102,7 +107,7 @@ impl Scripted {
 
     fn report(&self, driver: &Driver, attempt: Attempt, output: TaskOutput) {
         let update = StatusUpdate {
-            executor: self.id.clone().into(),
+            executor: self.id.clone(),
             attempt,
             state: TaskState::Succeeded(output),
             log: String::new(),
@@ -127,7 +132,7 @@ impl Scripted {
 
     fn hand_over(&self, driver: &Driver, job: JobId, tasks: Vec<u32>, inside: u64, total: u64) {
         let output = Ok(TaskOutput::Inline(postcard::to_allocvec(&(inside, total)).unwrap()));
-        driver.local_partial(self.id.clone().into(), self.incarnation, Partial { job, tasks, output });
+        driver.local_partial(self.id.clone(), self.incarnation, Partial { job, tasks, output });
     }
 
     /// Answers a pi attempt with its own output: 10 points, index + 1 inside.
@@ -202,6 +207,9 @@ async fn a_silent_executor_and_an_old_incarnation_cost_nothing_but_time() {
         if let Ok((id, incarnation)) = driver.reserve_executor_id(Some("mute".into()), None).await {
             let info = ExecutorInfo { host: "scripted".into(), cores: 2, memory: 1 << 30, slots: 2 };
             driver.executor_up(id.clone(), incarnation, info, Arc::new(ChannelLink::new(tx, Hoarded))).await;
+            // The new life is heard from: only the old one is silent (a loaded machine
+            // must not see it expire too).
+            beat(&driver, &id, incarnation);
             break Scripted { id, incarnation, commands };
         }
     };
@@ -360,7 +368,7 @@ async fn outputs_held_by_an_executor_that_goes_before_it_delivers_are_made_again
     };
     // A second executor joins, then the first goes without handing anything over.
     let mut b = join(&driver, "b", 2, true).await;
-    driver.executor_lost(a.id.clone().into(), a.incarnation, "connection closed".into()).await;
+    driver.executor_lost(a.id.clone(), a.incarnation, "connection closed".into()).await;
     let mut rerun = Vec::new();
     while rerun.len() < 2 {
         rerun.extend(b.launches().await);

@@ -5,6 +5,7 @@
 
 use crate::blocks::{BlockStore, NotKept};
 use crate::inputs::InputReader;
+use flint_data::InputError;
 use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
     TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
@@ -25,7 +26,7 @@ const PARTIAL_ROOM_WAIT: Duration = Duration::from_secs(60);
 /// What an executor asks its driver for: a component's bytes the first time it meets
 /// its digest, and byte ranges of a job's `flint://` inputs. Called from slot threads.
 pub trait DriverSource: Send + Sync {
-    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String>;
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, SourceError>;
 
     /// `len` bytes of `path` from `offset`, for `job`, under its data token (a remote
     /// driver refuses a read without one), before `deadline`.
@@ -37,7 +38,17 @@ pub trait DriverSource: Send + Sync {
         offset: u64,
         len: u64,
         deadline: Instant,
-    ) -> Result<Vec<u8>, String>;
+    ) -> Result<Vec<u8>, InputError>;
+}
+
+/// Why the driver gave no component.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("the driver has no such component (its job has ended)")]
+    NoSuchComponent,
+    /// The connection to the driver failed.
+    #[error("{0}")]
+    Driver(String),
 }
 
 /// Runs tasks on one runtime. Shared by the executor's slots.
@@ -646,13 +657,13 @@ impl ExecutorCore {
                 let data = self
                     .inputs
                     .read_split(&*self.source, &launch.job, &tokens, source, (*start, *end, *size), deadline)
-                    .map_err(|message| match Instant::now() >= deadline {
+                    .map_err(|error| match Instant::now() >= deadline {
                         // Reading took the whole deadline: that is what the task ran into.
                         true => TaskFailure::Deadline {
                             deadline_ms: launch.job.deadline.as_millis() as u64,
                             key: "flint.task.deadline".into(),
                         },
-                        false => TaskFailure::Host { message },
+                        false => TaskFailure::Host { message: error.to_string() },
                     })?;
                 TaskInput::Lines { path: source.to_string(), start: *start, end: *end, data }
             }

@@ -4,7 +4,7 @@
 //! reads and attaches credentials; the guest sees only the bytes.
 
 use crate::core::DriverSource;
-use flint_data::{ObjectReader, read_lines};
+use flint_data::{InputError, ObjectReader, read_lines};
 use flint_proto::{FLINT_SERVICE, JobDescriptor, Settings, Source, Token};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -42,12 +42,13 @@ impl InputReader {
         source: &Source,
         (start, end, size): (u64, u64, u64),
         deadline: Instant,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, InputError> {
         match source {
             Source::File(path) => {
                 let file = self.open_local(path)?;
-                read_lines(|offset, len| pread(&file, offset, len), start, end, size)
-                    .map_err(|e| format!("cannot read {path}: {e}"))
+                let local = |error| InputError::Local { path: path.clone(), error };
+                read_lines(|offset, len| pread(&file, offset, len).map_err(local), start, end, size)
+                    .map_err(|e| e.reading(source))
             }
             Source::Driver(path) => {
                 // The newest token of this job; the driver checks it, the executor only picks.
@@ -58,7 +59,7 @@ impl InputReader {
                 let read = |offset, len| {
                     chunked(offset, len, |o, l| driver.read_input(token, job.job, path, o, l, deadline))
                 };
-                read_lines(read, start, end, size).map_err(|e| format!("cannot read {source}: {e}"))
+                read_lines(read, start, end, size).map_err(|e| e.reading(source))
             }
             Source::S3 { .. } | Source::Http(_) => {
                 let read = |offset, len| {
@@ -67,24 +68,25 @@ impl InputReader {
                         self.handle.block_on(async {
                             tokio::time::timeout_at(deadline.into(), read)
                                 .await
-                                .unwrap_or_else(|_| Err("the task's deadline passed while reading".into()))
+                                .unwrap_or(Err(InputError::Deadline))
                         })
                     })
                 };
-                read_lines(read, start, end, size).map_err(|e| format!("cannot read {source}: {e}"))
+                read_lines(read, start, end, size).map_err(|e| e.reading(source))
             }
         }
     }
 
-    fn open_local(&self, path: &str) -> Result<File, String> {
-        let real = std::fs::canonicalize(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    fn open_local(&self, path: &str) -> Result<File, InputError> {
+        let local = |error| InputError::Local { path: path.to_owned(), error }.reading(path);
+        let real = std::fs::canonicalize(path).map_err(local)?;
         if !self.roots.iter().any(|root| real.starts_with(root)) {
-            return Err(format!(
-                "{path} is outside this executor's flint.input.roots ({}); inputs it cannot see go through flint:// or object storage",
-                if self.roots.is_empty() { "none are set".to_owned() } else { display(&self.roots) }
-            ));
+            return Err(InputError::OutsideRoots {
+                path: path.to_owned(),
+                roots: if self.roots.is_empty() { "none are set".to_owned() } else { display(&self.roots) },
+            });
         }
-        File::open(&real).map_err(|e| format!("cannot read {path}: {e}"))
+        File::open(&real).map_err(local)
     }
 }
 
@@ -102,8 +104,8 @@ fn pread(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
 fn chunked(
     offset: u64,
     len: u64,
-    mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, String>,
-) -> Result<Vec<u8>, String> {
+    mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, InputError>,
+) -> Result<Vec<u8>, InputError> {
     let mut data = Vec::with_capacity(len as usize);
     let mut at = offset;
     while at < offset + len {

@@ -9,5 +9,5 @@ pub mod lifecycle;
 pub mod remote;
 
 pub use blocks::BlockStore;
-pub use core::{DriverSource, ExecutorCore, INLINE_OUTPUT};
+pub use core::{DriverSource, ExecutorCore, INLINE_OUTPUT, SourceError};
 pub use inputs::InputReader;

@@ -2,9 +2,10 @@
 //! hello, fetch the application's configuration, register, serve launches, heartbeat on
 //! a stream of its own, and leave cleanly when told to (SIGTERM: decommission).
 
-use crate::core::{DriverSource, ExecutorCore};
+use crate::core::{DriverSource, ExecutorCore, SourceError};
 use crate::inputs::InputReader;
 use crate::lifecycle::{self, Ended, Outbound};
+use flint_data::InputError;
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
     write_frame, write_payload,
@@ -245,13 +246,14 @@ struct RemoteSource {
 }
 
 impl DriverSource for RemoteSource {
-    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, SourceError> {
+        let lost = |e: &dyn std::fmt::Display| SourceError::Driver(e.to_string());
         // Called from a slot thread, never from the async runtime itself.
         self.handle.block_on(async {
-            let (mut send, mut recv) = self.connection.open_bi().await.map_err(|e| e.to_string())?;
-            write_frame(&mut send, &Request::FetchComponent(*digest)).await.map_err(|e| e.to_string())?;
+            let (mut send, mut recv) = self.connection.open_bi().await.map_err(|e| lost(&e))?;
+            write_frame(&mut send, &Request::FetchComponent(*digest)).await.map_err(|e| lost(&e))?;
             let _ = send.finish();
-            read_payload(&mut recv, 256 << 20).await.map_err(|e| e.to_string())
+            read_payload(&mut recv, 256 << 20).await.map_err(|e| lost(&e))
         })
     }
 
@@ -263,29 +265,26 @@ impl DriverSource for RemoteSource {
         start: u64,
         len: u64,
         deadline: Instant,
-    ) -> Result<Vec<u8>, String> {
-        let token = token.ok_or_else(|| format!("no data token for job {job} yet"))?;
+    ) -> Result<Vec<u8>, InputError> {
+        let lost = |e: &dyn std::fmt::Display| InputError::Driver(e.to_string());
+        let token = token.ok_or(InputError::NoDataToken(job))?;
         let request =
             Request::ReadInput { token: DataToken(token.secret.clone()), path: path.to_owned(), start, len };
         let read = async {
-            let (mut send, mut recv) = self.connection.open_bi().await.map_err(|e| e.to_string())?;
-            write_frame(&mut send, &request).await.map_err(|e| e.to_string())?;
+            let (mut send, mut recv) = self.connection.open_bi().await.map_err(|e| lost(&e))?;
+            write_frame(&mut send, &request).await.map_err(|e| lost(&e))?;
             let _ = send.finish();
-            match read_frame::<InputReply>(&mut recv).await.map_err(|e| e.to_string())? {
+            match read_frame::<InputReply>(&mut recv).await.map_err(|e| lost(&e))? {
                 Some(InputReply::Data { size }) if size == len => {
-                    read_payload(&mut recv, len as usize).await.map_err(|e| e.to_string())
+                    read_payload(&mut recv, len as usize).await.map_err(|e| lost(&e))
                 }
-                Some(InputReply::Data { size }) => {
-                    Err(format!("asked the driver for {len} bytes, it has {size}"))
-                }
-                Some(InputReply::Refused(refusal)) => Err(format!("the driver refused: {refusal}")),
-                None => Err("the driver closed the stream".into()),
+                Some(InputReply::Data { size }) => Err(InputError::Changed { offset: start, len, got: size }),
+                Some(InputReply::Refused(refusal)) => Err(InputError::Refused(refusal)),
+                None => Err(lost(&"the driver closed the stream")),
             }
         };
         self.handle.block_on(async {
-            tokio::time::timeout_at(deadline.into(), read)
-                .await
-                .unwrap_or_else(|_| Err("the task's deadline passed while reading".into()))
+            tokio::time::timeout_at(deadline.into(), read).await.unwrap_or(Err(InputError::Deadline))
         })
     }
 }

@@ -26,6 +26,17 @@ impl std::fmt::Debug for Identity {
     }
 }
 
+/// Why a certificate or key given by path could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("{}: {error}", path.display())]
+    Read { path: std::path::PathBuf, error: std::io::Error },
+    #[error("{}: {error}", path.display())]
+    Pem { path: std::path::PathBuf, error: rustls::pki_types::pem::Error },
+    #[error("{}: no certificate in it", .0.display())]
+    NoCertificate(std::path::PathBuf),
+}
+
 impl Identity {
     /// A fresh self-signed certificate for `names` (host names or addresses).
     pub fn generate(names: Vec<String>) -> Result<Identity, rcgen::Error> {
@@ -42,17 +53,23 @@ impl Identity {
     }
 
     /// Reads a certificate and its PKCS#8 key, each in PEM or DER.
-    pub fn load(cert: &std::path::Path, key: &std::path::Path) -> Result<Identity, String> {
+    pub fn load(cert: &std::path::Path, key: &std::path::Path) -> Result<Identity, IdentityError> {
         use rustls::pki_types::pem::PemObject;
-        let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(|error| IdentityError::Read { path: p.to_owned(), error })
+        };
+        let pem = |p: &std::path::Path| {
+            let path = p.to_owned();
+            move |error| IdentityError::Pem { path, error }
+        };
         let (cert_bytes, key_bytes) = (read(cert)?, read(key)?);
         let cert = if cert_bytes.starts_with(b"-----BEGIN") {
-            CertificateDer::from_pem_slice(&cert_bytes).map_err(|e| format!("{}: {e}", cert.display()))?
+            CertificateDer::from_pem_slice(&cert_bytes).map_err(pem(cert))?
         } else {
             CertificateDer::from(cert_bytes)
         };
         let key = if key_bytes.starts_with(b"-----BEGIN") {
-            PrivatePkcs8KeyDer::from_pem_slice(&key_bytes).map_err(|e| format!("{}: {e}", key.display()))?
+            PrivatePkcs8KeyDer::from_pem_slice(&key_bytes).map_err(pem(key))?
         } else {
             PrivatePkcs8KeyDer::from(key_bytes)
         };
@@ -113,17 +130,17 @@ pub fn open_up(connection: &quinn::Connection) {
 }
 
 /// Reads the certificates of a PEM (or single-certificate DER) file: a CA bundle.
-pub fn load_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn load_certs(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, IdentityError> {
     use rustls::pki_types::pem::PemObject;
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|error| IdentityError::Read { path: path.to_owned(), error })?;
     if !bytes.starts_with(b"-----BEGIN") {
         return Ok(vec![CertificateDer::from(bytes)]);
     }
     let certs: Vec<_> = CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|error| IdentityError::Pem { path: path.to_owned(), error })?;
     if certs.is_empty() {
-        return Err(format!("{}: no certificate in it", path.display()));
+        return Err(IdentityError::NoCertificate(path.to_owned()));
     }
     Ok(certs)
 }

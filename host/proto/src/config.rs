@@ -12,7 +12,7 @@ mod held;
 mod parse;
 mod sections;
 pub use held::JOB_KEYS;
-pub use parse::{dns_label, parse_duration, parse_pair, parse_size};
+pub use parse::{ValueError, dns_label, parse_duration, parse_pair, parse_size};
 use parse::{non_empty, parse_u32};
 pub use sections::{
     Backend, CredentialSettings, DynamicAllocation, FLINT_SERVICE, KubernetesSettings, ObjectSettings,
@@ -268,15 +268,16 @@ impl Settings {
         for (key, value) in conf.iter().filter(|(k, _)| k.starts_with("flint.")) {
             let invalid =
                 |reason: String| ConfError::Invalid { key: key.clone(), value: value.clone(), reason };
+            let unreadable = |e: ValueError| invalid(e.to_string());
             let positive = |n: u64| {
                 if n == 0 { Err(invalid("must be positive".into())) } else { Ok(n) }
             };
             match key.as_str() {
                 "flint.executor.cores" => {
-                    s.executor_cores = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                    s.executor_cores = positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.executor.memory" => {
-                    s.executor_memory = positive(parse_size(value).map_err(&invalid)?)?
+                    s.executor_memory = positive(parse_size(value).map_err(unreadable)?)?
                 }
                 "flint.memory.fraction" => {
                     s.memory_fraction = match value.trim().parse::<f64>() {
@@ -285,28 +286,28 @@ impl Settings {
                     }
                 }
                 "flint.task.cpus" => {
-                    s.task_cpus = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                    s.task_cpus = positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.task.maxFailures" => {
-                    let n = positive(parse_u32(value).map_err(&invalid)?.into())? as u32;
+                    let n = positive(parse_u32(value).map_err(unreadable)?.into())? as u32;
                     if n > MAX_TASK_FAILURES {
                         return Err(invalid(format!("must be at most {MAX_TASK_FAILURES}")));
                     }
                     s.task_max_failures = n
                 }
                 "flint.task.maxExecutorLosses" => {
-                    s.task_max_executor_losses = parse_u32(value).map_err(&invalid)?
+                    s.task_max_executor_losses = parse_u32(value).map_err(unreadable)?
                 }
-                "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(&invalid)?,
+                "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(unreadable)?,
                 "flint.task.maxResultSize" => {
-                    s.task_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
+                    s.task_max_result_size = positive(parse_size(value).map_err(unreadable)?)?
                 }
                 "flint.task.combine" => {
                     s.task_combine =
                         value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
                 }
                 "flint.task.instanceReuse" => {
-                    s.task_instance_reuse = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                    s.task_instance_reuse = positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.input.roots" => {
                     let roots: Vec<String> = value
@@ -320,48 +321,48 @@ impl Settings {
                     }
                     s.input_roots = roots
                 }
-                "flint.merge.deadline" => s.merge_deadline = parse_duration(value).map_err(&invalid)?,
-                "flint.driver.retainedJobs" => s.retained_jobs = parse_u32(value).map_err(&invalid)?,
+                "flint.merge.deadline" => s.merge_deadline = parse_duration(value).map_err(unreadable)?,
+                "flint.driver.retainedJobs" => s.retained_jobs = parse_u32(value).map_err(unreadable)?,
                 "flint.driver.maxRunningJobs" => {
-                    let n = positive(parse_u32(value).map_err(&invalid)?.into())? as u32;
+                    let n = positive(parse_u32(value).map_err(unreadable)?.into())? as u32;
                     // Each may hold a merge instance of the driver's pool for its run.
                     if n > MAX_RUNNING_JOBS {
                         return Err(invalid(format!("must be at most {MAX_RUNNING_JOBS}")));
                     }
                     s.max_running_jobs = n
                 }
-                "flint.driver.maxWaitingJobs" => s.max_waiting_jobs = parse_u32(value).map_err(&invalid)?,
+                "flint.driver.maxWaitingJobs" => s.max_waiting_jobs = parse_u32(value).map_err(unreadable)?,
                 "flint.executor.componentCacheSize" => {
-                    s.component_cache_size = parse_size(value).map_err(&invalid)?
+                    s.component_cache_size = parse_size(value).map_err(unreadable)?
                 }
                 "flint.driver.maxResultSize" => {
-                    s.driver_max_result_size = positive(parse_size(value).map_err(&invalid)?)?
+                    s.driver_max_result_size = positive(parse_size(value).map_err(unreadable)?)?
                 }
-                "flint.driver.memory" => s.driver_memory = positive(parse_size(value).map_err(&invalid)?)?,
+                "flint.driver.memory" => s.driver_memory = positive(parse_size(value).map_err(unreadable)?)?,
                 "flint.network.idleTimeout" => {
-                    let d = parse_duration(value).map_err(&invalid)?;
+                    let d = parse_duration(value).map_err(unreadable)?;
                     if d < Duration::from_millis(100) {
                         return Err(invalid("must be at least 100ms".into()));
                     }
                     s.network_idle_timeout = d
                 }
                 "flint.task.maxLogSize" => {
-                    s.task_max_log_size = parse_size(value).map_err(&invalid)?;
+                    s.task_max_log_size = parse_size(value).map_err(unreadable)?;
                     if s.task_max_log_size > MAX_TASK_LOG {
                         return Err(invalid(format!("must be at most {}m", MAX_TASK_LOG >> 20)));
                     }
                 }
                 "flint.executor.heartbeatInterval" => {
-                    s.heartbeat_interval = parse_duration(value).map_err(&invalid)?
+                    s.heartbeat_interval = parse_duration(value).map_err(unreadable)?
                 }
-                "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(&invalid)?,
+                "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(unreadable)?,
                 "flint.excludeOnFailure.enabled" => {
                     s.exclude_on_failure =
                         value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
                 }
                 "flint.excludeOnFailure.maxFailedTasksPerExecutor" => {
                     s.max_failed_tasks_per_executor =
-                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                        positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.executor.backend" => {
                     s.executor_backend = match value.trim() {
@@ -371,30 +372,30 @@ impl Settings {
                         _ => return Err(invalid("must be static, local or kubernetes".into())),
                     }
                 }
-                "flint.executor.instances" => s.executor_instances = parse_u32(value).map_err(&invalid)?,
+                "flint.executor.instances" => s.executor_instances = parse_u32(value).map_err(unreadable)?,
                 "flint.dynamicAllocation.enabled" => {
                     s.dynamic_allocation.enabled =
                         value.trim().parse().map_err(|_| invalid("must be true or false".into()))?
                 }
                 "flint.dynamicAllocation.minExecutors" => {
-                    s.dynamic_allocation.min_executors = parse_u32(value).map_err(&invalid)?
+                    s.dynamic_allocation.min_executors = parse_u32(value).map_err(unreadable)?
                 }
                 "flint.dynamicAllocation.maxExecutors" => {
                     s.dynamic_allocation.max_executors =
-                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                        positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.dynamicAllocation.initialExecutors" => {
-                    s.dynamic_allocation.initial_executors = Some(parse_u32(value).map_err(&invalid)?)
+                    s.dynamic_allocation.initial_executors = Some(parse_u32(value).map_err(unreadable)?)
                 }
                 "flint.dynamicAllocation.schedulerBacklogTimeout" => {
-                    s.dynamic_allocation.backlog_timeout = parse_duration(value).map_err(&invalid)?
+                    s.dynamic_allocation.backlog_timeout = parse_duration(value).map_err(unreadable)?
                 }
                 "flint.dynamicAllocation.sustainedSchedulerBacklogTimeout" => {
                     s.dynamic_allocation.sustained_backlog_timeout =
-                        Some(parse_duration(value).map_err(&invalid)?)
+                        Some(parse_duration(value).map_err(unreadable)?)
                 }
                 "flint.dynamicAllocation.executorIdleTimeout" => {
-                    s.dynamic_allocation.idle_timeout = parse_duration(value).map_err(&invalid)?
+                    s.dynamic_allocation.idle_timeout = parse_duration(value).map_err(unreadable)?
                 }
                 "flint.dynamicAllocation.executorAllocationRatio" => {
                     s.dynamic_allocation.ratio = match value.trim().parse::<f64>() {
@@ -403,24 +404,24 @@ impl Settings {
                     }
                 }
                 "flint.dynamicAllocation.cooldown" => {
-                    s.dynamic_allocation.cooldown = parse_duration(value).map_err(&invalid)?
+                    s.dynamic_allocation.cooldown = parse_duration(value).map_err(unreadable)?
                 }
                 "flint.dynamicAllocation.maxPendingExecutors" => {
                     s.dynamic_allocation.max_pending =
-                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                        positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.dynamicAllocation.maxStartFailures" => {
                     s.dynamic_allocation.max_start_failures =
-                        positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                        positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.dynamicAllocation.startBackoff" => {
-                    s.dynamic_allocation.start_backoff = parse_duration(value).map_err(&invalid)?
+                    s.dynamic_allocation.start_backoff = parse_duration(value).map_err(unreadable)?
                 }
                 "flint.kubernetes.namespace" => {
-                    s.kubernetes.namespace = Some(dns_label(value).map_err(&invalid)?)
+                    s.kubernetes.namespace = Some(dns_label(value).map_err(unreadable)?)
                 }
                 "flint.kubernetes.container.image" => {
-                    s.kubernetes.image = non_empty(value).map_err(&invalid)?
+                    s.kubernetes.image = non_empty(value).map_err(unreadable)?
                 }
                 "flint.kubernetes.container.image.pullPolicy" => {
                     s.kubernetes.image_pull_policy = match value.trim() {
@@ -435,22 +436,22 @@ impl Settings {
                     }
                 }
                 "flint.kubernetes.allocation.batch.size" => {
-                    s.kubernetes.batch_size = positive(parse_u32(value).map_err(&invalid)?.into())? as u32
+                    s.kubernetes.batch_size = positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.kubernetes.allocation.batch.delay" => {
-                    s.kubernetes.batch_delay = parse_duration(value).map_err(&invalid)?
+                    s.kubernetes.batch_delay = parse_duration(value).map_err(unreadable)?
                 }
                 "flint.kubernetes.executor.podTemplateFile" => {
-                    s.kubernetes.pod_template_file = Some(non_empty(value).map_err(&invalid)?)
+                    s.kubernetes.pod_template_file = Some(non_empty(value).map_err(unreadable)?)
                 }
                 "flint.kubernetes.executor.secretName" => {
-                    s.kubernetes.secret_name = Some(dns_label(value).map_err(&invalid)?)
+                    s.kubernetes.secret_name = Some(dns_label(value).map_err(unreadable)?)
                 }
                 "flint.kubernetes.driver.pod.name" => {
-                    s.kubernetes.driver_pod_name = Some(non_empty(value).map_err(&invalid)?)
+                    s.kubernetes.driver_pod_name = Some(non_empty(value).map_err(unreadable)?)
                 }
                 "flint.kubernetes.executor.apiPollingInterval" => {
-                    let d = parse_duration(value).map_err(&invalid)?;
+                    let d = parse_duration(value).map_err(unreadable)?;
                     s.kubernetes.api_polling_interval = Duration::from_millis(positive(d.as_millis() as u64)?)
                 }
                 "flint.security.credentials.renewalRatio" => {
@@ -460,37 +461,37 @@ impl Settings {
                     }
                 }
                 "flint.security.credentials.renewalMargin" => {
-                    s.credentials.renewal_margin = parse_duration(value).map_err(&invalid)?
+                    s.credentials.renewal_margin = parse_duration(value).map_err(unreadable)?
                 }
                 "flint.security.credentials.retryWait" => {
-                    let d = parse_duration(value).map_err(&invalid)?;
+                    let d = parse_duration(value).map_err(unreadable)?;
                     s.credentials.retry_wait = Duration::from_millis(positive(d.as_millis() as u64)?)
                 }
                 "flint.security.credentials.flint.lifetime" => {
-                    let d = parse_duration(value).map_err(&invalid)?;
+                    let d = parse_duration(value).map_err(unreadable)?;
                     if d < Duration::from_secs(1) {
                         return Err(invalid("must be at least 1s".into()));
                     }
                     s.credentials.flint_lifetime = d
                 }
                 "flint.s3.endpoint" => {
-                    let url = non_empty(value).map_err(&invalid)?;
+                    let url = non_empty(value).map_err(unreadable)?;
                     if !(url.starts_with("https://") || url.starts_with("http://")) {
                         return Err(invalid("must be an http:// or https:// URL".into()));
                     }
                     s.objects.s3_endpoint = Some(url)
                 }
-                "flint.s3.region" => s.objects.s3_region = non_empty(value).map_err(&invalid)?,
-                "flint.log.level" => s.executor_log_level = non_empty(value).map_err(&invalid)?,
+                "flint.s3.region" => s.objects.s3_region = non_empty(value).map_err(unreadable)?,
+                "flint.log.level" => s.executor_log_level = non_empty(value).map_err(unreadable)?,
                 "flint.driver.maxUploadSize" => {
-                    s.driver_max_upload_size = parse_size(value).map_err(&invalid)?
+                    s.driver_max_upload_size = parse_size(value).map_err(unreadable)?
                 }
                 "flint.driver.maxUploadsHeld" => {
-                    s.driver_max_uploads_held = parse_size(value).map_err(&invalid)?
+                    s.driver_max_uploads_held = parse_size(value).map_err(unreadable)?
                 }
-                "flint.eventLog.dir" => s.event_log_dir = Some(non_empty(value).map_err(&invalid)?),
+                "flint.eventLog.dir" => s.event_log_dir = Some(non_empty(value).map_err(unreadable)?),
                 "flint.eventLog.rollSize" => {
-                    s.event_log_roll_size = parse_size(value).map_err(&invalid)?;
+                    s.event_log_roll_size = parse_size(value).map_err(unreadable)?;
                     if s.event_log_roll_size < 1 << 20 {
                         return Err(invalid("must be at least 1m".into()));
                     }
@@ -515,7 +516,7 @@ impl Settings {
                             "the {FLINT_SERVICE} service's tokens are the driver's own; it has no provider to set"
                         )));
                     }
-                    let given = non_empty(value).map_err(&invalid)?;
+                    let given = non_empty(value).map_err(unreadable)?;
                     let other_kind =
                         if kind == "command" { &s.credentials.files } else { &s.credentials.commands };
                     if other_kind.contains_key(service) {

@@ -1,6 +1,6 @@
 //! Jobs: the manifest a bundle carries, and the plan that splits a job into partitions.
 
-use crate::config::{Conf, parse_duration, parse_size};
+use crate::config::{Conf, ValueError, parse_duration, parse_size};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -88,21 +88,30 @@ impl Manifest {
     }
 }
 
+/// Why a manifest's `[limits]` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitError {
+    #[error("limits.memory: must be positive")]
+    ZeroMemory,
+    #[error("limits.deadline: must be at least 10ms")]
+    DeadlineTooShort,
+    #[error("limits.{key}: {error}")]
+    Unreadable { key: &'static str, error: ValueError },
+}
+
 impl Limits {
-    pub fn memory_bytes(&self) -> Result<Option<u64>, String> {
+    pub fn memory_bytes(&self) -> Result<Option<u64>, LimitError> {
         match self.memory.as_deref().map(parse_size).transpose() {
-            Ok(Some(0)) => Err("limits.memory: must be positive".into()),
-            other => other.map_err(|e| format!("limits.memory: {e}")),
+            Ok(Some(0)) => Err(LimitError::ZeroMemory),
+            other => other.map_err(|error| LimitError::Unreadable { key: "memory", error }),
         }
     }
 
     /// The deadline a job asks for; at least the 10 ms epoch tick that enforces it.
-    pub fn deadline(&self) -> Result<Option<Duration>, String> {
+    pub fn deadline(&self) -> Result<Option<Duration>, LimitError> {
         match self.deadline.as_deref().map(parse_duration).transpose() {
-            Ok(Some(d)) if d < Duration::from_millis(10) => {
-                Err("limits.deadline: must be at least 10ms".into())
-            }
-            other => other.map_err(|e| format!("limits.deadline: {e}")),
+            Ok(Some(d)) if d < Duration::from_millis(10) => Err(LimitError::DeadlineTooShort),
+            other => other.map_err(|error| LimitError::Unreadable { key: "deadline", error }),
         }
     }
 }
@@ -258,10 +267,10 @@ mod tests {
         assert!(serde_json::from_str::<Manifest>(r#"{"name":"pi","partitons":4}"#).is_err());
         let limits = Limits { memory: Some("64m".into()), deadline: Some("bad".into()) };
         assert_eq!(limits.memory_bytes(), Ok(Some(64 << 20)));
-        assert!(limits.deadline().unwrap_err().contains("limits.deadline"));
+        assert!(limits.deadline().unwrap_err().to_string().contains("limits.deadline"));
         let zero = Limits { memory: Some("0".into()), deadline: Some("0s".into()) };
-        assert!(zero.memory_bytes().unwrap_err().contains("limits.memory"));
-        assert!(zero.deadline().unwrap_err().contains("limits.deadline"));
+        assert!(zero.memory_bytes().unwrap_err().to_string().contains("limits.memory"));
+        assert!(zero.deadline().unwrap_err().to_string().contains("limits.deadline"));
     }
 
     #[test]

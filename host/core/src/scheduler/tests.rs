@@ -169,7 +169,7 @@ fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
             s.handle(now, Input::ExecutorLost { id: format!("e{n}").into(), reason: format!("exit {n}") });
         if n < 2 {
             assert!(!out.iter().any(|o| matches!(o, Output::JobFailed { .. })), "{out:?}");
-            let placed = launches(&s.handle(now, Input::ExecutorAdded { id: next.clone().into(), slots: 1 }));
+            let placed = launches(&s.handle(now, Input::ExecutorAdded { id: next.clone(), slots: 1 }));
             assert_eq!(placed, vec![(next, 0, n + 1)], "placed again after the loss");
         } else {
             let failed = out.iter().find_map(|o| match o {
@@ -326,10 +326,10 @@ fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
     ];
     for (executor, attempt) in lies {
         assert!(
-            s.handle(now, Input::TaskSucceeded { attempt, executor: executor.clone().into(), elapsed: SLOW })
+            s.handle(now, Input::TaskSucceeded { attempt, executor: executor.clone(), elapsed: SLOW })
                 .is_empty()
         );
-        let failed = s.handle(now, Input::TaskFailed { attempt, executor: executor.into(), failure: trap() });
+        let failed = s.handle(now, Input::TaskFailed { attempt, executor, failure: trap() });
         assert!(failed.is_empty(), "{failed:?}");
     }
     assert_eq!(s.free_slots(), 0, "both slots still held");

@@ -100,7 +100,7 @@ pub(super) enum Event {
     /// asks again only after an answer), so these add one event per service at a time.
     TokenFetched {
         service: String,
-        result: Result<flint_proto::Token, String>,
+        result: Result<flint_proto::Token, crate::credentials::TokenError>,
     },
     /// The backend's news of an executor it started.
     Backend {

@@ -5,8 +5,9 @@
 use crate::job::{JobRequest, SubmitError};
 use crate::link::ExecutorLink;
 use flint_core::{ExecutorInfo, Incarnation};
+use flint_data::InputError;
 use flint_data::ObjectReader;
-use flint_executor::DriverSource;
+use flint_executor::{DriverSource, SourceError};
 use flint_proto::wire::Rejection;
 use flint_proto::{
     ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, JobId, Partial, Settings,
@@ -78,10 +79,8 @@ pub fn merge_runtime(
 }
 
 impl DriverSource for Driver {
-    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
-        self.component(digest)
-            .map(|b| b.as_ref().clone())
-            .ok_or_else(|| "the driver has no such component (its job has ended)".into())
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, SourceError> {
+        self.component(digest).map(|b| b.as_ref().clone()).ok_or(SourceError::NoSuchComponent)
     }
 
     /// In-process executors read the driver's files directly, with the same check of
@@ -94,9 +93,18 @@ impl DriverSource for Driver {
         start: u64,
         len: u64,
         _: Instant,
-    ) -> Result<Vec<u8>, String> {
-        self.shared.data.read_for(job, path, start, len).map_err(|e| e.to_string())
+    ) -> Result<Vec<u8>, InputError> {
+        self.shared.data.read_for(job, path, start, len).map_err(InputError::Refused)
     }
+}
+
+/// A provider gave no first token: the driver does not start without it.
+#[derive(Debug, thiserror::Error)]
+#[error("no token for service {service} ({kind}): {error}")]
+pub struct NoToken {
+    pub service: String,
+    pub kind: &'static str,
+    pub error: crate::credentials::TokenError,
 }
 
 impl Driver {
@@ -278,7 +286,7 @@ impl Driver {
     /// Fetches the first token of every provider `credentials` names, and of the
     /// driver's own `flint` service, then renews them from now on. A provider that
     /// cannot give one is an error naming the service and why.
-    pub async fn renew_credentials(&self, credentials: &CredentialSettings) -> Result<(), String> {
+    pub async fn renew_credentials(&self, credentials: &CredentialSettings) -> Result<(), NoToken> {
         let c = credentials;
         let mut providers: HashMap<String, Arc<dyn TokenProvider>> = HashMap::new();
         providers.insert(FLINT_SERVICE.into(), Arc::new(FlintTokens { lifetime: c.flint_lifetime }));
@@ -295,9 +303,11 @@ impl Driver {
         let mut initial = Vec::new();
         for (service, provider) in &providers {
             let token = provider.fetch().await;
-            initial.push(
-                token.map_err(|e| format!("no token for service {service} ({}): {e}", provider.kind()))?,
-            );
+            initial.push(token.map_err(|error| NoToken {
+                service: service.clone(),
+                kind: provider.kind(),
+                error,
+            })?);
         }
         let config = flint_core::RenewalConfig {
             ratio: c.renewal_ratio,

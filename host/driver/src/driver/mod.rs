@@ -29,5 +29,5 @@ mod reports;
 mod shared;
 
 pub use events::JobHandle;
-pub use handle::{Driver, DriverConfig, merge_runtime};
+pub use handle::{Driver, DriverConfig, NoToken, merge_runtime};
 pub use plan::MAX_TASKS;

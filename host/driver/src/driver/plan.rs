@@ -54,7 +54,7 @@ pub(super) async fn plan(
             InputUrl::Local(path) | InputUrl::Driver(path) => path,
             InputUrl::S3 { .. } | InputUrl::Http(_) => {
                 let found = shared.objects.expand(&url, &shared.tokens()).await;
-                inputs.extend(found.map_err(|e| input_error(text, e))?);
+                inputs.extend(found.map_err(|e| input_error(text, e.to_string()))?);
                 continue;
             }
         };

@@ -16,8 +16,8 @@ fn component(name: &str) -> Vec<u8> {
 struct Components(HashMap<Digest, Vec<u8>>);
 
 impl DriverSource for Components {
-    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, String> {
-        self.0.get(digest).cloned().ok_or_else(|| "no such component".into())
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, flint_executor::SourceError> {
+        self.0.get(digest).cloned().ok_or(flint_executor::SourceError::NoSuchComponent)
     }
 
     fn read_input(
@@ -28,8 +28,8 @@ impl DriverSource for Components {
         _: u64,
         _: u64,
         _: std::time::Instant,
-    ) -> Result<Vec<u8>, String> {
-        Err("no inputs here".into())
+    ) -> Result<Vec<u8>, flint_data::InputError> {
+        Err(flint_data::InputError::Driver("no inputs here".into()))
     }
 }
 

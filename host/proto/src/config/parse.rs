@@ -12,9 +12,26 @@ pub fn parse_pair(text: &str) -> Result<(String, String), ConfError> {
     }
 }
 
+/// Why a setting's value does not read as what its key takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("{0:?} is not a size such as 512m or 4g")]
+    NotASize(String),
+    #[error("{0:?} is not a duration such as 30s or 5m")]
+    NotADuration(String),
+    #[error("{0:?} is too large")]
+    TooLarge(String),
+    #[error("must be lowercase letters, digits and '-', at most 63")]
+    NotADnsLabel,
+    #[error("must not be empty")]
+    Empty,
+    #[error("{0:?} is not a whole number")]
+    NotAWholeNumber(String),
+}
+
 /// Parses a size in bytes: a number with an optional `b`, `k`, `m`, `g` or `t` suffix
 /// (binary multiples, as Spark reads them).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, ValueError> {
     let t = text.trim().to_ascii_lowercase();
     let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
     let (digits, shift) = match t.char_indices().last() {
@@ -24,13 +41,13 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         Some((i, 't')) => (&t[..i], 40),
         _ => (t, 0),
     };
-    let n: u64 = digits.trim().parse().map_err(|_| format!("{text:?} is not a size such as 512m or 4g"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
+    let n: u64 = digits.trim().parse().map_err(|_| ValueError::NotASize(text.to_owned()))?;
+    n.checked_mul(1 << shift).ok_or_else(|| ValueError::TooLarge(text.to_owned()))
 }
 
 /// Parses a duration: a number with a `ms`, `s`, `m`, `h` or `d` suffix; a bare number
 /// is seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, ValueError> {
     let t = text.trim().to_ascii_lowercase();
     let (digits, unit_ms) = if let Some(d) = t.strip_suffix("ms") {
         (d, 1)
@@ -45,30 +62,29 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     } else {
         (t.as_str(), 1_000)
     };
-    let n: u64 =
-        digits.trim().parse().map_err(|_| format!("{text:?} is not a duration such as 30s or 5m"))?;
-    n.checked_mul(unit_ms).map(Duration::from_millis).ok_or_else(|| format!("{text:?} is too long"))
+    let n: u64 = digits.trim().parse().map_err(|_| ValueError::NotADuration(text.to_owned()))?;
+    n.checked_mul(unit_ms).map(Duration::from_millis).ok_or_else(|| ValueError::TooLarge(text.to_owned()))
 }
 
 /// A Kubernetes object name that is a DNS label: lowercase letters, digits and '-',
 /// at most 63, starting and ending with a letter or digit.
-pub fn dns_label(text: &str) -> Result<String, String> {
+pub fn dns_label(text: &str) -> Result<String, ValueError> {
     let t = text.trim();
     let ok = !t.is_empty()
         && t.len() <= 63
         && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !t.starts_with('-')
         && !t.ends_with('-');
-    if ok { Ok(t.to_owned()) } else { Err("must be lowercase letters, digits and '-', at most 63".into()) }
+    if ok { Ok(t.to_owned()) } else { Err(ValueError::NotADnsLabel) }
 }
 
-pub(super) fn non_empty(text: &str) -> Result<String, String> {
+pub(super) fn non_empty(text: &str) -> Result<String, ValueError> {
     match text.trim() {
-        "" => Err("must not be empty".into()),
+        "" => Err(ValueError::Empty),
         t => Ok(t.to_owned()),
     }
 }
 
-pub(super) fn parse_u32(text: &str) -> Result<u32, String> {
-    text.trim().parse().map_err(|_| format!("{text:?} is not a whole number"))
+pub(super) fn parse_u32(text: &str) -> Result<u32, ValueError> {
+    text.trim().parse().map_err(|_| ValueError::NotAWholeNumber(text.to_owned()))
 }

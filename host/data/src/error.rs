@@ -1,0 +1,63 @@
+//! Why an input could not be listed or read: one type from the object stores, the
+//! driver's data service and local files up to the task that reads them. None quotes
+//! a secret; a store's or a server's own words are cut to a bounded length.
+
+use crate::lines::MAX_OVERRUN;
+use crate::objects::{MAX_OBJECTS, S3_SERVICE};
+use flint_proto::wire::DataRefusal;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// A link-local or metadata address, named literally or resolved to.
+    #[error("{host} is a link-local or metadata address: inputs may not be read from it")]
+    ForbiddenHost { host: String },
+    /// The object store's own error with the causes under it.
+    #[error("{0}")]
+    Store(String),
+    #[error("more than {MAX_OBJECTS} objects under {url}")]
+    TooManyObjects { url: String },
+    #[error("no such object, and no objects under it as a prefix")]
+    NotFound,
+    #[error("{0} is not an object")]
+    NotAnObject(String),
+    #[error("{0} is not a URL naming a file")]
+    NoFile(String),
+    #[error("asked for {len} bytes at {offset}, got {got}: it changed since it was planned")]
+    Changed { offset: u64, len: u64, got: u64 },
+    #[error(
+        "no token for service {S3_SERVICE}: the driver gets one with flint.security.credentials.{S3_SERVICE}.command or .file"
+    )]
+    NoS3Token,
+    #[error(
+        "the {S3_SERVICE} token is not S3 credentials: its secret must be JSON with access_key_id, secret_access_key and optionally session_token"
+    )]
+    NotS3Credentials,
+    #[error("a line runs over {MAX_OVERRUN} bytes past its split's end at {end}")]
+    LineTooLong { end: u64 },
+    #[error("the task's deadline passed while reading")]
+    Deadline,
+    /// A file on this machine.
+    #[error("{path}: {error}")]
+    Local { path: String, error: std::io::Error },
+    #[error(
+        "{path} is outside this executor's flint.input.roots ({roots}); inputs it cannot see go through flint:// or object storage"
+    )]
+    OutsideRoots { path: String, roots: String },
+    #[error("no data token for job {0} yet")]
+    NoDataToken(flint_proto::JobId),
+    #[error("the driver refused: {0}")]
+    Refused(DataRefusal),
+    /// The connection to the driver failed, or the driver answered out of turn.
+    #[error("{0}")]
+    Driver(String),
+    /// What went wrong, and which source it went wrong with.
+    #[error("cannot read {input}: {error}")]
+    Reading { input: String, error: Box<InputError> },
+}
+
+impl InputError {
+    /// The same error, saying which source it is about.
+    pub fn reading(self, input: impl std::fmt::Display) -> InputError {
+        InputError::Reading { input: input.to_string(), error: Box::new(self) }
+    }
+}

@@ -6,6 +6,7 @@ mod client;
 mod cluster;
 mod common;
 mod k8s;
+mod local;
 mod report;
 mod run;
 

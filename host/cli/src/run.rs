@@ -3,11 +3,11 @@
 use crate::bundle;
 use crate::common::{fail, parse_confs, progress_bar, show_progress};
 use crate::exit;
+use crate::local::{LocalCluster, LocalConfig};
 use crate::report;
 use anyhow::Context;
 use clap::Args;
 use flint_driver::JobRequest;
-use flint_driver::local::{LocalCluster, LocalConfig};
 use flint_proto::config::parse_size;
 use flint_proto::{Conf, Settings};
 use std::io::IsTerminal;

@@ -15,7 +15,6 @@ mod job;
 pub mod journal;
 mod limited;
 pub mod link;
-pub mod local;
 pub mod metrics;
 pub mod page;
 pub mod server;

@@ -13,11 +13,10 @@ use tokio::sync::{mpsc, watch};
 /// inline outputs, log tails, failure messages).
 const REPORT_BATCH_BYTES: usize = 1 << 20;
 
-/// Attempts an executor holds per slot at most, queued or running: the deepest the
-/// driver's scheduler pipelines (tiny tasks, 64 a slot). A driver sending more is wrong;
-/// what is past it is handed back rather than queued, so the slot queue, the report
-/// channel and the kill switches stay bounded whatever arrives.
-pub const MAX_HELD_PER_SLOT: usize = 64;
+/// A driver sending more than this a slot is wrong: what is past it is handed back
+/// rather than queued, so the slot queue, the report channel and the kill switches stay
+/// bounded whatever arrives.
+pub use flint_proto::MAX_HELD_PER_SLOT;
 
 /// What an executor tells its driver.
 #[derive(Debug)]

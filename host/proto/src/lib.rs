@@ -24,6 +24,6 @@ pub use report::{
     JobReport, JobState, JobStatus, LOG_TAIL, TaskRecord, log_tail,
 };
 pub use task::{
-    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, JobDescriptor, MAX_PARTIAL_TASKS, Partial,
-    StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
+    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, JobDescriptor, MAX_HELD_PER_SLOT, MAX_PARTIAL_TASKS,
+    Partial, StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
 };

@@ -169,6 +169,11 @@ impl TaskOutput {
 /// value over when it holds this many, and a driver refuses a longer list.
 pub const MAX_PARTIAL_TASKS: usize = 1 << 16;
 
+/// Attempts an executor holds per slot at most, queued or running: at least the deepest
+/// the driver's scheduler pipelines (tiny tasks, 64 a slot; the driver checks this at
+/// compile time).
+pub const MAX_HELD_PER_SLOT: usize = 64;
+
 /// The running value of combined tasks, handed over by the executor that combined
 /// them (asked by the driver once every task of the job is done, or sooner when the
 /// executor needs the room), or word that it was lost.

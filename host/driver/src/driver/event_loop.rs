@@ -28,9 +28,8 @@ use crate::journal::{AppEvent, Envelope};
 pub(super) const PIPELINE: u32 = 8;
 
 // The deepest placement the scheduler makes is within what executors hold.
-const _: () = assert!(
-    (PIPELINE * flint_core::scheduler::TINY_DEPTH) as usize <= flint_executor::lifecycle::MAX_HELD_PER_SLOT
-);
+const _: () =
+    assert!((PIPELINE * flint_core::scheduler::TINY_DEPTH) as usize <= flint_proto::MAX_HELD_PER_SLOT);
 
 /// Result blocks fetched from executors at once; more wait their turn (and keep their
 /// executor's slot meanwhile, which slows the producers down).

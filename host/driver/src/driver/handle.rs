@@ -5,19 +5,16 @@
 use crate::job::{JobRequest, SubmitError};
 use crate::link::ExecutorLink;
 use flint_core::{ExecutorInfo, Incarnation};
-use flint_data::InputError;
 use flint_data::ObjectReader;
-use flint_executor::{DriverSource, SourceError};
 use flint_proto::wire::Rejection;
 use flint_proto::{
-    ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, JobId, Partial, Settings,
-    StatusUpdate, Token,
+    ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, Partial, Settings,
+    StatusUpdate,
 };
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 use super::event_loop::EventLoop;
@@ -76,26 +73,6 @@ pub fn merge_runtime(
         pooling: true,
         component_cache: settings.component_cache_size,
     })
-}
-
-impl DriverSource for Driver {
-    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, SourceError> {
-        self.component(digest).map(|b| b.as_ref().clone()).ok_or(SourceError::NoSuchComponent)
-    }
-
-    /// In-process executors read the driver's files directly, with the same check of
-    /// which job reads which file; they need no token.
-    fn read_input(
-        &self,
-        _: Option<&Token>,
-        job: JobId,
-        path: &str,
-        start: u64,
-        len: u64,
-        _: Instant,
-    ) -> Result<Vec<u8>, InputError> {
-        self.shared.data.read_for(job, path, start, len).map_err(InputError::Refused)
-    }
 }
 
 /// A provider gave no first token: the driver does not start without it.

@@ -1,17 +1,17 @@
 //! The embedded cluster behind `flint run`: a driver and in-process executors, each
 //! with its own runtime, joined by channels instead of QUIC.
 
-use crate::driver::{Driver, DriverConfig};
-use crate::link::{Blocks, ChannelLink, Fetch};
 use flint_core::ExecutorInfo;
-use flint_core::Incarnation;
+use flint_data::InputError;
+use flint_driver::link::{Blocks, ChannelLink, Fetch};
+use flint_driver::{Driver, DriverConfig};
 use flint_executor::lifecycle::{self, Outbound};
-use flint_executor::{ExecutorCore, INLINE_OUTPUT, InputReader};
-use flint_proto::ExecutorCommand;
-use flint_proto::{BlockRef, Conf, ConfError, Settings};
+use flint_executor::{DriverSource, ExecutorCore, INLINE_OUTPUT, InputReader, SourceError};
+use flint_proto::{BlockRef, Conf, ConfError, Digest, ExecutorCommand, Incarnation, JobId, Settings, Token};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
@@ -36,6 +36,29 @@ pub enum LocalError {
     Rejected(flint_proto::wire::Rejection),
     #[error("cannot write the event log under {dir}: {error}")]
     EventLog { dir: String, error: std::io::Error },
+}
+
+/// What an in-process executor asks its driver for, asked of the driver itself.
+struct InProcessSource(Driver);
+
+impl DriverSource for InProcessSource {
+    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, SourceError> {
+        self.0.component(digest).map(|b| b.as_ref().clone()).ok_or(SourceError::NoSuchComponent)
+    }
+
+    /// In-process executors read the driver's files directly, with the same check of
+    /// which job reads which file; they need no token.
+    fn read_input(
+        &self,
+        _: Option<&Token>,
+        job: JobId,
+        path: &str,
+        start: u64,
+        len: u64,
+        _: Instant,
+    ) -> Result<Vec<u8>, InputError> {
+        self.0.data().read_for(job, path, start, len).map_err(InputError::Refused)
+    }
 }
 
 /// An in-process executor's blocks, read straight from its store.
@@ -96,8 +119,8 @@ impl LocalCluster {
             pooling: true,
             component_cache: settings.component_cache_size,
         };
-        let driver_runtime = Arc::new(crate::merge_runtime(&settings, config.cache_dir.clone())?);
-        let event_log = crate::eventlog::EventLogWriter::from_settings(&settings, &config.app_id)
+        let driver_runtime = Arc::new(flint_driver::merge_runtime(&settings, config.cache_dir.clone())?);
+        let event_log = flint_driver::eventlog::EventLogWriter::from_settings(&settings, &config.app_id)
             .map_err(|(dir, error)| LocalError::EventLog { dir, error })?;
         let driver = Driver::start(DriverConfig {
             app_id: config.app_id.clone(),
@@ -115,7 +138,7 @@ impl LocalCluster {
                 Arc::new(Runtime::new(runtime_config(settings.slots(), settings.instance_memory()))?);
             // Large outputs wait as blocks here too, until the driver is ready for them.
             let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
-            let source = Arc::new(driver.clone());
+            let source = Arc::new(InProcessSource(driver.clone()));
             let core = Arc::new(ExecutorCore::new(
                 id.clone(),
                 runtime,

@@ -4,7 +4,7 @@
 //! between growing and shrinking, a cap on executors asked for and not yet registered,
 //! and start failures that back off and, past a cap, make the application stop asking.
 
-use flint_proto::ExecutorId;
+use flint_proto::{Backend, DynamicAllocation, ExecutorId, Settings};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -14,30 +14,30 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// The longest wait between start attempts after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
-/// `flint.dynamicAllocation.*`.
+/// How the fleet follows the load: `flint.dynamicAllocation.*` as the settings read
+/// them, beside the slots one executor brings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AllocationConfig {
-    pub min_executors: u32,
-    pub max_executors: u32,
-    pub initial_executors: u32,
-    /// A backlog this old asks for the first executor.
-    pub backlog_timeout: Duration,
-    /// Each further request while the backlog lasts, this long after the last.
-    pub sustained_backlog_timeout: Duration,
-    /// An executor idle this long is given back.
-    pub idle_timeout: Duration,
-    /// The share of the tasks' slots to ask for (1.0: a slot for every task).
-    pub ratio: f64,
-    /// No shrinking this soon after growing, and no growing this soon after shrinking.
-    pub cooldown: Duration,
-    /// Executors asked for and not yet registered, at most.
-    pub max_pending: u32,
-    /// Start failures in a row after which the application stops asking.
-    pub max_start_failures: u32,
-    /// The wait after the first start failure; it doubles with each one after.
-    pub start_backoff: Duration,
+    pub policy: DynamicAllocation,
     /// Task slots of one executor.
     pub slots_per_executor: u32,
+}
+
+impl AllocationConfig {
+    /// What an application's settings ask of a backend that starts executors: dynamic
+    /// allocation, or without it `flint.executor.instances` kept. None for the static
+    /// backend (executors are started by hand).
+    pub fn from_settings(settings: &Settings) -> Option<AllocationConfig> {
+        if settings.executor_backend == Backend::Static {
+            return None;
+        }
+        let mut policy = settings.dynamic_allocation.clone();
+        if !policy.enabled {
+            let n = settings.executor_instances;
+            (policy.min_executors, policy.max_executors, policy.initial_executors) = (n, n, Some(n));
+        }
+        Some(AllocationConfig { policy, slots_per_executor: settings.slots() })
+    }
 }
 
 /// What the policy decides.
@@ -133,8 +133,9 @@ impl Allocator {
         if self.given_up.is_some() {
             return None;
         }
-        let grow =
-            self.backlog_since.map(|since| self.next_grow_at.unwrap_or(since + self.config.backlog_timeout));
+        let grow = self
+            .backlog_since
+            .map(|since| self.next_grow_at.unwrap_or(since + self.config.policy.backlog_timeout));
         [grow, self.retry_at].into_iter().flatten().min()
     }
 
@@ -148,7 +149,7 @@ impl Allocator {
         let share = took.as_secs_f64() / period.as_secs_f64().max(1e-3);
         let at_once = tasks.div_ceil(self.config.slots_per_executor.max(1));
         if share > RECURRING_GROW {
-            self.floor = self.floor.max(at_once.min(self.config.max_executors));
+            self.floor = self.floor.max(at_once.min(self.config.policy.max_executors));
         } else if share < RECURRING_SHRINK {
             self.floor = self.floor.saturating_sub((self.floor / 4).max(1));
         }
@@ -183,24 +184,29 @@ impl Allocator {
         self.failures += 1;
         let reason = format!("executor start failed {} time(s) in a row; last: {reason}", self.failures);
         self.last_failure = Some(reason.clone());
-        if self.failures >= self.config.max_start_failures.max(1) && self.given_up.is_none() {
+        if self.failures >= self.config.policy.max_start_failures.max(1) && self.given_up.is_none() {
             let reason = format!("{reason} (flint.dynamicAllocation.maxStartFailures)");
             self.given_up = Some(reason.clone());
             return Some(Decision::GiveUp(reason));
         }
-        let backoff =
-            self.config.start_backoff.saturating_mul(1 << (self.failures - 1).min(16)).min(MAX_BACKOFF);
+        let backoff = self
+            .config
+            .policy
+            .start_backoff
+            .saturating_mul(1 << (self.failures - 1).min(16))
+            .min(MAX_BACKOFF);
         self.retry_at = Some(now + backoff);
         None
     }
 
     /// How many executors the load asks for, within the minimum and maximum.
     pub fn target(&self, view: &View) -> u32 {
-        let tasks = f64::from(view.pending_tasks + view.running_tasks) * self.config.ratio;
+        let tasks = f64::from(view.pending_tasks + view.running_tasks) * self.config.policy.ratio;
         let wanted = (tasks / f64::from(self.config.slots_per_executor.max(1))).ceil() as u32;
-        wanted
-            .max(self.floor)
-            .clamp(self.config.min_executors, self.config.max_executors.max(self.config.min_executors))
+        wanted.max(self.floor).clamp(
+            self.config.policy.min_executors,
+            self.config.policy.max_executors.max(self.config.policy.min_executors),
+        )
     }
 
     /// Looks at the load and decides.
@@ -224,8 +230,12 @@ impl Allocator {
 
         if !self.initial_sent {
             self.initial_sent = true;
-            let initial =
-                self.config.initial_executors.max(self.config.min_executors).min(self.config.max_executors);
+            let initial = self
+                .config
+                .policy
+                .initial()
+                .max(self.config.policy.min_executors)
+                .min(self.config.policy.max_executors);
             let ask = initial.saturating_sub(fleet + self.starting).min(self.room());
             if ask > 0 {
                 self.grow(now, ask, &mut decisions);
@@ -239,7 +249,7 @@ impl Allocator {
             self.next_grow_at = None;
         } else {
             let since = *self.backlog_since.get_or_insert(now);
-            let due = self.next_grow_at.unwrap_or(since + self.config.backlog_timeout);
+            let due = self.next_grow_at.unwrap_or(since + self.config.policy.backlog_timeout);
             let missing = target.saturating_sub(fleet + self.starting);
             if now >= due
                 && missing > 0
@@ -250,13 +260,13 @@ impl Allocator {
                 if ask > 0 {
                     self.grow(now, ask, &mut decisions);
                     self.next_batch = self.next_batch.saturating_mul(2);
-                    self.next_grow_at = Some(now + self.config.sustained_backlog_timeout);
+                    self.next_grow_at = Some(now + self.config.policy.sustained());
                 }
             }
         }
         // Below the minimum (executors lost, say) or a recurring job's floor: back up to
         // it at once.
-        let floor = self.config.min_executors.max(self.floor.min(self.config.max_executors));
+        let floor = self.config.policy.min_executors.max(self.floor.min(self.config.policy.max_executors));
         let floor = floor.saturating_sub(fleet + self.starting).min(self.room());
         if floor > 0 && self.retry_at.is_none_or(|t| now >= t) {
             self.grow(now, floor, &mut decisions);
@@ -264,12 +274,12 @@ impl Allocator {
 
         // Shrinking: executors idle past the timeout, never below the target or the
         // minimum, oldest idle first.
-        let keep = target.max(self.config.min_executors);
+        let keep = target.max(self.config.policy.min_executors);
         let mut idle: Vec<(Instant, ExecutorId)> = self
             .idle_since
             .iter()
             .filter(|(id, since)| {
-                now >= **since + self.config.idle_timeout && !self.releasing.contains_key(*id)
+                now >= **since + self.config.policy.idle_timeout && !self.releasing.contains_key(*id)
             })
             .map(|(id, since)| (*since, id.clone()))
             .collect();
@@ -289,7 +299,7 @@ impl Allocator {
 
     /// Executors that may still be asked for under `max_pending`.
     fn room(&self) -> u32 {
-        self.config.max_pending.max(1).saturating_sub(self.starting)
+        self.config.policy.max_pending.max(1).saturating_sub(self.starting)
     }
 
     fn grow(&mut self, now: Instant, count: u32, decisions: &mut Vec<Decision>) {
@@ -302,7 +312,7 @@ impl Allocator {
     /// waits out the cooldown.
     fn may(&self, direction: Direction, now: Instant) -> bool {
         match self.last_change {
-            Some((last, at)) if last != direction => now >= at + self.config.cooldown,
+            Some((last, at)) if last != direction => now >= at + self.config.policy.cooldown,
             _ => true,
         }
     }

@@ -10,7 +10,7 @@
 use crate::allocation::{AllocationConfig, Allocator, Decision, TICK, View};
 use crate::credentials::{Credentials, Renewal, RenewalConfig};
 use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
-use crate::scheduler::{Input, Output, Policy, Scheduler};
+use crate::scheduler::{Decided, Input, Output, Policy, Scheduler};
 use flint_proto::wire::Rejection;
 use flint_proto::{Attempt, ExecutorId, ExecutorState, ExecutorStatus, JobError, JobId, TaskFailure};
 use std::collections::{BTreeMap, BTreeSet};
@@ -130,6 +130,9 @@ pub enum Event {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
+    /// A task done, lost or retried, a partial result accepted, an executor excluded:
+    /// as the scheduler decided it.
+    Decided(Decided),
     /// Run these attempts on the executor (one batch per executor per event).
     Launch {
         executor: ExecutorId,
@@ -141,34 +144,16 @@ pub enum Action {
         incarnation: Incarnation,
         attempt: Attempt,
     },
-    /// The attempt's success was accepted: its output is the task's output.
-    TaskDone {
-        attempt: Attempt,
-    },
     /// Ask the executor for the partial results it holds for the job.
     Collect {
         executor: ExecutorId,
         incarnation: Incarnation,
         job: JobId,
     },
-    /// The partial result just fed was accepted: fold it.
-    PartialAccepted {
-        job: JobId,
-        tasks: u32,
-    },
-    /// A done task's output was lost before it reached the driver; it runs again.
-    TaskLost {
-        job: JobId,
-        index: u32,
-    },
     /// The attempt's failure was accepted (it is in the job's record).
     TaskFailed {
         attempt: Attempt,
         executor: ExecutorId,
-        failure: TaskFailure,
-    },
-    Retrying {
-        attempt: Attempt,
         failure: TaskFailure,
     },
     /// The executor's life ended: drop its link. Sent for every removal, whoever
@@ -177,10 +162,6 @@ pub enum Action {
         executor: ExecutorId,
         incarnation: Incarnation,
         reason: String,
-    },
-    ExecutorExcluded {
-        executor: ExecutorId,
-        failed_tasks: u32,
     },
     /// Every task of the job succeeded; `counts` are its final counts.
     JobSucceeded {
@@ -668,25 +649,19 @@ impl ControlCore {
                     }
                     launches.push((executor, attempts));
                 }
-                Output::TaskDone { attempt } => {
-                    if let Some(counts) = self.jobs.get_mut(&attempt.job) {
-                        counts.done += 1;
+                Output::Decided(decided) => {
+                    // The job's done count moves with what the scheduler decided.
+                    match &decided {
+                        Decided::TaskDone { attempt } => self.count_done(attempt.job, |d| d + 1),
+                        Decided::TaskLost { job, .. } => self.count_done(*job, |d| d - 1),
+                        _ => {}
                     }
-                    actions.push(Action::TaskDone { attempt });
-                }
-                Output::TaskLost { job, index } => {
-                    if let Some(counts) = self.jobs.get_mut(&job) {
-                        counts.done -= 1;
-                    }
-                    actions.push(Action::TaskLost { job, index });
+                    actions.push(Action::Decided(decided));
                 }
                 Output::Collect { executor, job } => {
                     if let Some(incarnation) = self.incarnation(&executor) {
                         actions.push(Action::Collect { executor, incarnation, job });
                     }
-                }
-                Output::PartialAccepted { job, tasks } => {
-                    actions.push(Action::PartialAccepted { job, tasks })
                 }
                 Output::Kill { executor, attempt } => {
                     if let Some(incarnation) = self.incarnation(&executor) {
@@ -699,10 +674,6 @@ impl ControlCore {
                         killed.insert(attempt);
                         actions.push(Action::Kill { executor, incarnation, attempt });
                     }
-                }
-                Output::Retrying { attempt, failure } => actions.push(Action::Retrying { attempt, failure }),
-                Output::ExecutorExcluded { executor, failed_tasks } => {
-                    actions.push(Action::ExecutorExcluded { executor, failed_tasks })
                 }
                 Output::JobSucceeded { job } => {
                     let counts = self.jobs.remove(&job).unwrap_or_default();
@@ -724,6 +695,12 @@ impl ControlCore {
             if let Some(incarnation) = self.incarnation(&executor) {
                 actions.push(Action::Launch { executor, incarnation, attempts });
             }
+        }
+    }
+
+    fn count_done(&mut self, job: JobId, change: impl FnOnce(u32) -> u32) {
+        if let Some(counts) = self.jobs.get_mut(&job) {
+            counts.done = change(counts.done);
         }
     }
 

@@ -16,4 +16,4 @@ pub use allocation::AllocationConfig;
 pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
 pub use credentials::{Credentials, Renewal, RenewalConfig};
 pub use registry::{ExecutorInfo, Incarnation, MAX_SLOTS};
-pub use scheduler::Policy;
+pub use scheduler::{Decided, Policy};

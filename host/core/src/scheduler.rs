@@ -86,24 +86,9 @@ pub enum Output {
         executor: ExecutorId,
         attempts: Vec<Attempt>,
     },
-    /// The attempt's success was accepted: its output is the task's output. Reports of
-    /// attempts already replaced are dropped without this.
-    TaskDone {
-        attempt: Attempt,
-    },
     Kill {
         executor: ExecutorId,
         attempt: Attempt,
-    },
-    /// The executor failed too many distinct tasks and gets no new ones.
-    ExecutorExcluded {
-        executor: ExecutorId,
-        failed_tasks: u32,
-    },
-    /// A failed attempt will be tried again.
-    Retrying {
-        attempt: Attempt,
-        failure: TaskFailure,
     },
     JobSucceeded {
         job: JobId,
@@ -118,16 +103,25 @@ pub enum Output {
         executor: ExecutorId,
         job: JobId,
     },
+    /// What the control core passes on as it is.
+    Decided(Decided),
+}
+
+/// What the scheduler decided that needs nothing added on its way to the driver: the
+/// control core's [`crate::Action::Decided`] carries it unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decided {
+    /// The attempt's success was accepted: its output is the task's output. Reports of
+    /// attempts already replaced are dropped without this.
+    TaskDone { attempt: Attempt },
+    /// The executor failed too many distinct tasks and gets no new ones.
+    ExecutorExcluded { executor: ExecutorId, failed_tasks: u32 },
+    /// A failed attempt will be tried again.
+    Retrying { attempt: Attempt, failure: TaskFailure },
     /// The partial result just fed was accepted: fold it (it holds `tasks` outputs).
-    PartialAccepted {
-        job: JobId,
-        tasks: u32,
-    },
+    PartialAccepted { job: JobId, tasks: u32 },
     /// A done task's output was lost before it reached the driver: it runs again.
-    TaskLost {
-        job: JobId,
-        index: u32,
-    },
+    TaskLost { job: JobId, index: u32 },
 }
 
 /// An executor's place in [`Scheduler::executors`]: dense, reused once the executor
@@ -321,7 +315,10 @@ impl Scheduler {
                                 task.done = false;
                                 job.held -= 1;
                                 job.collecting = None;
-                                out.push(Output::TaskLost { job: *job_id, index: index as u32 });
+                                out.push(Output::Decided(Decided::TaskLost {
+                                    job: *job_id,
+                                    index: index as u32,
+                                }));
                                 lost.push((*job_id, index as u32));
                             }
                         }
@@ -365,7 +362,7 @@ impl Scheduler {
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
                 let job = self.attempt_ended_well(ix, attempt, elapsed);
                 job.remaining -= 1;
-                out.push(Output::TaskDone { attempt });
+                out.push(Output::Decided(Decided::TaskDone { attempt }));
                 if job.remaining == 0 {
                     self.jobs.remove(&attempt.job);
                     out.push(Output::JobSucceeded { job: attempt.job });
@@ -388,7 +385,7 @@ impl Scheduler {
                 let job = self.attempt_ended_well(ix, attempt, elapsed);
                 job.tasks[attempt.index as usize].held = Some(ix);
                 job.held += 1;
-                out.push(Output::TaskDone { attempt });
+                out.push(Output::Decided(Decided::TaskDone { attempt }));
                 self.collect_if_ready(now, attempt.job, &mut out);
             }
             Input::Partial { executor, job, tasks } => self.partial(executor, job, tasks, &mut out),
@@ -559,7 +556,7 @@ impl Scheduler {
         if let Some(exec) = self.executors[ix as usize].as_mut() {
             exec.held -= n;
         }
-        out.push(Output::PartialAccepted { job, tasks: n });
+        out.push(Output::Decided(Decided::PartialAccepted { job, tasks: n }));
         if state.remaining == 0 {
             self.jobs.remove(&job);
             out.push(Output::JobSucceeded { job });
@@ -577,7 +574,7 @@ impl Scheduler {
                 state.held -= 1;
                 state.collecting = None;
                 lost.push(index);
-                out.push(Output::TaskLost { job, index });
+                out.push(Output::Decided(Decided::TaskLost { job, index }));
             }
         }
         if let Some(exec) = self.executors[ix as usize].as_mut() {
@@ -651,7 +648,7 @@ impl Scheduler {
             };
             self.fail_job(attempt.job, reason, out);
         } else {
-            out.push(Output::Retrying { attempt, failure });
+            out.push(Output::Decided(Decided::Retrying { attempt, failure }));
             self.queue.push_front((attempt.job, attempt.index));
         }
     }
@@ -667,7 +664,10 @@ impl Scheduler {
         let failed = exec.failed_tasks.len() as u32;
         if !exec.excluded && failed >= limit && others > 0 {
             self.reindex(ix, |exec| exec.excluded = true);
-            out.push(Output::ExecutorExcluded { executor: executor.to_owned(), failed_tasks: failed });
+            out.push(Output::Decided(Decided::ExecutorExcluded {
+                executor: executor.to_owned(),
+                failed_tasks: failed,
+            }));
         }
     }
 

@@ -7,9 +7,9 @@
 //! honestly ends exactly once.
 
 use flint_core::{
-    Action, AllocationConfig, ControlCore, CoreConfig, Event, ExecutorInfo, Incarnation, Policy,
+    Action, AllocationConfig, ControlCore, CoreConfig, Decided, Event, ExecutorInfo, Incarnation, Policy,
 };
-use flint_proto::{Attempt, ExecutorId, JobId, TaskFailure};
+use flint_proto::{Attempt, DynamicAllocation, ExecutorId, JobId, TaskFailure};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -125,20 +125,21 @@ fn backend_op() -> impl Strategy<Value = Op> {
 const MAX_PENDING: usize = 3;
 
 fn allocation() -> AllocationConfig {
-    AllocationConfig {
+    let policy = DynamicAllocation {
+        enabled: true,
         min_executors: 0,
         max_executors: 4,
-        initial_executors: 0,
+        initial_executors: Some(0),
         backlog_timeout: Duration::from_secs(1),
-        sustained_backlog_timeout: Duration::from_secs(1),
+        sustained_backlog_timeout: None,
         idle_timeout: Duration::from_secs(5),
         ratio: 1.0,
         cooldown: Duration::from_secs(2),
         max_pending: MAX_PENDING as u32,
         max_start_failures: 3,
         start_backoff: Duration::from_secs(1),
-        slots_per_executor: 2,
-    }
+    };
+    AllocationConfig { policy, slots_per_executor: 2 }
 }
 
 type Holder = (ExecutorId, Incarnation);
@@ -269,7 +270,7 @@ impl World {
                         self.past.push((executor.clone(), incarnation, attempt));
                     }
                 }
-                Action::TaskDone { attempt } => {
+                Action::Decided(Decided::TaskDone { attempt }) => {
                     let key = (attempt.job, attempt.index);
                     assert!(self.placed.remove(&key).is_some(), "task {key:?} done without being placed");
                     match self.combining.take() {
@@ -338,7 +339,7 @@ impl World {
                     );
                     self.collects.insert((holder, job));
                 }
-                Action::PartialAccepted { job, tasks } => {
+                Action::Decided(Decided::PartialAccepted { job, tasks }) => {
                     let (holder, of, truly) =
                         self.handing.take().expect("accepted a partial nobody handed over");
                     assert_eq!(of, job);
@@ -352,7 +353,7 @@ impl World {
                         self.fold(job, index);
                     }
                 }
-                Action::TaskLost { job, index } => {
+                Action::Decided(Decided::TaskLost { job, index }) => {
                     let mut found = false;
                     for ((_, j), tasks) in self.held.iter_mut().filter(|((_, j), _)| *j == job) {
                         found |= tasks.remove(&index);
@@ -361,7 +362,7 @@ impl World {
                     assert!(found, "task {index} of job {job} lost, but nobody held it");
                     assert!(!self.jobs[&job].folded.contains(&index), "a folded task of job {job} lost");
                 }
-                Action::Retrying { .. } | Action::ExecutorExcluded { .. } => {}
+                Action::Decided(Decided::Retrying { .. } | Decided::ExecutorExcluded { .. }) => {}
                 Action::FetchToken { .. } | Action::TokensChanged { .. } | Action::TokenRetry { .. } => {
                     panic!("no token is renewed here: {action:?}")
                 }

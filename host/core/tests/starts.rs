@@ -3,7 +3,7 @@
 //! backend keeps saying it is under way (a pod waiting for a node or its image).
 
 use flint_core::{Action, AllocationConfig, ControlCore, CoreConfig, Event, Policy};
-use flint_proto::{ExecutorId, JobId};
+use flint_proto::{DynamicAllocation, ExecutorId, JobId};
 use std::time::{Duration, Instant};
 
 const BOOTSTRAP: Duration = Duration::from_secs(60);
@@ -14,17 +14,14 @@ fn core() -> ControlCore {
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: BOOTSTRAP,
         allocation: Some(AllocationConfig {
-            min_executors: 0,
-            max_executors: 1,
-            initial_executors: 0,
-            backlog_timeout: Duration::from_secs(1),
-            sustained_backlog_timeout: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(60),
-            ratio: 1.0,
-            cooldown: Duration::from_secs(0),
-            max_pending: 1,
-            max_start_failures: 5,
-            start_backoff: Duration::from_secs(1),
+            policy: DynamicAllocation {
+                enabled: true,
+                max_executors: 1,
+                initial_executors: Some(0),
+                cooldown: Duration::from_secs(0),
+                max_pending: 1,
+                ..DynamicAllocation::default()
+            },
             slots_per_executor: 1,
         }),
         backend: "kubernetes",

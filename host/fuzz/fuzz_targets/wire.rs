@@ -5,7 +5,7 @@
 
 use flint_net::decode;
 use flint_proto::wire::{
-    BlockReply, Chunk, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, Request, SubmitReply,
+    BlockReply, Chunk, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Request, SubmitReply,
 };
 use flint_proto::{ClusterStatus, StatusUpdate};
 use libfuzzer_sys::fuzz_target;
@@ -26,6 +26,7 @@ fuzz_target!(|bytes: &[u8]| {
     check::<Request>(bytes);
     check::<SubmitReply>(bytes);
     check::<BlockReply>(bytes);
+    check::<InputReply>(bytes);
     check::<Chunk>(bytes);
     check::<StatusUpdate>(bytes);
     check::<ClusterStatus>(bytes);

@@ -1,20 +1,27 @@
 use super::*;
 
 fn config() -> AllocationConfig {
-    AllocationConfig {
+    with(|_| {})
+}
+
+/// Dynamic allocation between 0 and 100 executors of 2 slots, changed by `change`.
+fn with(change: impl FnOnce(&mut DynamicAllocation)) -> AllocationConfig {
+    let mut policy = DynamicAllocation {
+        enabled: true,
         min_executors: 0,
         max_executors: 100,
-        initial_executors: 0,
+        initial_executors: Some(0),
         backlog_timeout: Duration::from_secs(1),
-        sustained_backlog_timeout: Duration::from_secs(1),
+        sustained_backlog_timeout: None,
         idle_timeout: Duration::from_secs(60),
         ratio: 1.0,
         cooldown: Duration::from_secs(10),
         max_pending: 100,
         max_start_failures: 3,
         start_backoff: Duration::from_secs(1),
-        slots_per_executor: 2,
-    }
+    };
+    change(&mut policy);
+    AllocationConfig { policy, slots_per_executor: 2 }
 }
 
 fn view(pending: u32, running: u32, executors: &[(&str, bool)]) -> View {
@@ -54,12 +61,12 @@ fn requests_ramp_one_two_four_eight_after_the_backlog_timeout() {
 #[test]
 fn requests_stop_at_the_target_and_the_maximum() {
     let t0 = Instant::now();
-    let mut a = Allocator::new(AllocationConfig { max_executors: 5, ..config() });
+    let mut a = Allocator::new(with(|p| p.max_executors = 5));
     // 7 tasks on 2-slot executors want 4; the maximum is 5.
     let load = view(7, 0, &[]);
     let total: u32 = (0..10).map(|s| requested(&a.step(t0 + Duration::from_secs(s), &load))).sum();
     assert_eq!(total, 4, "the target, ceil(7 / 2)");
-    let mut a = Allocator::new(AllocationConfig { max_executors: 5, ..config() });
+    let mut a = Allocator::new(with(|p| p.max_executors = 5));
     let load = view(1000, 0, &[]);
     let total: u32 = (0..10).map(|s| requested(&a.step(t0 + Duration::from_secs(s), &load))).sum();
     assert_eq!(total, 5, "never past the maximum");
@@ -68,7 +75,7 @@ fn requests_stop_at_the_target_and_the_maximum() {
 #[test]
 fn executors_asked_for_and_not_registered_are_capped() {
     let t0 = Instant::now();
-    let mut a = Allocator::new(AllocationConfig { max_pending: 3, ..config() });
+    let mut a = Allocator::new(with(|p| p.max_pending = 3));
     let load = view(1000, 0, &[]);
     let total: u32 = (0..10).map(|s| requested(&a.step(t0 + Duration::from_secs(s), &load))).sum();
     assert_eq!(total, 3);
@@ -80,7 +87,7 @@ fn executors_asked_for_and_not_registered_are_capped() {
 #[test]
 fn the_minimum_and_initial_executors_are_asked_for_at_once() {
     let t0 = Instant::now();
-    let mut a = Allocator::new(AllocationConfig { min_executors: 2, initial_executors: 3, ..config() });
+    let mut a = Allocator::new(with(|p| (p.min_executors, p.initial_executors) = (2, Some(3))));
     assert_eq!(requested(&a.step(t0, &view(0, 0, &[]))), 3);
     // All three came and went idle: only those above the minimum are given back.
     for _ in 0..3 {
@@ -116,7 +123,7 @@ fn idle_executors_go_after_the_timeout_and_busy_ones_never() {
 #[test]
 fn the_cooldown_stops_a_grow_shrink_flip_flop() {
     let t0 = Instant::now();
-    let mut a = Allocator::new(AllocationConfig { idle_timeout: Duration::from_secs(1), ..config() });
+    let mut a = Allocator::new(with(|p| p.idle_timeout = Duration::from_secs(1)));
     let mut fleet: Vec<String> = Vec::new();
     let mut changes: Vec<(u64, bool)> = Vec::new();
     // A backlog that comes for three seconds and goes for three, for two minutes; the
@@ -154,7 +161,7 @@ fn the_cooldown_stops_a_grow_shrink_flip_flop() {
 #[test]
 fn start_failures_back_off_then_give_up_with_the_backends_reason() {
     let t0 = Instant::now();
-    let mut a = Allocator::new(AllocationConfig { max_pending: 1, ..config() });
+    let mut a = Allocator::new(with(|p| p.max_pending = 1));
     let load = view(10, 0, &[]);
     a.step(t0, &load);
     assert_eq!(requested(&a.step(t0 + Duration::from_secs(1), &load)), 1);
@@ -179,7 +186,7 @@ fn start_failures_back_off_then_give_up_with_the_backends_reason() {
 #[test]
 fn a_registration_ends_the_failures_in_a_row() {
     let t0 = Instant::now();
-    let mut a = Allocator::new(AllocationConfig { max_pending: 1, ..config() });
+    let mut a = Allocator::new(with(|p| p.max_pending = 1));
     let load = view(10, 0, &[]);
     a.step(t0, &load);
     for round in 0..5u64 {

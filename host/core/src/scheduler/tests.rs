@@ -85,7 +85,7 @@ fn failed_task_is_retried_on_another_executor() {
             failure: trap(),
         },
     );
-    assert!(matches!(out[0], Output::Retrying { .. }), "{out:?}");
+    assert!(matches!(out[0], Output::Decided(Decided::Retrying { .. })), "{out:?}");
     assert_eq!(launches(&out), vec![(ExecutorId::from(other), 0, 1)]);
 }
 
@@ -216,7 +216,7 @@ fn stale_reports_are_ignored() {
     assert_eq!(
         out,
         vec![
-            Output::TaskDone { attempt: Attempt { job: JobId(1), index: 0, number: 1 } },
+            Output::Decided(Decided::TaskDone { attempt: Attempt { job: JobId(1), index: 0, number: 1 } }),
             Output::JobSucceeded { job: JobId(1) }
         ]
     );
@@ -266,15 +266,18 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     };
     // b holds its two tasks, so the retries of a's tasks queue.
     let out = fail(&mut s, "a", on_a[0], 0);
-    assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })));
+    assert!(!out.iter().any(|o| matches!(o, Output::Decided(Decided::ExecutorExcluded { .. }))));
     let out = fail(&mut s, "a", on_a[1], 0);
-    assert!(out.contains(&Output::ExecutorExcluded { executor: "a".into(), failed_tasks: 2 }), "{out:?}");
+    assert!(
+        out.contains(&Output::Decided(Decided::ExecutorExcluded { executor: "a".into(), failed_tasks: 2 })),
+        "{out:?}"
+    );
     assert_eq!(s.live_executors(), 1);
     // b is now the last usable executor: its failures retry on it, never exclude it.
     let out = fail(&mut s, "b", on_b[0], 0);
-    assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })), "{out:?}");
+    assert!(!out.iter().any(|o| matches!(o, Output::Decided(Decided::ExecutorExcluded { .. }))), "{out:?}");
     let out = fail(&mut s, "b", on_b[1], 0);
-    assert!(!out.iter().any(|o| matches!(o, Output::ExecutorExcluded { .. })), "{out:?}");
+    assert!(!out.iter().any(|o| matches!(o, Output::Decided(Decided::ExecutorExcluded { .. }))), "{out:?}");
     assert_eq!(s.live_executors(), 1);
 }
 
@@ -336,7 +339,7 @@ fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
     // A second success of the same attempt is stale too.
     assert_eq!(
         ok(&mut s, now, &holder, index, 0),
-        vec![Output::TaskDone { attempt: Attempt { job: JobId(1), index, number: 0 } }]
+        vec![Output::Decided(Decided::TaskDone { attempt: Attempt { job: JobId(1), index, number: 0 } })]
     );
     assert!(ok(&mut s, now, &holder, index, 0).is_empty());
 }
@@ -413,7 +416,7 @@ fn combined_outputs_are_collected_from_their_executors_once_every_task_is_done()
     let out = combined(&mut s, now, "a", 2, 0);
     assert_eq!(collects(&out), vec![ExecutorId::from("a"), ExecutorId::from("b")]);
     let out = partial(&mut s, now, "a", &[2, 0]);
-    assert!(out.contains(&Output::PartialAccepted { job: JobId(1), tasks: 2 }), "{out:?}");
+    assert!(out.contains(&Output::Decided(Decided::PartialAccepted { job: JobId(1), tasks: 2 })), "{out:?}");
     assert!(!out.contains(&Output::JobSucceeded { job: JobId(1) }));
     let out = partial(&mut s, now, "b", &[1]);
     assert!(out.contains(&Output::JobSucceeded { job: JobId(1) }), "{out:?}");
@@ -431,7 +434,7 @@ fn outputs_held_by_a_lost_executor_run_again_without_counting_as_failures() {
     // b delivers; a goes before it does: its task runs again, on b.
     partial(&mut s, now, "b", &[1]);
     let out = s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
-    assert!(out.contains(&Output::TaskLost { job: JobId(1), index: 0 }), "{out:?}");
+    assert!(out.contains(&Output::Decided(Decided::TaskLost { job: JobId(1), index: 0 })), "{out:?}");
     assert_eq!(launches(&out), vec![("b".into(), 0, 1)]);
     // max_failures is 1: a loss is not a failure, and the rerun combines again.
     let out = combined(&mut s, now, "b", 0, 1);
@@ -449,12 +452,18 @@ fn a_partial_that_does_not_match_what_its_executor_holds_is_refused_and_those_ta
     // Claims b's task, names one twice, names one out of range, names none.
     for tasks in [&[0, 2][..], &[0, 0], &[0, 7], &[]] {
         let out = partial(&mut s, now, "a", tasks);
-        assert!(!out.iter().any(|o| matches!(o, Output::PartialAccepted { .. })), "{tasks:?}: {out:?}");
+        assert!(
+            !out.iter().any(|o| matches!(o, Output::Decided(Decided::PartialAccepted { .. }))),
+            "{tasks:?}: {out:?}"
+        );
     }
     // a's outputs that the refused partials named went back to the queue and run again;
     // b's is still b's.
     assert!(s.holds(&"a".into(), Attempt { job: JobId(1), index: 0, number: 1 }));
-    assert!(partial(&mut s, now, "b", &[2]).contains(&Output::PartialAccepted { job: JobId(1), tasks: 1 }));
+    assert!(
+        partial(&mut s, now, "b", &[2])
+            .contains(&Output::Decided(Decided::PartialAccepted { job: JobId(1), tasks: 1 }))
+    );
     assert!(s.room_index_is_true());
 }
 
@@ -468,7 +477,7 @@ fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_time
     assert_eq!(s.poll_timeout(), Some(now + Duration::from_secs(5)));
     assert!(s.handle_timeout(now + Duration::from_secs(4)).is_empty());
     let out = s.handle_timeout(now + Duration::from_secs(5));
-    assert!(out.contains(&Output::TaskLost { job: JobId(1), index: 0 }), "{out:?}");
+    assert!(out.contains(&Output::Decided(Decided::TaskLost { job: JobId(1), index: 0 })), "{out:?}");
     assert_eq!(launches(&out), vec![("a".into(), 0, 1)]);
     assert_eq!(s.poll_timeout(), None);
 }

@@ -2,7 +2,7 @@
 //! executors' links, accepted outputs handed to their job's fold, executors started and
 //! stopped through the backend, tokens fetched and pushed, jobs ended.
 
-use flint_core::{Action, Event as CoreEvent};
+use flint_core::{Action, Decided, Event as CoreEvent};
 use flint_proto::TaskLaunch;
 use std::time::Instant;
 
@@ -54,7 +54,7 @@ impl EventLoop {
                         .collect();
                     link.launch(batch);
                 }
-                Action::TaskDone { attempt } => {
+                Action::Decided(Decided::TaskDone { attempt }) => {
                     if let (Some(job), Some(Charged { bytes, charge })) =
                         (self.jobs.get_mut(&attempt.job), output.take())
                     {
@@ -69,7 +69,7 @@ impl EventLoop {
                         }
                     }
                 }
-                Action::PartialAccepted { job, tasks } => {
+                Action::Decided(Decided::PartialAccepted { job, tasks }) => {
                     if let (Some(record), Some(Charged { bytes, charge })) =
                         (self.jobs.get_mut(&job), output.take())
                         && let Fold::Aggregate(worker) = &mut record.fold
@@ -85,7 +85,7 @@ impl EventLoop {
                         link.collect(job);
                     }
                 }
-                Action::TaskLost { job, index } => {
+                Action::Decided(Decided::TaskLost { job, index }) => {
                     if let Some(record) = self.jobs.get(&job) {
                         record
                             .span
@@ -99,7 +99,7 @@ impl EventLoop {
                     }
                 }
                 Action::TaskFailed { .. } => {}
-                Action::Retrying { attempt, failure } => {
+                Action::Decided(Decided::Retrying { attempt, failure }) => {
                     if let Some(job) = self.jobs.get(&attempt.job) {
                         job.span
                             .in_scope(|| tracing::info!(%attempt, kind = failure.kind(), "retrying task"));
@@ -162,7 +162,7 @@ impl EventLoop {
                         link.decommission();
                     }
                 }
-                Action::ExecutorExcluded { executor, failed_tasks } => {
+                Action::Decided(Decided::ExecutorExcluded { executor, failed_tasks }) => {
                     self.slots_changed = true;
                     tracing::warn!(executor_id = %executor, failed_tasks, "executor excluded: too many task failures");
                     self.record_executor(Instant::now(), &executor, |executor| AppEvent::ExecutorUpdated {

@@ -6,7 +6,7 @@
 use crate::link::ExecutorLink;
 use flint_core::{ControlCore, CoreConfig, Event as CoreEvent, Incarnation, Policy};
 use flint_proto::wire::Rejection;
-use flint_proto::{ClusterStatus, ExecutorId, JobId, JobState, JobStatus, Settings, StatusUpdate};
+use flint_proto::{ClusterStatus, ExecutorId, JobId, JobState, JobStatus, StatusUpdate};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -81,7 +81,7 @@ impl EventLoop {
             },
             heartbeat_timeout: settings.network_timeout,
             bootstrap_timeout: BOOTSTRAP_TIMEOUT,
-            allocation: allocation_config(settings),
+            allocation: flint_core::AllocationConfig::from_settings(settings),
             backend: settings.executor_backend.name(),
         });
         EventLoop {
@@ -339,33 +339,4 @@ impl EventLoop {
             left_out: 0,
         }
     }
-}
-
-/// Dynamic allocation's settings, or `None` when executors are started by hand. A
-/// backend without dynamic allocation keeps `flint.executor.instances` executors.
-pub(super) fn allocation_config(settings: &Settings) -> Option<flint_core::AllocationConfig> {
-    if settings.executor_backend == flint_proto::Backend::Static {
-        return None;
-    }
-    let d = &settings.dynamic_allocation;
-    let (min, max, initial) = if d.enabled {
-        (d.min_executors, d.max_executors, d.initial_executors.unwrap_or(d.min_executors))
-    } else {
-        let n = settings.executor_instances;
-        (n, n, n)
-    };
-    Some(flint_core::AllocationConfig {
-        min_executors: min,
-        max_executors: max,
-        initial_executors: initial,
-        backlog_timeout: d.backlog_timeout,
-        sustained_backlog_timeout: d.sustained_backlog_timeout.unwrap_or(d.backlog_timeout),
-        idle_timeout: d.idle_timeout,
-        ratio: d.ratio,
-        cooldown: d.cooldown,
-        max_pending: d.max_pending,
-        max_start_failures: d.max_start_failures,
-        start_backoff: d.start_backoff,
-        slots_per_executor: settings.slots(),
-    })
 }

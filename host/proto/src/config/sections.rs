@@ -164,6 +164,18 @@ pub struct DynamicAllocation {
     pub start_backoff: Duration,
 }
 
+impl DynamicAllocation {
+    /// The executors asked for at start.
+    pub fn initial(&self) -> u32 {
+        self.initial_executors.unwrap_or(self.min_executors)
+    }
+
+    /// The wait between further requests while a backlog lasts.
+    pub fn sustained(&self) -> Duration {
+        self.sustained_backlog_timeout.unwrap_or(self.backlog_timeout)
+    }
+}
+
 impl Default for DynamicAllocation {
     fn default() -> Self {
         DynamicAllocation {

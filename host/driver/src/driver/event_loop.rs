@@ -254,10 +254,9 @@ impl EventLoop {
                 Err(failure) => self.fail(now, incarnation, update, failure),
             },
             Event::Partial { id, incarnation, partial } => self.partial(now, id, incarnation, partial),
-            Event::PartialFetched { id, incarnation, job, tasks, result } => match result {
-                Ok(output) => self.partial_in(now, id, incarnation, job, tasks, output),
-                Err(loss) => self.partial_lost(now, id, incarnation, job, tasks, loss),
-            },
+            Event::PartialFetched { id, incarnation, job, tasks, result } => {
+                self.partial_ended(now, (id, incarnation), job, tasks, result)
+            }
             Event::Folded { job, result } => self.complete(job, result),
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));

@@ -124,12 +124,12 @@ impl EventLoop {
         let Partial { job, tasks, output } = partial;
         if tasks.len() > flint_proto::MAX_PARTIAL_TASKS {
             // No honest executor names this many: what it holds of them runs again.
-            return self.partial_lost(now, id, incarnation, job, tasks, PartialLoss::TooManyTasks);
+            return self.partial_ended(now, (id, incarnation), job, tasks, Err(PartialLoss::TooManyTasks));
         }
         match output {
             Ok(TaskOutput::Inline(bytes)) => {
                 if let Some(charge) = self.charge(job, bytes.len() as u64) {
-                    self.partial_in(now, id, incarnation, job, tasks, Charged { bytes, charge });
+                    self.partial_ended(now, (id, incarnation), job, tasks, Ok(Charged { bytes, charge }));
                 }
             }
             Ok(TaskOutput::Block(block)) => {
@@ -148,50 +148,46 @@ impl EventLoop {
                 });
             }
             Ok(TaskOutput::Combined) => {
-                self.partial_lost(now, id, incarnation, job, tasks, PartialLoss::NoValue)
+                self.partial_ended(now, (id, incarnation), job, tasks, Err(PartialLoss::NoValue))
             }
             Err(reason) => {
-                self.partial_lost(now, id, incarnation, job, tasks, PartialLoss::OnExecutor(reason))
+                self.partial_ended(now, (id, incarnation), job, tasks, Err(PartialLoss::OnExecutor(reason)))
             }
         }
     }
 
-    /// A partial result's bytes are in (and charged): the core accepts it whole (the executor holds
-    /// every task it names) or has those tasks run again; accepted, it is folded.
-    pub(super) fn partial_in(
+    /// A partial result came to an end: its bytes are in (and charged), and the core
+    /// accepts it whole (the executor holds every task it names) or has those tasks run
+    /// again; or it was lost on the way, and those tasks run again. Accepted, it is
+    /// folded.
+    pub(super) fn partial_ended(
         &mut self,
         now: Instant,
-        id: ExecutorId,
-        incarnation: Incarnation,
+        (id, incarnation): (ExecutorId, Incarnation),
         job: JobId,
         tasks: Vec<u32>,
-        output: Charged,
+        result: Result<Charged, PartialLoss>,
     ) {
-        if !self.jobs.contains_key(&job) {
-            return;
+        match result {
+            Ok(output) => {
+                if !self.jobs.contains_key(&job) {
+                    return;
+                }
+                // Refused, its tasks run again and are charged again when they end: the
+                // output is dropped unfolded, and its charge with it.
+                let actions = self.core.handle(now, CoreEvent::Partial { id, incarnation, job, tasks });
+                self.apply(actions, Some(output));
+            }
+            Err(loss) => {
+                if let Some(record) = self.jobs.get(&job) {
+                    let reason = flint_proto::failure::head(&loss.to_string(), 1024);
+                    record.span.in_scope(|| {
+                        tracing::warn!(executor_id = %id, tasks = tasks.len(), %reason, "combined outputs lost; those tasks run again")
+                    });
+                }
+                self.feed(now, CoreEvent::CombinedLost { id, incarnation, job, tasks });
+            }
         }
-        // Refused, its tasks run again and are charged again when they end: the output
-        // is dropped unfolded, and its charge with it.
-        let actions = self.core.handle(now, CoreEvent::Partial { id, incarnation, job, tasks });
-        self.apply(actions, Some(output));
-    }
-
-    pub(super) fn partial_lost(
-        &mut self,
-        now: Instant,
-        id: ExecutorId,
-        incarnation: Incarnation,
-        job: JobId,
-        tasks: Vec<u32>,
-        loss: PartialLoss,
-    ) {
-        if let Some(record) = self.jobs.get(&job) {
-            let reason = flint_proto::failure::head(&loss.to_string(), 1024);
-            record.span.in_scope(|| {
-                tracing::warn!(executor_id = %id, tasks = tasks.len(), %reason, "combined outputs lost; those tasks run again")
-            });
-        }
-        self.feed(now, CoreEvent::CombinedLost { id, incarnation, job, tasks });
     }
 
     /// Fetches a block on a stream of its own and sends what `done` makes of the bytes

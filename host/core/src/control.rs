@@ -757,6 +757,16 @@ impl ControlCore {
         by_id.into_values().collect()
     }
 
+    /// The executors alive now (registered or draining), without the removed ones
+    /// [`ControlCore::executors`] adds.
+    pub fn live_statuses(&self, now: Instant) -> Vec<ExecutorStatus> {
+        self.registry
+            .live()
+            .filter(|(_, e)| e.state != Lifecycle::Pending)
+            .map(|(id, e)| self.live_status(now, id, e))
+            .collect()
+    }
+
     /// One executor's latest life, as [`ControlCore::executors`] lists it.
     pub fn executor(&self, now: Instant, id: &ExecutorId) -> Option<ExecutorStatus> {
         match self.registry.get(id).filter(|(_, e)| e.state != Lifecycle::Pending) {

@@ -63,6 +63,10 @@ pub enum AppEvent {
         succeeded: bool,
         error: Option<String>,
         attempts: u32,
+        /// The job's last counts as the driver kept them (logs before this field was
+        /// added keep the counts their task events added up to).
+        #[serde(default)]
+        progress: Option<JobProgress>,
     },
     TaskStart {
         job: JobId,
@@ -189,7 +193,7 @@ impl Store {
                     self.set_executor(executor.clone());
                 }
                 for job in self.jobs.values_mut().filter(|j| j.ended_ms.is_none()) {
-                    job.end(at, false, Some("the driver stopped".into()));
+                    job.end(at, false, Some("the driver stopped".into()), None);
                 }
             }
             AppEvent::ExecutorAdded { executor } | AppEvent::ExecutorUpdated { executor } => {
@@ -234,9 +238,9 @@ impl Store {
                     },
                 );
             }
-            AppEvent::JobEnd { job, succeeded, error, .. } => {
+            AppEvent::JobEnd { job, succeeded, error, progress, .. } => {
                 if let Some(entry) = self.jobs.get_mut(job).filter(|j| j.ended_ms.is_none()) {
-                    entry.end(at, *succeeded, error.clone());
+                    entry.end(at, *succeeded, error.clone(), *progress);
                     self.finished_tasks += entry.tasks.len();
                     self.finished.push_back(*job);
                     while self.finished.len() > self.retained_jobs {
@@ -389,10 +393,13 @@ impl Store {
 }
 
 impl JobEntry {
-    fn end(&mut self, at: u64, succeeded: bool, error: Option<String>) {
+    fn end(&mut self, at: u64, succeeded: bool, error: Option<String>, progress: Option<JobProgress>) {
         self.ended_ms = Some(at);
         self.error = error;
         self.status.state = if succeeded { JobState::Succeeded } else { JobState::Failed };
+        if let Some(progress) = progress {
+            self.status.progress = progress;
+        }
         self.status.progress.running = 0;
         for task in self.tasks.values_mut().filter(|t| t.state == AttemptState::Running) {
             task.state = AttemptState::Killed;
@@ -462,7 +469,10 @@ mod tests {
         assert_eq!(store.job(JobId(1)).unwrap().status.progress.running, 2);
         store.apply(&at(5, end(0, 1, "b", None)));
         store.apply(&at(6, end(1, 0, "b", None)));
-        store.apply(&at(7, AppEvent::JobEnd { job: JobId(1), succeeded: true, error: None, attempts: 3 }));
+        store.apply(&at(
+            7,
+            AppEvent::JobEnd { job: JobId(1), succeeded: true, error: None, attempts: 3, progress: None },
+        ));
         let job = store.job(JobId(1)).unwrap();
         let tasks = job.launched();
         assert_eq!(
@@ -540,7 +550,13 @@ mod tests {
             store.apply(&at(job, AppEvent::JobStart { job: JobId(job), name: "j".into(), tasks: 0 }));
             store.apply(&at(
                 job,
-                AppEvent::JobEnd { job: JobId(job), succeeded: true, error: None, attempts: 0 },
+                AppEvent::JobEnd {
+                    job: JobId(job),
+                    succeeded: true,
+                    error: None,
+                    attempts: 0,
+                    progress: None,
+                },
             ));
         }
         assert_eq!(store.status().jobs.iter().map(|j| j.job).collect::<Vec<_>>(), [JobId(2), JobId(3)]);
@@ -566,7 +582,13 @@ mod tests {
             ));
             store.apply(&at(
                 job,
-                AppEvent::JobEnd { job: JobId(job), succeeded: false, error: None, attempts: per_job },
+                AppEvent::JobEnd {
+                    job: JobId(job),
+                    succeeded: false,
+                    error: None,
+                    attempts: per_job,
+                    progress: None,
+                },
             ));
         }
         let kept: Vec<usize> = (1..=3).map(|j| store.job(JobId(j)).unwrap().tasks.len()).collect();

@@ -12,8 +12,8 @@ use flint_driver::{
     Blocks, ChannelLink, Driver, DriverConfig, ExecutorInfo, ExecutorLink, Fetch, Incarnation, JobRequest,
 };
 use flint_proto::{
-    Attempt, BlockId, BlockRef, Conf, Digest, ExecutorCommand, ExecutorId, JobId, JobReport, Partial,
-    StatusUpdate, TaskLaunch, TaskOutput, TaskState,
+    Attempt, BlockId, BlockRef, Conf, Digest, ExecutorCommand, ExecutorId, JobId, JobReport, JobState,
+    Partial, StatusUpdate, TaskLaunch, TaskOutput, TaskState,
 };
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::future::pending;
@@ -232,6 +232,10 @@ async fn a_silent_executor_and_an_old_incarnation_cost_nothing_but_time() {
     let now = status.executors.iter().find(|e| e.id == "mute").unwrap();
     assert!(now.removed.is_none(), "the old life's loss removed the new one: {status:?}");
     assert_eq!(now.tasks_done, 4, "{status:?}");
+    // The finished job is listed from the status store, with the counts the driver kept.
+    let job = status.jobs.iter().find(|j| j.job == report.job).expect("the finished job is listed");
+    assert_eq!((job.state, job.progress.done, job.progress.total), (JobState::Succeeded, 4, 4), "{status:?}");
+    assert_eq!(status.executors.iter().filter(|e| e.id == "mute").count(), 1, "one entry per id: {status:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

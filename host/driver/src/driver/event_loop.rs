@@ -6,7 +6,7 @@
 use crate::link::ExecutorLink;
 use flint_core::{ControlCore, CoreConfig, Event as CoreEvent, Incarnation, Policy};
 use flint_proto::wire::Rejection;
-use flint_proto::{ClusterStatus, ExecutorId, JobId, JobState, JobStatus, StatusUpdate};
+use flint_proto::{ClusterStatus, ExecutorId, ExecutorStatus, JobId, JobState, JobStatus, StatusUpdate};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -46,7 +46,6 @@ pub(super) struct EventLoop {
     pub(super) core: ControlCore,
     pub(super) links: HashMap<ExecutorId, (Incarnation, Arc<dyn ExecutorLink>)>,
     pub(super) jobs: HashMap<JobId, JobRecord>,
-    pub(super) finished: VecDeque<JobStatus>,
     pub(super) next_job: JobId,
     pub(super) fetches: Arc<Semaphore>,
     /// Set once the driver is stopping: new jobs are refused.
@@ -90,7 +89,6 @@ impl EventLoop {
             core,
             links: HashMap::new(),
             jobs: HashMap::new(),
-            finished: VecDeque::new(),
             next_job: JobId(1),
             fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),
             stopping: None,
@@ -313,8 +311,20 @@ impl EventLoop {
         }
     }
 
-    pub(super) fn snapshot(&self, now: Instant) -> ClusterStatus {
-        let mut jobs: Vec<JobStatus> = self.finished.iter().cloned().collect();
+    /// What pages, the API, metrics and `flint status` show: finished jobs and removed
+    /// executors as the status store keeps them (the one record of the past, history
+    /// reads the same), beside the live figures only the loop and the core have.
+    pub(super) fn snapshot(&mut self, now: Instant) -> ClusterStatus {
+        // What this turn did is in the store before it is read.
+        self.flush_journal();
+        let (mut jobs, mut executors): (Vec<JobStatus>, Vec<ExecutorStatus>) = {
+            let store = self.shared.store.lock().expect("store lock");
+            let past = store.status();
+            (
+                past.jobs.into_iter().filter(|j| j.state.is_finished()).collect(),
+                past.executors.into_iter().filter(|e| e.removed.is_some()).collect(),
+            )
+        };
         jobs.extend(self.jobs.iter().map(|(id, j)| JobStatus {
             job: *id,
             name: j.descriptor.name.clone(),
@@ -328,9 +338,14 @@ impl EventLoop {
             progress: *w.progress.borrow(),
         }));
         jobs.sort_by_key(|j| j.job);
+        // A live executor replaces the record of an earlier life of its id.
+        let live = self.core.live_statuses(now);
+        executors.retain(|e| !live.iter().any(|l| l.id == e.id));
+        executors.extend(live);
+        executors.sort_by(|a, b| a.id.cmp(&b.id));
         ClusterStatus {
             app_id: self.shared.app_id.clone(),
-            executors: self.core.executors(now),
+            executors,
             jobs,
             executors_starting: self.core.executors_starting(),
             allocation_stopped: self.core.allocation_given_up().map(str::to_owned),

@@ -3,9 +3,7 @@
 //! status listing its line.
 
 use flint_core::{Event as CoreEvent, JobCounts};
-use flint_proto::{
-    JobDescriptor, JobError, JobId, JobProgress, JobReport, JobState, JobStatus, PartitionSpec, Source, World,
-};
+use flint_proto::{JobDescriptor, JobError, JobId, JobProgress, JobReport, PartitionSpec, Source, World};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
@@ -241,17 +239,8 @@ impl EventLoop {
         };
         // The report travels in one frame: many large failures must not stop it.
         report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
-        self.record(AppEvent::JobEnd {
-            job: id,
-            succeeded: report.outcome.is_ok(),
-            error: report.outcome.as_ref().err().map(ToString::to_string),
-            attempts: report.attempts,
-        });
-        job.span.in_scope(|| match &report.outcome {
-            Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),
-            Err(e) => tracing::warn!(error = %e, "job failed"),
-        });
-        // The job's last counts (its progress was published before its end).
+        // The job's last counts (its progress was published before its end): the
+        // status store keeps them, and lists the job from now on.
         let c = job.counts;
         let progress = JobProgress {
             total: c.tasks,
@@ -260,16 +249,16 @@ impl EventLoop {
             failed_attempts: c.failed_attempts,
             executors: job.progress.borrow().executors,
         };
-        // Finished jobs listed by `status`, up to `flint.driver.retainedJobs`.
-        let retained = self.shared.settings.retained_jobs as usize;
-        while self.finished.len() >= retained.max(1) {
-            self.finished.pop_front();
-        }
-        self.finished.push_back(JobStatus {
+        self.record(AppEvent::JobEnd {
             job: id,
-            name: report.name.clone(),
-            state: if report.outcome.is_ok() { JobState::Succeeded } else { JobState::Failed },
-            progress,
+            succeeded: report.outcome.is_ok(),
+            error: report.outcome.as_ref().err().map(ToString::to_string),
+            attempts: report.attempts,
+            progress: Some(progress),
+        });
+        job.span.in_scope(|| match &report.outcome {
+            Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),
+            Err(e) => tracing::warn!(error = %e, "job failed"),
         });
         if let Some(reply) = job.reply.take() {
             let _ = reply.send(report);

@@ -2,8 +2,6 @@
 //! driver's data service and local files up to the task that reads them. None quotes
 //! a secret; a store's or a server's own words are cut to a bounded length.
 
-use crate::lines::MAX_OVERRUN;
-use crate::objects::{MAX_OBJECTS, S3_SERVICE};
 use flint_proto::wire::DataRefusal;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,8 +12,8 @@ pub enum InputError {
     /// The object store's own error with the causes under it.
     #[error("{0}")]
     Store(String),
-    #[error("more than {MAX_OBJECTS} objects under {url}")]
-    TooManyObjects { url: String },
+    #[error("more than {max} objects under {url}")]
+    TooManyObjects { url: String, max: usize },
     #[error("no such object, and no objects under it as a prefix")]
     NotFound,
     #[error("{0} is not an object")]
@@ -25,15 +23,15 @@ pub enum InputError {
     #[error("asked for {len} bytes at {offset}, got {got}: it changed since it was planned")]
     Changed { offset: u64, len: u64, got: u64 },
     #[error(
-        "no token for service {S3_SERVICE}: the driver gets one with flint.security.credentials.{S3_SERVICE}.command or .file"
+        "no token for service {service}: the driver gets one with flint.security.credentials.{service}.command or .file"
     )]
-    NoS3Token,
+    NoS3Token { service: &'static str },
     #[error(
-        "the {S3_SERVICE} token is not S3 credentials: its secret must be JSON with access_key_id, secret_access_key and optionally session_token"
+        "the {service} token is not S3 credentials: its secret must be JSON with access_key_id, secret_access_key and optionally session_token"
     )]
-    NotS3Credentials,
-    #[error("a line runs over {MAX_OVERRUN} bytes past its split's end at {end}")]
-    LineTooLong { end: u64 },
+    NotS3Credentials { service: &'static str },
+    #[error("a line runs over {max} bytes past its split's end at {end}")]
+    LineTooLong { end: u64, max: u64 },
     #[error("the task's deadline passed while reading")]
     Deadline,
     /// A file on this machine.

@@ -55,7 +55,7 @@ pub fn read_lines(
             break buf.len();
         }
         if have.saturating_sub(end) > MAX_OVERRUN {
-            return Err(InputError::LineTooLong { end });
+            return Err(InputError::LineTooLong { end, max: MAX_OVERRUN });
         }
         scan = buf.len();
         step = (step * 2).min(MAX_STEP);

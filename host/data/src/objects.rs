@@ -69,7 +69,7 @@ impl ObjectReader {
                 let mut found = Vec::new();
                 while let Some(meta) = listing.try_next().await.map_err(|e| describe(&e))? {
                     if found.len() == MAX_OBJECTS {
-                        return Err(InputError::TooManyObjects { url: url.to_string() });
+                        return Err(InputError::TooManyObjects { url: url.to_string(), max: MAX_OBJECTS });
                     }
                     let key = meta.location.to_string();
                     found.push((Source::S3 { bucket: bucket.clone(), key }, meta.size));
@@ -113,12 +113,12 @@ impl ObjectReader {
         let token = tokens
             .iter()
             .find(|t| t.service == S3_SERVICE && t.job.is_none())
-            .ok_or(InputError::NoS3Token)?;
+            .ok_or(InputError::NoS3Token { service: S3_SERVICE })?;
         // Keyed by a digest of the credentials, so a renewed token makes a new client.
         let key = format!("s3 {bucket} {}", hex::encode(Sha256::digest(token.secret.as_bytes())));
         self.cached(key, || {
-            let creds: S3Credentials =
-                serde_json::from_str(&token.secret).map_err(|_| InputError::NotS3Credentials)?;
+            let creds: S3Credentials = serde_json::from_str(&token.secret)
+                .map_err(|_| InputError::NotS3Credentials { service: S3_SERVICE })?;
             let mut builder = AmazonS3Builder::new()
                 .with_bucket_name(bucket)
                 .with_region(&self.settings.s3_region)

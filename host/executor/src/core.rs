@@ -5,7 +5,7 @@
 
 use crate::blocks::{BlockStore, NotKept};
 use crate::inputs::InputReader;
-use flint_data::InputError;
+use crate::source::DriverSource;
 use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
     TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
@@ -22,34 +22,6 @@ pub const INLINE_OUTPUT: usize = 64 << 10;
 /// How long a combined value handed over waits for room in the block store before it
 /// is given up as lost (its tasks run again).
 const PARTIAL_ROOM_WAIT: Duration = Duration::from_secs(60);
-
-/// What an executor asks its driver for: a component's bytes the first time it meets
-/// its digest, and byte ranges of a job's `flint://` inputs. Called from slot threads.
-pub trait DriverSource: Send + Sync {
-    fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, SourceError>;
-
-    /// `len` bytes of `path` from `offset`, for `job`, under its data token (a remote
-    /// driver refuses a read without one), before `deadline`.
-    fn read_input(
-        &self,
-        token: Option<&Token>,
-        job: JobId,
-        path: &str,
-        offset: u64,
-        len: u64,
-        deadline: Instant,
-    ) -> Result<Vec<u8>, InputError>;
-}
-
-/// Why the driver gave no component.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("the driver has no such component (its job has ended)")]
-    NoSuchComponent,
-    /// The connection to the driver failed.
-    #[error("{0}")]
-    Driver(String),
-}
 
 /// Runs tasks on one runtime. Shared by the executor's slots.
 pub struct ExecutorCore {

@@ -3,7 +3,7 @@
 //! token), or an object (S3, HTTPS, with the credentials the driver pushed). The host
 //! reads and attaches credentials; the guest sees only the bytes.
 
-use crate::core::DriverSource;
+use crate::source::DriverSource;
 use flint_data::{InputError, ObjectReader, read_lines};
 use flint_proto::{FLINT_SERVICE, JobDescriptor, Settings, Source, Token};
 use std::fs::File;

@@ -7,7 +7,9 @@ mod core;
 pub mod inputs;
 pub mod lifecycle;
 pub mod remote;
+mod source;
 
 pub use blocks::BlockStore;
-pub use core::{DriverSource, ExecutorCore, INLINE_OUTPUT, SourceError};
+pub use core::{ExecutorCore, INLINE_OUTPUT};
 pub use inputs::InputReader;
+pub use source::{DriverSource, SourceError};

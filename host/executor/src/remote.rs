@@ -2,9 +2,10 @@
 //! hello, fetch the application's configuration, register, serve launches, heartbeat on
 //! a stream of its own, and leave cleanly when told to (SIGTERM: decommission).
 
-use crate::core::{DriverSource, ExecutorCore, SourceError};
+use crate::core::ExecutorCore;
 use crate::inputs::InputReader;
 use crate::lifecycle::{self, Ended, Outbound};
+use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,

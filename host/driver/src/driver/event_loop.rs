@@ -340,7 +340,8 @@ impl EventLoop {
         jobs.sort_by_key(|j| j.job);
         // A live executor replaces the record of an earlier life of its id.
         let live = self.core.live_statuses(now);
-        executors.retain(|e| !live.iter().any(|l| l.id == e.id));
+        let alive: std::collections::HashSet<&ExecutorId> = live.iter().map(|l| &l.id).collect();
+        executors.retain(|e| !alive.contains(&e.id));
         executors.extend(live);
         executors.sort_by(|a, b| a.id.cmp(&b.id));
         ClusterStatus {

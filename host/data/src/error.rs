@@ -34,8 +34,8 @@ pub enum InputError {
     LineTooLong { end: u64, max: u64 },
     #[error("the task's deadline passed while reading")]
     Deadline,
-    /// A file on this machine.
-    #[error("{path}: {error}")]
+    /// A file on this machine (its path is said by the [`InputError::Reading`] around it).
+    #[error("{error}")]
     Local { path: String, error: std::io::Error },
     #[error(
         "{path} is outside this executor's flint.input.roots ({roots}); inputs it cannot see go through flint:// or object storage"

@@ -93,8 +93,8 @@ async fn serve_in_process(
         while let Some(message) = outbound_rx.recv().await {
             match message {
                 Outbound::Reports(batch) => batch.into_iter().for_each(|u| driver.status(incarnation, u)),
-                Outbound::Partial(partial) => driver.local_partial(id.clone().into(), incarnation, partial),
-                Outbound::Draining => driver.decommissioning(id.clone().into(), incarnation).await,
+                Outbound::Partial(partial) => driver.local_partial(id.clone(), incarnation, partial),
+                Outbound::Draining => driver.decommissioning(id.clone(), incarnation).await,
             }
         }
     };

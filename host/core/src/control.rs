@@ -652,8 +652,10 @@ impl ControlCore {
                 Output::Decided(decided) => {
                     // The job's done count moves with what the scheduler decided.
                     match &decided {
-                        Decided::TaskDone { attempt } => self.count_done(attempt.job, |d| d + 1),
-                        Decided::TaskLost { job, .. } => self.count_done(*job, |d| d - 1),
+                        Decided::TaskDone { attempt } => {
+                            self.count_done(attempt.job, |d| d.saturating_add(1))
+                        }
+                        Decided::TaskLost { job, .. } => self.count_done(*job, |d| d.saturating_sub(1)),
                         _ => {}
                     }
                     actions.push(Action::Decided(decided));

@@ -387,6 +387,19 @@ impl Store {
         }
     }
 
+    /// Finished jobs and removed executors only: what the live snapshot takes from the
+    /// store, without copying what it has live figures for.
+    pub fn past(&self) -> (Vec<JobStatus>, Vec<ExecutorStatus>) {
+        let jobs =
+            self.finished.iter().filter_map(|id| self.jobs.get(id)).map(|j| j.status.clone()).collect();
+        let executors = (self.removed.iter())
+            .filter_map(|id| self.executors.get(id))
+            .filter(|e| e.removed.is_some())
+            .cloned()
+            .collect();
+        (jobs, executors)
+    }
+
     pub fn job(&self, job: JobId) -> Option<&JobEntry> {
         self.jobs.get(&job)
     }

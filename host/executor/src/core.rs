@@ -284,7 +284,7 @@ impl ExecutorCore {
         self.queue.push(Work::Attempt(launch, kill, Box::new(report)));
     }
 
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &ExecutorId {
         &self.id
     }
 

@@ -87,11 +87,11 @@ pub async fn serve(
                         };
                         if let Some(reason) = refused {
                             let failure = TaskFailure::ExecutorLost {
-                                executor: core.id().to_owned().into(),
+                                executor: core.id().to_owned(),
                                 reason: reason.into(),
                             };
                             let _ = said.send(Said::Report(StatusUpdate {
-                                executor: core.id().to_owned().into(),
+                                executor: core.id().to_owned(),
                                 attempt: launch.attempt,
                                 state: TaskState::Failed(failure),
                                 log: String::new(),

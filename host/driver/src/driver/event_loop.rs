@@ -6,7 +6,7 @@
 use crate::link::ExecutorLink;
 use flint_core::{ControlCore, CoreConfig, Event as CoreEvent, Incarnation, Policy};
 use flint_proto::wire::Rejection;
-use flint_proto::{ClusterStatus, ExecutorId, ExecutorStatus, JobId, JobState, JobStatus, StatusUpdate};
+use flint_proto::{ClusterStatus, ExecutorId, JobId, JobState, JobStatus, StatusUpdate};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -61,6 +61,8 @@ pub(super) struct EventLoop {
     pub(super) providers: HashMap<String, Arc<dyn TokenProvider>>,
     /// Events of this turn, for the store and the event log at its end.
     pub(super) journal: Vec<Envelope>,
+    /// How many of the turn's `journal` events a snapshot has applied to the store.
+    pub(super) applied: usize,
     pub(super) event_log: Option<EventLogWriter>,
 }
 
@@ -97,6 +99,7 @@ impl EventLoop {
             waiting: VecDeque::new(),
             providers: HashMap::new(),
             journal: Vec::new(),
+            applied: 0,
             event_log,
         }
     }
@@ -126,7 +129,7 @@ impl EventLoop {
         let events = std::mem::take(&mut self.journal);
         {
             let mut store = self.shared.store.lock().expect("store lock");
-            events.iter().for_each(|e| store.apply(e));
+            events[std::mem::take(&mut self.applied)..].iter().for_each(|e| store.apply(e));
         }
         if let Some(log) = &self.event_log {
             log.send(events);
@@ -315,15 +318,13 @@ impl EventLoop {
     /// executors as the status store keeps them (the one record of the past, history
     /// reads the same), beside the live figures only the loop and the core have.
     pub(super) fn snapshot(&mut self, now: Instant) -> ClusterStatus {
-        // What this turn did is in the store before it is read.
-        self.flush_journal();
-        let (mut jobs, mut executors): (Vec<JobStatus>, Vec<ExecutorStatus>) = {
-            let store = self.shared.store.lock().expect("store lock");
-            let past = store.status();
-            (
-                past.jobs.into_iter().filter(|j| j.state.is_finished()).collect(),
-                past.executors.into_iter().filter(|e| e.removed.is_some()).collect(),
-            )
+        // What this turn did is in the store before it is read (the event log still
+        // gets the turn's events in one batch at its end).
+        let (mut jobs, mut executors) = {
+            let mut store = self.shared.store.lock().expect("store lock");
+            self.journal[self.applied..].iter().for_each(|e| store.apply(e));
+            self.applied = self.journal.len();
+            store.past()
         };
         jobs.extend(self.jobs.iter().map(|(id, j)| JobStatus {
             job: *id,

@@ -365,8 +365,10 @@ impl Store {
     fn set_executor(&mut self, executor: ExecutorStatus) {
         if executor.removed.is_some() && !self.removed.contains(&executor.id) {
             self.removed.push_back(executor.id.clone());
+            // An id that came back to life is no longer a removed record: it stays.
             if self.removed.len() > REMOVED_KEPT
                 && let Some(old) = self.removed.pop_front()
+                && self.executors.get(&old).is_some_and(|e| e.removed.is_some())
             {
                 self.executors.remove(&old);
             }
@@ -554,6 +556,35 @@ mod tests {
             matches!(&task.failure, Some(TaskFailure::ExecutorLost { reason, .. }) if reason == "no heartbeat")
         );
         assert_eq!(store.status().executors[0].state, ExecutorState::Removed);
+    }
+
+    #[test]
+    fn an_executor_that_came_back_outlives_the_eviction_of_its_old_removal() {
+        let mut store = Store::new(10);
+        let status = |id: String, removed: Option<&str>| ExecutorStatus {
+            id: id.into(),
+            host: "h".into(),
+            cores: 1,
+            memory: 1,
+            slots: 1,
+            running: 0,
+            tasks_done: 0,
+            tasks_failed: 0,
+            last_heartbeat_ms: None,
+            excluded: false,
+            removed: removed.map(Into::into),
+            backend: "static".into(),
+            pod: None,
+            state: if removed.is_some() { ExecutorState::Removed } else { ExecutorState::Registered },
+        };
+        store.apply(&at(1, AppEvent::ExecutorRemoved { executor: status("a".into(), Some("gone")) }));
+        store.apply(&at(2, AppEvent::ExecutorAdded { executor: status("a".into(), None) }));
+        for n in 0..REMOVED_KEPT {
+            store
+                .apply(&at(3, AppEvent::ExecutorRemoved { executor: status(format!("x{n}"), Some("gone")) }));
+        }
+        let a = store.status().executors.into_iter().find(|e| e.id == "a");
+        assert_eq!(a.map(|e| e.state), Some(ExecutorState::Registered));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 pub use flint_proto::{Attempt, ExecutorId, JobId};
 use flint_proto::{JobError, TaskFailure};
 use foldhash::HashMap;
-use room::Room;
+use room::{Executor, Ix, Room};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -122,38 +123,6 @@ pub enum Decided {
     PartialAccepted { job: JobId, tasks: u32 },
     /// A done task's output was lost before it reached the driver: it runs again.
     TaskLost { job: JobId, index: u32 },
-}
-
-/// An executor's place in [`Scheduler::executors`]: dense, reused once the executor
-/// is gone, and never seen outside the scheduler (ids are strings only at its edges, so
-/// the hot path neither hashes nor compares them).
-type Ix = u32;
-
-#[derive(Debug)]
-struct Executor {
-    id: ExecutorId,
-    /// Join order: ties in placement go to the executor that joined first.
-    seq: u64,
-    slots: u32,
-    /// Attempts placed here now (running or queued on the executor).
-    running: u32,
-    /// Done tasks whose outputs it holds combined, not yet delivered.
-    held: u32,
-    decommissioning: bool,
-    /// Tasks that failed here (in a way that counts against them).
-    failed_tasks: BTreeSet<(JobId, u32)>,
-    excluded: bool,
-}
-
-impl Executor {
-    fn usable(&self) -> bool {
-        !self.decommissioning && !self.excluded
-    }
-
-    /// Attempts it may still take when each slot may hold `depth`.
-    fn free(&self, depth: u32) -> u32 {
-        if self.usable() { self.slots.saturating_mul(depth).saturating_sub(self.running) } else { 0 }
-    }
 }
 
 /// Tasks of a job whose mean run time is below this are pipelined.
@@ -751,6 +720,101 @@ impl Scheduler {
                 self.executors[run[0].0 as usize].as_ref().expect("placed on a known executor").id.clone();
             out.push(Output::Launch { executor, attempts: run.iter().map(|(_, a)| *a).collect() });
         }
+    }
+}
+
+/// A room no job placed from in this many placements is no longer kept up to date.
+const ROOM_DORMANT_AFTER: u64 = 4096;
+
+impl Scheduler {
+    /// Whether the placement index says exactly what a pass over the executors would
+    /// (for tests): the rooms kept up to date, the ids, the counts.
+    #[doc(hidden)]
+    pub fn room_index_is_true(&self) -> bool {
+        let depths = self.depths();
+        let placed = |ix: &Ix| self.executors[*ix as usize].as_ref().map(|e| (e.seq, *ix));
+        let rooms_true = self.rooms.iter().zip(depths).all(|(room, depth)| {
+            let mut expected: Vec<(u32, u64, Ix)> = self
+                .executors
+                .iter()
+                .enumerate()
+                .filter_map(|(ix, e)| e.as_ref().map(|e| (e.free(depth), e.seq, ix as Ix)))
+                .filter(|(free, ..)| room.live && *free > 0)
+                .collect();
+            expected.sort_by_key(|(free, seq, _)| (Reverse(*free), *seq));
+            let listed: Vec<(u64, Ix)> = room.iter().filter_map(|ix| placed(&ix)).collect();
+            let top_true = room.buckets.get(room.top).is_none_or(|b| room.top == 0 || !b.is_empty());
+            top_true && listed == expected.iter().map(|(_, seq, ix)| (*seq, *ix)).collect::<Vec<_>>()
+        });
+        let usable: Vec<&Executor> = self.executors.iter().flatten().filter(|e| e.usable()).collect();
+        let ids_true = self.by_id.len() == self.executors.iter().flatten().count()
+            && self
+                .by_id
+                .iter()
+                .all(|(id, ix)| self.executors[*ix as usize].as_ref().is_some_and(|e| &e.id == id));
+        rooms_true
+            && ids_true
+            && usable.len() as u32 == self.usable
+            && usable.iter().map(|e| e.slots).sum::<u32>() == self.usable_slots
+    }
+
+    /// Changes an executor with `change` and keeps the rooms in step with it.
+    fn reindex(&mut self, ix: Ix, change: impl FnOnce(&mut Executor)) {
+        self.unindex(ix);
+        if let Some(exec) = self.executors[ix as usize].as_mut() {
+            change(exec);
+        }
+        self.index(ix);
+    }
+
+    fn index(&mut self, ix: Ix) {
+        let depths = self.depths();
+        let Some(exec) = self.executors[ix as usize].as_ref() else { return };
+        if exec.usable() {
+            self.usable += 1;
+            self.usable_slots += exec.slots;
+            for (room, depth) in self.rooms.iter_mut().zip(depths).filter(|(room, _)| room.live) {
+                room.insert(exec.free(depth), exec.seq, ix);
+            }
+        }
+    }
+
+    fn unindex(&mut self, ix: Ix) {
+        let depths = self.depths();
+        let Some(exec) = self.executors[ix as usize].as_ref() else { return };
+        if exec.usable() {
+            self.usable -= 1;
+            self.usable_slots -= exec.slots;
+            for (room, depth) in self.rooms.iter_mut().zip(depths).filter(|(room, _)| room.live) {
+                room.remove(exec.free(depth), exec.seq);
+            }
+        }
+    }
+
+    /// The room at depth `level`, brought up to date if no job placed from it lately;
+    /// rooms no job placed from for [`ROOM_DORMANT_AFTER`] placements stop being kept,
+    /// so a fleet does not pay on every launch for depths its jobs do not use.
+    fn room(&mut self, level: usize) -> &Room {
+        if !self.rooms[level].live {
+            let depth = self.depths()[level];
+            let room = &mut self.rooms[level];
+            room.live = true;
+            for (ix, exec) in self.executors.iter().enumerate() {
+                if let Some(exec) = exec.as_ref().filter(|e| e.usable()) {
+                    room.insert(exec.free(depth), exec.seq, ix as Ix);
+                }
+            }
+        }
+        self.rooms[level].last_used = self.placed;
+        if self.placed.is_multiple_of(ROOM_DORMANT_AFTER) {
+            for room in
+                self.rooms.iter_mut().filter(|r| r.live && r.last_used + ROOM_DORMANT_AFTER < self.placed)
+            {
+                room.live = false;
+                room.clear();
+            }
+        }
+        &self.rooms[level]
     }
 }
 

@@ -457,6 +457,26 @@ mod tests {
         Envelope { v: EVENT_LOG_VERSION, at_ms, event }
     }
 
+    /// An executor's record, registered or (with a reason) removed.
+    fn executor(id: &str, removed: Option<&str>) -> ExecutorStatus {
+        ExecutorStatus {
+            id: id.into(),
+            host: "h".into(),
+            cores: 1,
+            memory: 1,
+            slots: 1,
+            running: 0,
+            tasks_done: 0,
+            tasks_failed: 0,
+            last_heartbeat_ms: None,
+            excluded: false,
+            removed: removed.map(Into::into),
+            backend: "static".into(),
+            pod: None,
+            state: if removed.is_some() { ExecutorState::Removed } else { ExecutorState::Registered },
+        }
+    }
+
     #[test]
     fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
         let mut store = Store::new(10);
@@ -533,22 +553,7 @@ mod tests {
         store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks: 1 }));
         store
             .apply(&at(2, AppEvent::TaskStart { job: JobId(1), index: 0, attempt: 0, executor: "a".into() }));
-        let gone = ExecutorStatus {
-            id: "a".into(),
-            host: "h".into(),
-            cores: 1,
-            memory: 1,
-            slots: 1,
-            running: 0,
-            tasks_done: 0,
-            tasks_failed: 0,
-            last_heartbeat_ms: None,
-            excluded: false,
-            removed: Some("no heartbeat".into()),
-            backend: "static".into(),
-            pod: None,
-            state: ExecutorState::Removed,
-        };
+        let gone = executor("a", Some("no heartbeat"));
         store.apply(&at(3, AppEvent::ExecutorRemoved { executor: gone }));
         let task = &store.job(JobId(1)).unwrap().launched()[0];
         assert_eq!(task.state, AttemptState::Failed);
@@ -561,27 +566,13 @@ mod tests {
     #[test]
     fn an_executor_that_came_back_outlives_the_eviction_of_its_old_removal() {
         let mut store = Store::new(10);
-        let status = |id: String, removed: Option<&str>| ExecutorStatus {
-            id: id.into(),
-            host: "h".into(),
-            cores: 1,
-            memory: 1,
-            slots: 1,
-            running: 0,
-            tasks_done: 0,
-            tasks_failed: 0,
-            last_heartbeat_ms: None,
-            excluded: false,
-            removed: removed.map(Into::into),
-            backend: "static".into(),
-            pod: None,
-            state: if removed.is_some() { ExecutorState::Removed } else { ExecutorState::Registered },
-        };
-        store.apply(&at(1, AppEvent::ExecutorRemoved { executor: status("a".into(), Some("gone")) }));
-        store.apply(&at(2, AppEvent::ExecutorAdded { executor: status("a".into(), None) }));
+        store.apply(&at(1, AppEvent::ExecutorRemoved { executor: executor("a", Some("gone")) }));
+        store.apply(&at(2, AppEvent::ExecutorAdded { executor: executor("a", None) }));
         for n in 0..REMOVED_KEPT {
-            store
-                .apply(&at(3, AppEvent::ExecutorRemoved { executor: status(format!("x{n}"), Some("gone")) }));
+            store.apply(&at(
+                3,
+                AppEvent::ExecutorRemoved { executor: executor(&format!("x{n}"), Some("gone")) },
+            ));
         }
         let a = store.status().executors.into_iter().find(|e| e.id == "a");
         assert_eq!(a.map(|e| e.state), Some(ExecutorState::Registered));

@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-mod held;
+/// Extends `Settings` with which keys a job may set; its `JOB_KEYS` is re-exported at the
+/// crate root.
+pub(crate) mod held;
 mod parse;
 mod sections;
-pub use held::JOB_KEYS;
-pub use parse::{ValueError, dns_label, parse_duration, parse_pair, parse_size};
+pub use parse::{ConfError, ValueError, dns_label, parse_duration, parse_pair, parse_size};
 use parse::{non_empty, parse_u32};
 pub use sections::{
     Backend, CredentialSettings, DynamicAllocation, FLINT_SERVICE, KubernetesSettings, ObjectSettings,
@@ -20,16 +21,6 @@ pub use sections::{
 
 /// Raw properties, in key order.
 pub type Conf = BTreeMap<String, String>;
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfError {
-    #[error("malformed --conf {0:?}: expected KEY=VALUE")]
-    Malformed(String),
-    #[error("unknown configuration key {0}")]
-    UnknownKey(String),
-    #[error("configuration {key}={value:?}: {reason}")]
-    Invalid { key: String, value: String, reason: String },
-}
 
 /// The most attempts `flint.task.maxFailures` may allow a task: past a few, a failing
 /// task only burns executors.

@@ -12,9 +12,10 @@ pub mod task;
 pub mod wire;
 
 pub use bundle::{Bundle, BundleError};
+pub use config::held::JOB_KEYS;
 pub use config::{
-    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, FLINT_SERVICE, JOB_KEYS,
-    KubernetesSettings, ObjectSettings, Settings,
+    Backend, Conf, ConfError, CredentialSettings, DynamicAllocation, FLINT_SERVICE, KubernetesSettings,
+    ObjectSettings, Settings,
 };
 pub use failure::TaskFailure;
 pub use ids::{ExecutorId, Incarnation, JobId};

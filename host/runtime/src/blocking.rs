@@ -8,7 +8,7 @@
 //! runtime while a guest still waits would otherwise break the guest's timer.
 
 use crate::host::HostState;
-use crate::sandbox::{KillSwitch, Killed};
+use crate::limits::{KillSwitch, Killed};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use wasmtime::Trap;

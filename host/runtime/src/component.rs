@@ -2,13 +2,13 @@
 //! disk, checked against the `flint:task` worlds, and pre-instantiated.
 
 use crate::bindings::exports::flint::task::{aggregator, combiner, job};
-use crate::engine::Runtime;
 use crate::host::HostState;
 use flint_proto::{Digest, World};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use wasmtime::component::{Component, InstancePre};
+use wasmtime::Engine;
+use wasmtime::component::{Component, InstancePre, Linker};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -20,6 +20,15 @@ pub enum LoadError {
         "the component needs at least {needs} bytes of memory; this executor's task cap is {cap} bytes (flint.executor.memory × flint.memory.fraction ÷ slots)"
     )]
     TooMuchMemory { needs: u64, cap: u64 },
+}
+
+/// What loading a component needs of its runtime: the engine that compiles it, the
+/// linker it is checked against, the disk cache and the instance memory cap.
+pub(crate) struct Loader<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) linker: &'a Linker<HostState>,
+    pub(crate) cache_dir: Option<&'a Path>,
+    pub(crate) instance_memory: u64,
 }
 
 /// A loaded job component, ready to instantiate.
@@ -46,20 +55,20 @@ impl fmt::Debug for JobComponent {
 }
 
 impl JobComponent {
-    pub(crate) fn load(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<JobComponent, LoadError> {
+    pub(crate) fn load(rt: &Loader<'_>, digest: Digest, bytes: &[u8]) -> Result<JobComponent, LoadError> {
         let component = compile_cached(rt, digest, bytes)?;
         JobComponent::prepare(rt, digest, component)
     }
 
     /// The component from its compiled artifact on disk alone, when one is there.
-    pub(crate) fn from_disk(rt: &Runtime, digest: Digest) -> Option<JobComponent> {
-        let path = artifact_path(rt, rt.config.cache_dir.as_deref()?, digest);
+    pub(crate) fn from_disk(rt: &Loader<'_>, digest: Digest) -> Option<JobComponent> {
+        let path = artifact_path(rt, rt.cache_dir?, digest);
         // SAFETY: as in `compile_cached`.
-        let component = unsafe { Component::deserialize_file(&rt.engine, &path) }.ok()?;
+        let component = unsafe { Component::deserialize_file(rt.engine, &path) }.ok()?;
         JobComponent::prepare(rt, digest, component).ok()
     }
 
-    fn prepare(rt: &Runtime, digest: Digest, component: Component) -> Result<JobComponent, LoadError> {
+    fn prepare(rt: &Loader<'_>, digest: Digest, component: Component) -> Result<JobComponent, LoadError> {
         let pre = rt
             .linker
             .instantiate_pre(&component)
@@ -93,13 +102,13 @@ impl JobComponent {
 /// Compiles `bytes`, or reads the artifact an earlier run kept. Artifacts are keyed by
 /// the component's digest and the engine's compatibility hash, so an engine with other
 /// settings or another wasmtime never reads one it cannot run.
-fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Component, LoadError> {
-    let path = rt.config.cache_dir.as_deref().map(|dir| artifact_path(rt, dir, digest));
+fn compile_cached(rt: &Loader<'_>, digest: Digest, bytes: &[u8]) -> Result<Component, LoadError> {
+    let path = rt.cache_dir.map(|dir| artifact_path(rt, dir, digest));
     if let Some(path) = path.as_deref().filter(|p| p.exists()) {
         // SAFETY: the cache directory is the executor's own; artifacts are written by
         // `Component::serialize` of an engine with the same compatibility hash and
         // renamed into place whole.
-        match unsafe { Component::deserialize_file(&rt.engine, path) } {
+        match unsafe { Component::deserialize_file(rt.engine, path) } {
             Ok(component) => return Ok(component),
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "compiled artifact unusable; recompiling")
@@ -111,10 +120,10 @@ fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Componen
             "it is a core wasm module; build the job for wasm32-wasip2 to get a component".into(),
         ));
     }
-    let component = Component::new(&rt.engine, bytes).map_err(|e| {
+    let component = Component::new(rt.engine, bytes).map_err(|e| {
         let text = format!("{e:#}");
         if let Some(needs) = minimum_memory(&text) {
-            return LoadError::TooMuchMemory { needs, cap: rt.config.instance_memory };
+            return LoadError::TooMuchMemory { needs, cap: rt.instance_memory };
         }
         // The parser's message ends in a dump of the bytes it expected: keep the words.
         let first = text.lines().next().unwrap_or_default();
@@ -128,7 +137,7 @@ fn compile_cached(rt: &Runtime, digest: Digest, bytes: &[u8]) -> Result<Componen
     Ok(component)
 }
 
-fn artifact_path(rt: &Runtime, dir: &Path, digest: Digest) -> PathBuf {
+fn artifact_path(rt: &Loader<'_>, dir: &Path, digest: Digest) -> PathBuf {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     rt.engine.precompile_compatibility_hash().hash(&mut h);
     dir.join(format!("{}-{:016x}.cwasm", digest.hex(), h.finish()))

@@ -1,7 +1,9 @@
 //! The engine an executor runs every task on, and the ticker that drives deadlines.
 
+use crate::component::Loader;
 use crate::component::{JobComponent, LoadError};
 use crate::host::HostState;
+use crate::limits::RuntimeStats;
 use flint_proto::Digest;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -51,19 +53,6 @@ pub enum RuntimeError {
 }
 
 /// One executor's wasm runtime.
-/// Counters a runtime keeps for metrics.
-#[derive(Debug, Default)]
-pub struct RuntimeStats {
-    /// The most linear memory any one instance was allowed to grow to.
-    pub instance_memory_high_water: std::sync::atomic::AtomicU64,
-    /// Tasks that found their component loaded, and that did not (the executor counts).
-    pub cache_hits: std::sync::atomic::AtomicU64,
-    pub cache_misses: std::sync::atomic::AtomicU64,
-    /// Instances made to run tasks in: against the tasks run, how often a task found
-    /// one of its job's to reuse.
-    pub instances_started: std::sync::atomic::AtomicU64,
-}
-
 pub struct Runtime {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<HostState>,
@@ -129,6 +118,15 @@ impl Runtime {
         KEEP_RESIDENT as u64
     }
 
+    fn loader(&self) -> Loader<'_> {
+        Loader {
+            engine: &self.engine,
+            linker: &self.linker,
+            cache_dir: self.config.cache_dir.as_deref(),
+            instance_memory: self.config.instance_memory,
+        }
+    }
+
     /// A component loaded and still in memory, by digest.
     pub fn cached(&self, digest: &Digest) -> Option<Arc<JobComponent>> {
         self.components.lock().expect("component cache lock").get(digest)
@@ -145,7 +143,7 @@ impl Runtime {
         if let Some(found) = self.cached(digest) {
             return Some(found);
         }
-        let component = Arc::new(JobComponent::from_disk(self, *digest)?);
+        let component = Arc::new(JobComponent::from_disk(&self.loader(), *digest)?);
         self.components.lock().expect("component cache lock").insert(component.clone());
         Some(component)
     }
@@ -157,7 +155,7 @@ impl Runtime {
         if let Some(found) = self.cached(&digest) {
             return Ok(found);
         }
-        let component = Arc::new(JobComponent::load(self, digest, bytes)?);
+        let component = Arc::new(JobComponent::load(&self.loader(), digest, bytes)?);
         self.components.lock().expect("component cache lock").insert(component.clone());
         Ok(component)
     }

@@ -2,10 +2,10 @@
 
 use crate::bindings::flint::task::host::{self, Level, TaskInfo};
 use crate::capture::TaskLogSink;
+use crate::limits::{KillSwitch, MemoryCap};
 use flint_proto::{Conf, Token};
 use std::sync::Arc;
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Result};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 pub(crate) struct HostState {
@@ -20,7 +20,7 @@ pub(crate) struct HostState {
     /// check it.
     pub(crate) deadline: std::time::Instant,
     /// Thrown to stop the call; the same checks look at it.
-    pub(crate) kill: crate::sandbox::KillSwitch,
+    pub(crate) kill: KillSwitch,
     /// Guest log lines this store may still copy into the process's own log.
     pub(crate) echo: EchoBudget,
 }
@@ -120,35 +120,5 @@ impl host::Host for HostState {
         self.log.append(format!("[{tag}] ").as_bytes());
         self.log.append(message.as_bytes());
         self.log.append(b"\n");
-    }
-}
-
-/// The memory cap of one instance. It remembers a refused growth, so that the trap a
-/// guest raises when its allocator gives up is reported as a memory limit.
-pub(crate) struct MemoryCap {
-    pub(crate) limit: u64,
-    pub(crate) refused: bool,
-    /// The largest memory this instance was allowed to grow to.
-    pub(crate) grown: u64,
-    /// The runtime's high-water mark of instance memory, raised by each growth allowed.
-    pub(crate) high_water: std::sync::Arc<crate::engine::RuntimeStats>,
-}
-
-impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
-        let ok = desired as u64 <= self.limit;
-        self.refused |= !ok;
-        if ok {
-            self.grown = self.grown.max(desired as u64);
-            self.high_water
-                .instance_memory_high_water
-                .fetch_max(desired as u64, std::sync::atomic::Ordering::Relaxed);
-        }
-        Ok(ok)
-    }
-
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> Result<bool> {
-        // Tables hold function references; a million entries is far past any real job.
-        Ok(desired <= 1 << 20)
     }
 }

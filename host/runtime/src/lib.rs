@@ -10,11 +10,13 @@ mod capture;
 mod component;
 mod engine;
 mod host;
+mod limits;
 mod sandbox;
 
 pub use component::{JobComponent, LoadError};
-pub use engine::{Runtime, RuntimeConfig, RuntimeError, RuntimeStats};
-pub use sandbox::{Accumulator, Call, Folder, Instance, KillSwitch, Outcome, TaskContext, TaskInput};
+pub use engine::{Runtime, RuntimeConfig, RuntimeError};
+pub use limits::{KillSwitch, RuntimeStats};
+pub use sandbox::{Accumulator, Call, Folder, Instance, Outcome, TaskContext, TaskInput};
 
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
 mod bindings {

@@ -13,28 +13,15 @@ use crate::bindings::flint::task::types::{FileSplit, Partition, TaskError};
 use crate::capture::TaskLogSink;
 use crate::component::JobComponent;
 use crate::engine::Runtime;
-use crate::host::{HostState, MemoryCap};
+use crate::host::HostState;
+use crate::limits::{KillSwitch, Killed, MemoryCap};
 use flint_proto::{Conf, TaskFailure, Token};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use wasmtime::component::{ResourceAny, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
-
-/// Stops a running call within one epoch tick.
-#[derive(Debug, Clone, Default)]
-pub struct KillSwitch(Arc<AtomicBool>);
-
-impl KillSwitch {
-    pub fn kill(&self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-
-    pub fn is_killed(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// Who a call runs as and under which limits.
 #[derive(Debug, Clone)]
@@ -79,18 +66,6 @@ pub struct Outcome {
     pub log: String,
     pub elapsed: Duration,
 }
-
-/// Marks the error a kill raises inside the guest.
-#[derive(Debug)]
-pub(crate) struct Killed;
-
-impl std::fmt::Display for Killed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("killed on request")
-    }
-}
-
-impl std::error::Error for Killed {}
 
 impl Runtime {
     /// Runs `call` in a fresh instance of `component`. Never panics on guest behaviour:

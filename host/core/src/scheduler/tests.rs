@@ -1,6 +1,5 @@
 //! The scheduler stepped input by input, with no executors, threads or clocks.
 
-use super::room::ROOM_DORMANT_AFTER;
 use super::*;
 use std::time::{Duration, Instant};
 

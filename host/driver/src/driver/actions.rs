@@ -171,13 +171,13 @@ impl EventLoop {
                 }
                 Action::JobSucceeded { job, counts } => {
                     if let Some(record) = self.jobs.get_mut(&job) {
-                        record.counts = counts;
+                        record.ended = Some(counts);
                     }
                     self.job_succeeded(job);
                 }
                 Action::JobFailed { job, reason, counts } => {
                     if let Some(record) = self.jobs.get_mut(&job) {
-                        record.counts = counts;
+                        record.ended = Some(counts);
                     }
                     self.complete(job, Err(reason));
                 }

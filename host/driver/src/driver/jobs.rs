@@ -155,7 +155,7 @@ impl EventLoop {
                 reply: Some(report),
                 // What its submitter waited for, its wait included.
                 started: submitted,
-                counts: JobCounts { tasks, ..JobCounts::default() },
+                ended: None,
                 failures: Vec::new(),
                 budget: ResultBudget::new(job.settings.driver_max_result_size),
                 executors: BTreeSet::new(),
@@ -169,11 +169,8 @@ impl EventLoop {
 
     pub(super) fn refresh_progress(&mut self) {
         let executors = self.core.live_executors();
-        for (id, job) in self.jobs.iter_mut() {
-            if let Some(counts) = self.core.job(*id) {
-                job.counts = counts;
-            }
-            let c = job.counts;
+        for (id, job) in &self.jobs {
+            let Some(c) = job.ended.or_else(|| self.core.job(*id)) else { continue };
             job.progress.send_if_modified(|p| {
                 let now = JobProgress {
                     total: c.tasks,
@@ -209,6 +206,10 @@ impl EventLoop {
         let Some(mut job) = self.jobs.remove(&id) else {
             return;
         };
+        // Read before a cancel below makes the core forget the job.
+        let tasks = job.descriptor.task_count;
+        let counts =
+            job.ended.or_else(|| self.core.job(id)).unwrap_or(JobCounts { tasks, ..JobCounts::default() });
         // A merge still running for a job that ended another way stops now.
         if let Fold::Aggregate(worker) = &job.fold {
             worker.kill.kill();
@@ -232,7 +233,7 @@ impl EventLoop {
             name: job.descriptor.name.clone(),
             outcome,
             tasks: job.descriptor.task_count,
-            attempts: job.counts.attempts,
+            attempts: counts.attempts,
             failures: std::mem::take(&mut job.failures),
             failures_dropped: 0,
             elapsed: job.started.elapsed(),
@@ -241,12 +242,11 @@ impl EventLoop {
         report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
         // The job's last counts (its progress was published before its end): the
         // status store keeps them, and lists the job from now on.
-        let c = job.counts;
         let progress = JobProgress {
-            total: c.tasks,
-            done: c.done,
+            total: counts.tasks,
+            done: counts.done,
             running: 0,
-            failed_attempts: c.failed_attempts,
+            failed_attempts: counts.failed_attempts,
             executors: job.progress.borrow().executors,
         };
         self.record(AppEvent::JobEnd {

@@ -1,8 +1,18 @@
 //! Reading values: `KEY=VALUE` pairs, sizes (`512m`, `4g`), durations (`250ms`, `30s`,
 //! `5m`), whole numbers and Kubernetes names.
 
-use super::ConfError;
 use std::time::Duration;
+
+/// A `--conf` pair or a setting that cannot be taken, with the key it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfError {
+    #[error("malformed --conf {0:?}: expected KEY=VALUE")]
+    Malformed(String),
+    #[error("unknown configuration key {0}")]
+    UnknownKey(String),
+    #[error("configuration {key}={value:?}: {reason}")]
+    Invalid { key: String, value: String, reason: String },
+}
 
 /// Parses `KEY=VALUE`.
 pub fn parse_pair(text: &str) -> Result<(String, String), ConfError> {

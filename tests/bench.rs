@@ -23,6 +23,11 @@
 //!   submission to its first executor registered (the backlog timeout included), and a
 //!   burst of 1,000 short tasks on the empty fleet — reference: the same burst on the
 //!   fleet it left warm
+//! - bytes between processes: raw QUIC on loopback with the project's TLS and transport
+//!   settings (the reference); 256 MiB read by a no-op job from the executor's disk,
+//!   served by the driver (`flint://`) and uploaded by the client; word count over each
+//!   of those input forms, whole `flint submit` — reference: native word count; and
+//!   `flint status` and a one-task `flint submit` against a warm cluster, whole process
 //! - `kill -9` of a busy executor to the first of its attempts relaunched elsewhere, with
 //!   default settings — reference: `flint.network.idleTimeout`; target ≤ 5 s
 
@@ -185,6 +190,9 @@ fn main() {
     }
     if wanted("failure") {
         failure_detection(&mut results);
+    }
+    if wanted("wire") {
+        wire_figures(&mut results);
     }
 
     let dir = root().join("target/bench");
@@ -999,4 +1007,196 @@ fn elastic_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
                 "burst_empty_fleet_s": cold.as_secs_f64(), "burst_warm_fleet_s": warm.as_secs_f64(),
                 "ratio_to_warm": cold.as_secs_f64() / warm.as_secs_f64() }),
     );
+}
+
+/// The wire's reference, in this process: `total` bytes from a client endpoint to a
+/// server endpoint over loopback, with the project's own TLS and transport settings
+/// (`flint_net`, the connection opened up as the driver opens a proven peer's), over
+/// `streams` streams at once; MiB/s.
+fn quinn_mib_per_s(total: usize, streams: usize) -> f64 {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let identity = flint_net::Identity::generate(vec!["flint-driver".into()]).unwrap();
+        let idle = Duration::from_secs(30);
+        let server =
+            flint_net::server_endpoint("127.0.0.1:0".parse().unwrap(), &identity, idle, None).unwrap();
+        let addr = server.local_addr().unwrap();
+        let client =
+            flint_net::client_endpoint(identity.fingerprint(), idle, "127.0.0.1:0".parse().unwrap(), None)
+                .unwrap();
+        let receiving = tokio::spawn(async move {
+            let connection = server.accept().await.unwrap().await.unwrap();
+            flint_net::open_up(&connection);
+            let mut readers = Vec::new();
+            for _ in 0..streams {
+                let (_, mut recv) = connection.accept_bi().await.unwrap();
+                readers.push(tokio::spawn(async move {
+                    let mut got = 0usize;
+                    while let Some(chunk) = recv.read_chunk(usize::MAX, true).await.unwrap() {
+                        got += chunk.bytes.len();
+                    }
+                    got
+                }));
+            }
+            let mut got = 0;
+            for r in readers {
+                got += r.await.unwrap();
+            }
+            (got, connection)
+        });
+        let connection = client.connect(addr, "flint-driver").unwrap().await.unwrap();
+        let piece = vec![7u8; 1 << 20];
+        let started = Instant::now();
+        let mut writers = Vec::new();
+        for _ in 0..streams {
+            let (mut send, _recv) = connection.open_bi().await.unwrap();
+            let piece = piece.clone();
+            writers.push(tokio::spawn(async move {
+                for _ in 0..total / streams / piece.len() {
+                    send.write_all(&piece).await.unwrap();
+                }
+                send.finish().unwrap();
+                let _ = send.stopped().await;
+                _recv
+            }));
+        }
+        for w in writers {
+            w.await.unwrap();
+        }
+        let (got, _server_side) = receiving.await.unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!(got, total / streams / piece.len() * streams * piece.len());
+        got as f64 / f64::from(1 << 20) / elapsed.as_secs_f64()
+    })
+}
+
+/// Whole `flint` commands, in seconds: the median of `rounds`.
+fn whole_command(args: &[&str], rounds: usize) -> Duration {
+    median(
+        (0..rounds)
+            .map(|_| {
+                let t = Instant::now();
+                let out = flint().args(args).output().unwrap();
+                assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+                t.elapsed()
+            })
+            .collect(),
+    )
+}
+
+/// Bytes between processes: the raw QUIC reference, then the paths a job's data takes
+/// (served from the driver, uploaded by `flint submit`), word count over each input form
+/// as the user waits for it (the whole `flint submit`, upload included), and the fixed
+/// cost of a command against a warm cluster.
+fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    const SIZE: u64 = 256 << 20;
+    let mib = SIZE as f64 / f64::from(1 << 20);
+    let path = corpus(SIZE);
+    let input = path.to_str().unwrap();
+    let one =
+        median((0..3).map(|_| Duration::from_secs_f64(1.0 / quinn_mib_per_s(SIZE as usize, 1))).collect());
+    let four =
+        median((0..3).map(|_| Duration::from_secs_f64(1.0 / quinn_mib_per_s(SIZE as usize, 4))).collect());
+    let (quinn1, quinn4) = (1.0 / one.as_secs_f64(), 1.0 / four.as_secs_f64());
+    println!(
+        "raw QUIC on loopback (flint_net's TLS and transport): one stream {quinn1:.0} MiB/s, four streams {quinn4:.0} MiB/s"
+    );
+    let quinn = quinn1.max(quinn4);
+
+    let roots = format!("flint.input.roots={}", path.parent().unwrap().display());
+    let (_driver, url, _dir) = start_driver(std::process::Stdio::null(), &["--conf", &roots]);
+    let (_executor, _) = start_executor(&url);
+    let noop = root().join("target/wasm32-wasip2/release/noop.wasm");
+    let noop = noop.to_str().unwrap();
+    let (local, served) = (format!("file://{input}"), format!("flint://{input}"));
+    let submit = |job: &str, input: &str, rounds: usize| {
+        whole_command(
+            &["submit", "--driver-url", &url, job, "--input", input, "--partitions", "32", "--json"],
+            rounds,
+        )
+    };
+    // A no-op job over the corpus: its tasks do nothing with the bytes but read them.
+    let read_local = submit(noop, &local, 3);
+    let read_served = submit(noop, &served, 3);
+    let upload = upload_seconds(&url, noop, &path);
+    println!(
+        "256 MiB through a no-op job, whole flint submit: read by the executor from its disk {:.0} MiB/s; served by the driver (flint://) {:.0} MiB/s ({:.2}× raw QUIC); uploaded by the client, to the job's acceptance {:.0} MiB/s ({:.2}× raw QUIC) (target ≥ 0.5×)",
+        mib / read_local.as_secs_f64(),
+        mib / read_served.as_secs_f64(),
+        mib / read_served.as_secs_f64() / quinn,
+        mib / upload.as_secs_f64(),
+        mib / upload.as_secs_f64() / quinn,
+    );
+
+    let job = root().join("examples/word-count");
+    let job = job.to_str().unwrap();
+    let native = median((0..3).map(|_| native_word_count(&path, 32, 2).1).collect());
+    let forms = [("file://", local.as_str()), ("flint://", served.as_str()), ("uploaded", input)];
+    let times: Vec<(&str, Duration)> =
+        forms.iter().map(|(name, form)| (*name, submit(job, form, 3))).collect();
+    println!(
+        "word count over 256 MiB through the cluster, whole flint submit: {} (native {:.0} MiB/s; target ≥ 0.5× for each)",
+        times
+            .iter()
+            .map(|(name, t)| format!(
+                "{name} {:.0} MiB/s ({:.2}× native)",
+                mib / t.as_secs_f64(),
+                native.as_secs_f64() / t.as_secs_f64()
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        mib / native.as_secs_f64(),
+    );
+
+    let status = whole_command(&["status", "--driver-url", &url, "--json"], 20);
+    let tiny = whole_command(&["submit", "--driver-url", &url, noop, "--partitions", "1", "--json"], 20);
+    let version = whole_command(&["--version"], 20);
+    println!(
+        "warm cluster, whole process, median of 20: flint status {:.1} ms (target ≤ 20 ms), a one-task no-op flint submit {:.1} ms (target ≤ 40 ms); flint --version {:.1} ms",
+        status.as_secs_f64() * 1e3,
+        tiny.as_secs_f64() * 1e3,
+        version.as_secs_f64() * 1e3,
+    );
+    results.insert(
+        "wire".into(),
+        json!({
+            "quinn_mib_per_s": { "one_stream": quinn1, "four_streams": quinn4 },
+            "noop_over_corpus_mib_per_s": { "file": mib / read_local.as_secs_f64(), "flint": mib / read_served.as_secs_f64(),
+                "upload_to_acceptance": mib / upload.as_secs_f64() },
+            "ratio_to_quinn": { "flint": mib / read_served.as_secs_f64() / quinn, "upload": mib / upload.as_secs_f64() / quinn, "target": 0.5 },
+            "word_count_ratio_to_native": times.iter().map(|(n, t)| (n.to_string(), json!(native.as_secs_f64() / t.as_secs_f64()))).collect::<serde_json::Map<_, _>>(),
+            "status_ms": status.as_secs_f64() * 1e3, "one_task_submit_ms": tiny.as_secs_f64() * 1e3,
+            "version_ms": version.as_secs_f64() * 1e3,
+        }),
+    );
+}
+
+/// The time from a submission's start to its acceptance, which comes once every byte of
+/// its files is with the driver; the job then runs to its end. Median of three.
+fn upload_seconds(url: &str, job: &str, file: &std::path::Path) -> Duration {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let url: flint_net::DriverUrl = url.parse().unwrap();
+    let component = std::fs::read(job).unwrap();
+    let times = (0..3)
+        .map(|_| {
+            rt.block_on(async {
+                let client =
+                    flint_client::Client::connect(&url, &flint_net::Secret::new(SECRET)).await.unwrap();
+                let started = Instant::now();
+                let manifest = flint_proto::Manifest { name: "upload".into(), ..Default::default() };
+                let inputs = vec![flint_client::Input::File(file.to_owned())];
+                let mut submitted =
+                    client.submit(manifest, &component, Conf::new(), inputs, Some(32), None).await.unwrap();
+                let accepted = started.elapsed();
+                while let Some(event) = submitted.next().await.unwrap() {
+                    if let flint_client::JobEvent::Done(report) = event {
+                        assert!(report.outcome.is_ok(), "{:?}", report.outcome);
+                    }
+                }
+                client.close().await;
+                accepted
+            })
+        })
+        .collect();
+    median(times)
 }

@@ -1878,6 +1878,26 @@ fn http_get_with(port: u16, path: &str, headers: &str) -> (u16, String, String) 
     (head.split(' ').nth(1).unwrap().parse().unwrap(), head.to_owned(), body.to_owned())
 }
 
+/// A command's connection ends with a goodbye the driver hears, not with silence it must
+/// wait out: the driver counts a client's traffic when its connection ends, well within
+/// the 3 s idle timeout that would otherwise end it.
+#[test]
+fn the_driver_hears_a_client_say_goodbye_as_it_exits() {
+    let port = free_port();
+    let cluster = Cluster::start(&["--ui-port", &port.to_string()]);
+    let client_bytes = || {
+        let text = http_get(port, "/metrics", None).1;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("flint_network_bytes_total{peer=\"client\",direction=\"in\"}"));
+        line.and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).unwrap_or_else(|| panic!("{text}"))
+    };
+    assert_eq!(client_bytes(), 0.0, "no client yet");
+    assert!(cluster.status()["executors"].is_array());
+    let heard = eventually(Duration::from_secs(1), || (client_bytes() > 0.0).then_some(()));
+    assert!(heard.is_some(), "the driver still holds the connection of a client that exited");
+}
+
 #[test]
 fn the_status_api_and_metrics_agree_with_flint_status_and_the_jobs_reports() {
     let port = free_port();

@@ -536,8 +536,14 @@ async fn submit(
     write_frame(send, &SubmitReply::Accepted { job: handle.id }).await?;
     let mut progress = handle.progress.clone();
     let mut report = handle.report;
+    // A frame per finished task would cost more than the tasks: at most ten updates a
+    // second. The pause is a deadline beside the report, never a sleep before it, so a
+    // job's end is sent the moment it comes.
+    let mut quiet_until: Option<tokio::time::Instant> = None;
+    let mut watching = true;
     loop {
         tokio::select! {
+            biased;
             done = &mut report => {
                 let Ok(mut report) = done else { return Err(PeerError::Protocol("driver stopped".into())) };
                 // The result travels in chunks after its size, never as one frame.
@@ -551,13 +557,17 @@ async fn submit(
                 }
                 return Ok(write_frame(send, &SubmitReply::Done(report)).await?);
             }
-            changed = progress.changed() => {
+            () = async { tokio::time::sleep_until(quiet_until.expect("guarded")).await }, if quiet_until.is_some() => {
+                quiet_until = None;
+            }
+            changed = progress.changed(), if watching && quiet_until.is_none() => {
                 if changed.is_ok() {
                     let now = *progress.borrow_and_update();
                     write_frame(send, &SubmitReply::Progress(now)).await?;
-                    // A frame per finished task would cost more than the tasks: at most
-                    // ten updates a second.
-                    tokio::time::sleep(PROGRESS_EVERY).await;
+                    quiet_until = Some(tokio::time::Instant::now() + PROGRESS_EVERY);
+                } else {
+                    // The job's record is gone: only its report is still to come.
+                    watching = false;
                 }
             }
         }

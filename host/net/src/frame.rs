@@ -2,7 +2,7 @@
 //! [`MAX_FRAME`] bytes. Bad bytes are an error, never a panic; a length over the limit
 //! is refused before anything is allocated.
 
-use flint_proto::wire::{CHUNK, Chunk, MAX_FRAME};
+use flint_proto::wire::{CHUNK, MAX_FRAME};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -80,9 +80,9 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
 /// Sends a large payload as [`Chunk`] frames and an empty closing chunk.
 pub async fn write_payload(out: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> Result<(), FrameError> {
     for piece in bytes.chunks(CHUNK) {
-        write_frame(out, &Chunk(piece.to_vec())).await?;
+        write_chunk(out, piece).await?;
     }
-    write_frame(out, &Chunk(Vec::new())).await
+    write_chunk(out, &[]).await
 }
 
 /// Sends everything `reader` holds as a payload, a chunk at a time (a file of any size
@@ -91,29 +91,55 @@ pub async fn write_payload_from(
     out: &mut (impl AsyncWrite + Unpin),
     reader: &mut (impl AsyncRead + Unpin),
 ) -> Result<u64, FrameError> {
-    use tokio::io::AsyncReadExt;
     let mut sent = 0;
+    let mut piece = vec![0; CHUNK];
     loop {
-        let mut piece = Vec::with_capacity(CHUNK);
-        while piece.len() < CHUNK {
-            if (&mut *reader).take((CHUNK - piece.len()) as u64).read_to_end(&mut piece).await? == 0 {
-                break;
+        let mut filled = 0;
+        while filled < CHUNK {
+            match reader.read(&mut piece[filled..]).await? {
+                0 => break,
+                n => filled += n,
             }
         }
-        if piece.is_empty() {
-            write_frame(out, &Chunk(Vec::new())).await?;
+        write_chunk(out, &piece[..filled]).await?;
+        if filled == 0 {
             return Ok(sent);
         }
-        sent += piece.len() as u64;
-        write_frame(out, &Chunk(piece)).await?;
+        sent += filled as u64;
     }
+}
+
+/// One [`Chunk`] frame, written as postcard would encode it (the frame's length, the
+/// piece's length as a varint, the bytes) without copying the piece into a message
+/// first: payloads are most of what crosses the wire.
+async fn write_chunk(out: &mut (impl AsyncWrite + Unpin), piece: &[u8]) -> Result<(), FrameError> {
+    let mut header = [0u8; 4 + 10];
+    let varint = encode_varint(piece.len() as u64, &mut header[4..]);
+    let body = varint + piece.len();
+    if body > MAX_FRAME {
+        return Err(FrameError::TooLarge(body));
+    }
+    header[..4].copy_from_slice(&(body as u32).to_le_bytes());
+    out.write_all(&header[..4 + varint]).await?;
+    out.write_all(piece).await?;
+    Ok(())
 }
 
 /// Reads a payload sent by [`write_payload`], refusing more than `limit` bytes.
 pub async fn read_payload(input: &mut (impl AsyncRead + Unpin), limit: usize) -> Result<Vec<u8>, FrameError> {
     let mut bytes = Vec::new();
-    read_payload_into(input, limit as u64, &mut bytes).await?;
-    Ok(bytes)
+    loop {
+        let len = read_chunk_header(input).await?;
+        if len == 0 {
+            return Ok(bytes);
+        }
+        if bytes.len() + len > limit {
+            return Err(FrameError::Oversized);
+        }
+        let at = bytes.len();
+        bytes.resize(at + len, 0);
+        read_chunk_body(input, &mut bytes[at..]).await?;
+    }
 }
 
 /// Reads a payload into `sink` (a file, say), refusing more than `limit` bytes; the
@@ -123,26 +149,83 @@ pub async fn read_payload_into(
     limit: u64,
     sink: &mut (impl AsyncWrite + Unpin),
 ) -> Result<u64, FrameError> {
-    use tokio::io::AsyncWriteExt;
     let mut read = 0;
+    let mut piece = Vec::new();
     loop {
-        let Chunk(piece) = read_frame(input).await?.ok_or(FrameError::Truncated)?;
-        if piece.is_empty() {
+        let len = read_chunk_header(input).await?;
+        if len == 0 {
             sink.flush().await?;
             return Ok(read);
         }
-        if read + piece.len() as u64 > limit {
+        if read + len as u64 > limit {
             return Err(FrameError::Oversized);
         }
-        read += piece.len() as u64;
+        read += len as u64;
+        piece.resize(len, 0);
+        read_chunk_body(input, &mut piece).await?;
         sink.write_all(&piece).await?;
+    }
+}
+
+/// A [`Chunk`] frame's header: the length of the piece that follows it. The frame must
+/// hold exactly the varint and the piece, as postcard would have it.
+async fn read_chunk_header(input: &mut (impl AsyncRead + Unpin)) -> Result<usize, FrameError> {
+    let mut len = [0u8; 4];
+    input.read_exact(&mut len).await.map_err(truncated)?;
+    let body = u32::from_le_bytes(len) as usize;
+    if body > MAX_FRAME {
+        return Err(FrameError::TooLarge(body));
+    }
+    let (mut piece, mut shift, mut used) = (0u64, 0, 0);
+    loop {
+        let byte = input.read_u8().await.map_err(truncated)?;
+        used += 1;
+        piece |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+        if used == 10 {
+            return Err(FrameError::Decode(postcard::Error::DeserializeBadVarint));
+        }
+    }
+    match (piece as usize).checked_add(used) {
+        Some(total) if total == body => Ok(piece as usize),
+        Some(total) if total < body => Err(FrameError::TrailingBytes(body - total)),
+        _ => Err(FrameError::Decode(postcard::Error::DeserializeUnexpectedEnd)),
+    }
+}
+
+async fn read_chunk_body(input: &mut (impl AsyncRead + Unpin), into: &mut [u8]) -> Result<(), FrameError> {
+    input.read_exact(into).await.map_err(truncated)?;
+    Ok(())
+}
+
+fn truncated(e: std::io::Error) -> FrameError {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => FrameError::Truncated,
+        _ => FrameError::Io(e),
+    }
+}
+
+/// `value` as postcard's varint (LEB128) into `out`; the bytes used.
+fn encode_varint(mut value: u64, out: &mut [u8]) -> usize {
+    let mut used = 0;
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        out[used] = byte | if value > 0 { 0x80 } else { 0 };
+        used += 1;
+        if value == 0 {
+            return used;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flint_proto::wire::{ExecutorMessage, Heartbeat};
+    use flint_proto::wire::{Chunk, ExecutorMessage, Heartbeat};
 
     #[tokio::test]
     async fn frames_round_trip_and_bad_bytes_are_errors() {
@@ -192,5 +275,41 @@ mod tests {
         write_payload(&mut buf, &data).await.unwrap();
         assert_eq!(read_payload(&mut &buf[..], data.len()).await.unwrap(), data);
         assert!(matches!(read_payload(&mut &buf[..], CHUNK).await, Err(FrameError::Oversized)));
+        let mut file = Vec::new();
+        assert_eq!(
+            read_payload_into(&mut &buf[..], data.len() as u64, &mut file).await.unwrap(),
+            data.len() as u64
+        );
+        assert_eq!(file, data);
+        let mut resent = Vec::new();
+        assert_eq!(write_payload_from(&mut resent, &mut &data[..]).await.unwrap(), data.len() as u64);
+        assert_eq!(resent, buf, "a payload from a reader is framed as one from memory");
+    }
+
+    /// Chunks are written without postcard but must stay what postcard makes of
+    /// [`Chunk`]: any reader of frames (a fuzzer, an older peer) reads them as such.
+    #[tokio::test]
+    async fn a_chunk_is_the_frame_postcard_makes_and_a_lying_one_is_refused() {
+        for len in [0usize, 1, 127, 128, 300, 16_384, CHUNK] {
+            let piece: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            write_chunk(&mut ours, &piece).await.unwrap();
+            write_frame(&mut theirs, &Chunk(piece.clone())).await.unwrap();
+            assert_eq!(ours, theirs, "a chunk of {len} bytes");
+            assert_eq!(read_frame::<Chunk>(&mut &ours[..]).await.unwrap(), Some(Chunk(piece)));
+        }
+        // A frame of 10 bytes whose varint claims a piece of 300.
+        let mut lying = 10u32.to_le_bytes().to_vec();
+        lying.extend([0xac, 0x02]);
+        lying.extend([0u8; 8]);
+        assert!(matches!(read_payload(&mut &lying[..], 1 << 20).await, Err(FrameError::Decode(_))));
+        // A frame longer than its piece.
+        let mut padded = 5u32.to_le_bytes().to_vec();
+        padded.extend([2, 1, 1, 0, 0]);
+        assert!(matches!(read_payload(&mut &padded[..], 1 << 20).await, Err(FrameError::TrailingBytes(2))));
+        // A varint that never ends.
+        let mut endless = 20u32.to_le_bytes().to_vec();
+        endless.extend([0xff; 20]);
+        assert!(matches!(read_payload(&mut &endless[..], 1 << 20).await, Err(FrameError::Decode(_))));
     }
 }

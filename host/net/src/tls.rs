@@ -87,8 +87,29 @@ impl Identity {
     }
 }
 
+/// ring's TLS 1.3 suites, fastest first for this CPU: AES-128-GCM where the CPU has AES
+/// instructions (every byte on the wire passes through it; AES-256 costs some 40% more
+/// rounds for no gain against what guards the link), ChaCha20-Poly1305 where it has not.
+/// Both ends prefer the same order, so a connection between two such hosts uses it.
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    use rustls::crypto::ring::cipher_suite::{
+        TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384, TLS13_CHACHA20_POLY1305_SHA256,
+    };
+    let cipher_suites = if aes_in_hardware() {
+        vec![TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384, TLS13_CHACHA20_POLY1305_SHA256]
+    } else {
+        vec![TLS13_CHACHA20_POLY1305_SHA256, TLS13_AES_128_GCM_SHA256, TLS13_AES_256_GCM_SHA384]
+    };
+    Arc::new(CryptoProvider { cipher_suites, ..rustls::crypto::ring::default_provider() })
+}
+
+fn aes_in_hardware() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq");
+    #[cfg(target_arch = "aarch64")]
+    return std::arch::is_aarch64_feature_detected!("aes");
+    #[allow(unreachable_code)]
+    false
 }
 
 /// Streams a peer that proved itself may have open towards the other side at once.

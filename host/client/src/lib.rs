@@ -15,7 +15,7 @@
 //! ```
 
 use flint_net::{
-    ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
+    ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload_exact,
     write_frame, write_payload, write_payload_from,
 };
 use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitInput, SubmitReply};
@@ -228,9 +228,7 @@ impl SubmittedJob {
             match read_frame::<SubmitReply>(&mut self.recv).await? {
                 Some(SubmitReply::Progress(p)) => return Ok(Some(JobEvent::Progress(p))),
                 Some(SubmitReply::Result { size }) => {
-                    let size = usize::try_from(size)
-                        .map_err(|_| ClientError::Protocol("result too large".into()))?;
-                    self.result = Some(read_payload(&mut self.recv, size).await?);
+                    self.result = Some(read_payload_exact(&mut self.recv, size).await?);
                 }
                 Some(SubmitReply::Done(mut report)) => {
                     self.done = true;

@@ -11,11 +11,13 @@ use flint_data::{Claims, DataKey};
 use flint_proto::wire::{DataRefusal, MAX_INPUT_READ};
 use flint_proto::{FLINT_SERVICE, JobId, Token};
 use std::collections::{HashMap, HashSet};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// `flint://` reads the driver serves at once (at most 16 × 16 MiB in memory).
+/// `flint://` reads the driver serves at once (each holds a piece of the file in memory
+/// at a time).
 const CONCURRENT_READS: usize = 16;
 
 pub struct DataService {
@@ -74,17 +76,26 @@ impl DataService {
             .collect()
     }
 
-    /// What a remote executor asks: `len` bytes of `path` from `start`, under `token`.
-    /// A blocking call.
-    pub fn read(&self, token: &str, path: &str, start: u64, len: u64) -> Result<Vec<u8>, DataRefusal> {
+    /// What a remote executor asks: `len` bytes of `path` from `start`, under `token`:
+    /// the file, checked and open, and how many of those bytes it holds (fewer only at
+    /// its end), for the caller to send a piece at a time. A blocking call.
+    pub fn open(&self, token: &str, path: &str, start: u64, len: u64) -> Result<(File, u64), DataRefusal> {
         let claims = self.key.verify(token, &self.app_id, now_ms())?;
-        self.read_for(claims.job, path, start, len)
+        self.open_for(claims.job, path, start, len)
     }
 
     /// `len` bytes of `path` from `start` for `job`, if the job reads that file (fewer
-    /// only at its end). The path is resolved again: a link changed since the job was
-    /// planned reads nothing. A blocking call.
+    /// only at its end). A blocking call.
     pub fn read_for(&self, job: JobId, path: &str, start: u64, len: u64) -> Result<Vec<u8>, DataRefusal> {
+        let (file, size) = self.open_for(job, path, start, len)?;
+        let mut data = vec![0; size as usize];
+        file.read_exact_at(&mut data, start).map_err(|e| unreadable(path, e.to_string()))?;
+        Ok(data)
+    }
+
+    /// [`DataService::open`] for `job`, whose token was checked. The path is resolved
+    /// again: a link changed since the job was planned reads nothing.
+    pub fn open_for(&self, job: JobId, path: &str, start: u64, len: u64) -> Result<(File, u64), DataRefusal> {
         if len > MAX_INPUT_READ {
             return Err(DataRefusal::TooLarge { asked: len, limit: MAX_INPUT_READ });
         }
@@ -93,26 +104,18 @@ impl DataService {
         if !paths.contains(path) {
             return Err(DataRefusal::NotTheJobs { job, path: path.to_owned() });
         }
-        let unreadable = |reason: String| DataRefusal::Unreadable { path: path.to_owned(), reason };
-        let real = std::fs::canonicalize(path).map_err(|e| unreadable(e.to_string()))?;
+        let real = std::fs::canonicalize(path).map_err(|e| unreadable(path, e.to_string()))?;
         if real.to_str() != Some(path) {
-            return Err(unreadable("it resolves elsewhere since the job was planned".into()));
+            return Err(unreadable(path, "it resolves elsewhere since the job was planned".into()));
         }
-        let read = || {
-            let file = std::fs::File::open(&real)?;
-            let mut data = vec![0; len as usize];
-            let mut filled = 0;
-            while filled < data.len() {
-                match file.read_at(&mut data[filled..], start + filled as u64)? {
-                    0 => break,
-                    n => filled += n,
-                }
-            }
-            data.truncate(filled);
-            Ok::<_, std::io::Error>(data)
-        };
-        read().map_err(|e| unreadable(e.to_string()))
+        let file = File::open(&real).map_err(|e| unreadable(path, e.to_string()))?;
+        let size = file.metadata().map_err(|e| unreadable(path, e.to_string()))?.len();
+        Ok((file, len.min(size.saturating_sub(start))))
     }
+}
+
+fn unreadable(path: &str, reason: String) -> DataRefusal {
+    DataRefusal::Unreadable { path: path.to_owned(), reason }
 }
 
 /// The `flint` service's provider: each fetch opens a new period of
@@ -137,6 +140,20 @@ impl TokenProvider for FlintTokens {
 mod tests {
     use super::*;
 
+    /// A read as the server makes it: the checked file, then its bytes.
+    fn read(
+        service: &DataService,
+        token: &str,
+        path: &str,
+        start: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, DataRefusal> {
+        let (file, size) = service.open(token, path, start, len)?;
+        let mut data = vec![0; size as usize];
+        file.read_exact_at(&mut data, start).unwrap();
+        Ok(data)
+    }
+
     #[test]
     fn a_token_reads_only_its_own_jobs_files_while_the_job_runs() {
         let dir = tempdir();
@@ -150,23 +167,23 @@ mod tests {
         let tokens = service.job_tokens(now_ms() + 60_000);
         let token = |job| tokens.iter().find(|t| t.job == Some(job)).unwrap().secret.clone();
 
-        assert_eq!(service.read(&token(JobId(1)), &a, 6, 5).unwrap(), b"world");
-        assert_eq!(service.read(&token(JobId(1)), &a, 6, 100).unwrap(), b"world\n", "short at the end");
-        let refused = service.read(&token(JobId(1)), &b, 0, 5).unwrap_err();
+        assert_eq!(read(&service, &token(JobId(1)), &a, 6, 5).unwrap(), b"world");
+        assert_eq!(read(&service, &token(JobId(1)), &a, 6, 100).unwrap(), b"world\n", "short at the end");
+        let refused = read(&service, &token(JobId(1)), &b, 0, 5).unwrap_err();
         assert_eq!(refused, DataRefusal::NotTheJobs { job: JobId(1), path: b.clone() });
-        let refused = service.read(&token(JobId(1)), &a, 0, MAX_INPUT_READ + 1).unwrap_err();
+        let refused = read(&service, &token(JobId(1)), &a, 0, MAX_INPUT_READ + 1).unwrap_err();
         assert!(matches!(refused, DataRefusal::TooLarge { .. }));
 
         // Another driver's key, an expired token, a job that ended.
         let stranger = DataService::new("app".into());
         stranger.register(JobId(1), HashSet::from([a.clone()]));
         let forged = &stranger.job_tokens(now_ms() + 60_000)[0].secret;
-        assert_eq!(service.read(forged, &a, 0, 5).unwrap_err(), DataRefusal::Forged);
+        assert_eq!(read(&service, forged, &a, 0, 5).unwrap_err(), DataRefusal::Forged);
         let old = service.job_tokens(now_ms() - 1);
         let old = &old.iter().find(|t| t.job == Some(JobId(1))).unwrap().secret;
-        assert_eq!(service.read(old, &a, 0, 5).unwrap_err(), DataRefusal::Expired);
+        assert_eq!(read(&service, old, &a, 0, 5).unwrap_err(), DataRefusal::Expired);
         service.unregister(JobId(1));
-        assert_eq!(service.read(&token(JobId(1)), &a, 0, 5).unwrap_err(), DataRefusal::JobEnded(JobId(1)));
+        assert_eq!(read(&service, &token(JobId(1)), &a, 0, 5).unwrap_err(), DataRefusal::JobEnded(JobId(1)));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

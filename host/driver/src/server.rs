@@ -11,8 +11,8 @@ use crate::link::{Blocks, ChannelLink, Fetch};
 use crate::metrics::Peer;
 use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::{
-    FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_into, verify_proof,
-    write_frame, write_payload,
+    FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_exact, read_payload_into,
+    verify_proof, write_frame, write_payload, write_payload_from,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Launch,
@@ -23,6 +23,7 @@ use flint_proto::{BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -53,7 +54,7 @@ impl Blocks for QuicBlocks {
             let _ = send.finish();
             match read_frame::<BlockReply>(&mut recv).await.map_err(|e| e.to_string())? {
                 Some(BlockReply::Found { size }) if size == block.size => {
-                    read_payload(&mut recv, size as usize).await.map_err(|e| e.to_string())
+                    read_payload_exact(&mut recv, size).await.map_err(|e| e.to_string())
                 }
                 Some(BlockReply::Found { size }) => {
                     Err(format!("block is {size} bytes, {} expected", block.size))
@@ -485,12 +486,17 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                 let _turn =
                     driver.data().reads.acquire().await.map_err(|e| PeerError::Protocol(e.to_string()))?;
                 let reader = driver.clone();
-                let read =
-                    tokio::task::spawn_blocking(move || reader.data().read(&token.0, &path, start, len));
-                match read.await.map_err(|e| PeerError::Protocol(e.to_string()))? {
-                    Ok(data) => {
-                        write_frame(&mut send, &InputReply::Data { size: data.len() as u64 }).await?;
-                        write_payload(&mut send, &data).await?;
+                let open =
+                    tokio::task::spawn_blocking(move || reader.data().open(&token.0, &path, start, len));
+                match open.await.map_err(|e| PeerError::Protocol(e.to_string()))? {
+                    Ok((file, size)) => {
+                        // A piece at a time from the file: no read holds its whole range in
+                        // memory. A file cut short meanwhile sends fewer bytes than said,
+                        // which the executor refuses.
+                        write_frame(&mut send, &InputReply::Data { size }).await?;
+                        let mut file = tokio::fs::File::from_std(file);
+                        file.seek(std::io::SeekFrom::Start(start)).await.map_err(FrameError::Io)?;
+                        write_payload_from(&mut send, &mut file.take(size)).await?;
                     }
                     Err(refusal) => {
                         driver.data().note_refusal(&refusal);

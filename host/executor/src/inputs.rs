@@ -106,6 +106,9 @@ fn chunked(
     len: u64,
     mut read: impl FnMut(u64, u64) -> Result<Vec<u8>, InputError>,
 ) -> Result<Vec<u8>, InputError> {
+    if len <= MAX_READ {
+        return read(offset, len);
+    }
     let mut data = Vec::with_capacity(len as usize);
     let mut at = offset;
     while at < offset + len {

@@ -9,7 +9,7 @@ use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
-    write_frame, write_payload,
+    read_payload_exact, write_frame, write_payload,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
@@ -271,22 +271,26 @@ impl DriverSource for RemoteSource {
         let token = token.ok_or(InputError::NoDataToken(job))?;
         let request =
             Request::ReadInput { token: DataToken(token.secret.clone()), path: path.to_owned(), start, len };
-        let read = async {
-            let (mut send, mut recv) = self.connection.open_bi().await.map_err(|e| lost(&e))?;
+        let connection = self.connection.clone();
+        let read = async move {
+            let (mut send, mut recv) = connection.open_bi().await.map_err(|e| lost(&e))?;
             write_frame(&mut send, &request).await.map_err(|e| lost(&e))?;
             let _ = send.finish();
             match read_frame::<InputReply>(&mut recv).await.map_err(|e| lost(&e))? {
                 Some(InputReply::Data { size }) if size == len => {
-                    read_payload(&mut recv, len as usize).await.map_err(|e| lost(&e))
+                    read_payload_exact(&mut recv, len).await.map_err(|e| lost(&e))
                 }
                 Some(InputReply::Data { size }) => Err(InputError::Changed { offset: start, len, got: size }),
                 Some(InputReply::Refused(refusal)) => Err(InputError::Refused(refusal)),
                 None => Err(lost(&"the driver closed the stream")),
             }
         };
-        self.handle.block_on(async {
+        // The read runs on the runtime's thread, which takes the packets off the wire:
+        // this slot thread is woken once, when the bytes are all in, not at each packet.
+        let read = self.handle.spawn(async move {
             tokio::time::timeout_at(deadline.into(), read).await.unwrap_or(Err(InputError::Deadline))
-        })
+        });
+        self.handle.block_on(read).unwrap_or_else(|e| Err(InputError::Driver(e.to_string())))
     }
 }
 

@@ -128,10 +128,32 @@ async fn write_chunk(out: &mut (impl AsyncWrite + Unpin), piece: &[u8]) -> Resul
 /// Reads a payload sent by [`write_payload`], refusing more than `limit` bytes.
 pub async fn read_payload(input: &mut (impl AsyncRead + Unpin), limit: usize) -> Result<Vec<u8>, FrameError> {
     let mut bytes = Vec::new();
+    read_chunks(input, limit, &mut bytes).await?;
+    Ok(bytes)
+}
+
+/// Reads a payload announced as `size` bytes: room for it is made once (up to 64 MiB;
+/// a larger one grows as it arrives), and any other length is an error.
+pub async fn read_payload_exact(
+    input: &mut (impl AsyncRead + Unpin),
+    size: u64,
+) -> Result<Vec<u8>, FrameError> {
+    let size = usize::try_from(size).map_err(|_| FrameError::Oversized)?;
+    let mut bytes = Vec::with_capacity(size.min(64 << 20));
+    read_chunks(input, size, &mut bytes).await?;
+    if bytes.len() == size { Ok(bytes) } else { Err(FrameError::Truncated) }
+}
+
+/// A payload's chunks appended to `bytes`, refusing more than `limit` bytes in all.
+async fn read_chunks(
+    input: &mut (impl AsyncRead + Unpin),
+    limit: usize,
+    bytes: &mut Vec<u8>,
+) -> Result<(), FrameError> {
     loop {
         let len = read_chunk_header(input).await?;
         if len == 0 {
-            return Ok(bytes);
+            return Ok(());
         }
         if bytes.len() + len > limit {
             return Err(FrameError::Oversized);
@@ -275,6 +297,10 @@ mod tests {
         write_payload(&mut buf, &data).await.unwrap();
         assert_eq!(read_payload(&mut &buf[..], data.len()).await.unwrap(), data);
         assert!(matches!(read_payload(&mut &buf[..], CHUNK).await, Err(FrameError::Oversized)));
+        assert_eq!(read_payload_exact(&mut &buf[..], data.len() as u64).await.unwrap(), data);
+        let (short, long) = (data.len() as u64 + 1, data.len() as u64 - 1);
+        assert!(matches!(read_payload_exact(&mut &buf[..], short).await, Err(FrameError::Truncated)));
+        assert!(matches!(read_payload_exact(&mut &buf[..], long).await, Err(FrameError::Oversized)));
         let mut file = Vec::new();
         assert_eq!(
             read_payload_into(&mut &buf[..], data.len() as u64, &mut file).await.unwrap(),

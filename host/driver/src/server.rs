@@ -563,7 +563,7 @@ async fn submit(
                 }
                 return Ok(write_frame(send, &SubmitReply::Done(report)).await?);
             }
-            () = async { tokio::time::sleep_until(quiet_until.expect("guarded")).await }, if quiet_until.is_some() => {
+            () = tokio::time::sleep_until(quiet_until.unwrap_or_else(tokio::time::Instant::now)), if quiet_until.is_some() => {
                 quiet_until = None;
             }
             changed = progress.changed(), if watching && quiet_until.is_none() => {

@@ -62,10 +62,7 @@ pub async fn read_frame_within<T: DeserializeOwned>(
         return Err(FrameError::TooLarge(len));
     }
     let mut body = vec![0u8; len];
-    input.read_exact(&mut body).await.map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => FrameError::Truncated,
-        _ => FrameError::Io(e),
-    })?;
+    input.read_exact(&mut body).await.map_err(truncated)?;
     decode(&body).map(Some)
 }
 

@@ -172,13 +172,7 @@ impl EventLoop {
         for (id, job) in &self.jobs {
             let Some(c) = job.ended.or_else(|| self.core.job(*id)) else { continue };
             job.progress.send_if_modified(|p| {
-                let now = JobProgress {
-                    total: c.tasks,
-                    done: c.done,
-                    running: c.running,
-                    failed_attempts: c.failed_attempts,
-                    executors,
-                };
+                let now = progress(c, executors);
                 let changed = *p != now;
                 *p = now;
                 changed
@@ -242,13 +236,7 @@ impl EventLoop {
         report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
         // The job's last counts (its progress was published before its end): the
         // status store keeps them, and lists the job from now on.
-        let progress = JobProgress {
-            total: counts.tasks,
-            done: counts.done,
-            running: 0,
-            failed_attempts: counts.failed_attempts,
-            executors: job.progress.borrow().executors,
-        };
+        let progress = progress(JobCounts { running: 0, ..counts }, job.progress.borrow().executors);
         self.record(AppEvent::JobEnd {
             job: id,
             succeeded: report.outcome.is_ok(),
@@ -263,5 +251,16 @@ impl EventLoop {
         if let Some(reply) = job.reply.take() {
             let _ = reply.send(report);
         }
+    }
+}
+
+/// What a submitter, the pages and the store see of a job's counts.
+fn progress(c: JobCounts, executors: u32) -> JobProgress {
+    JobProgress {
+        total: c.tasks,
+        done: c.done,
+        running: c.running,
+        failed_attempts: c.failed_attempts,
+        executors,
     }
 }

@@ -1483,7 +1483,7 @@ fn executors_that_cannot_see_an_input_read_it_through_the_driver_under_renewed_j
     assert_eq!(report["result"], expected["result"]);
     let log = cluster.driver.log_text();
     let kept =
-        log.lines().find(|l| l.contains("job files received")).expect("the driver says where it kept them");
+        log.lines().find(|l| l.contains("job files arriving")).expect("the driver says where it keeps them");
     let folder = kept.split("folder=").nth(1).unwrap().split_whitespace().next().unwrap();
     assert!(!std::path::Path::new(folder).exists(), "{folder} is removed once the job ended");
 
@@ -2361,4 +2361,81 @@ fn files_sent_with_jobs_are_bounded_per_job_and_on_the_drivers_disk() {
     let expected =
         ok_json(&flint(&["run", "examples/word-count", "--input", second.to_str().unwrap(), "--json"]));
     assert_eq!(ok_json(&cluster.submit(&word_count))["result"], expected["result"]);
+}
+
+/// A job starts while its file still arrives, each task reading its range once it is
+/// there; a file that stops arriving fails the job naming it, and its missing part is
+/// never read as the zeros of a file made at its announced size. A scripted client,
+/// since `flint submit` always sends whole files.
+#[test]
+fn a_job_runs_while_its_file_arrives_and_one_that_stops_fails_it_by_name() {
+    use flint_proto::wire::{Chunk, HelloReply, Request, Role, Submission, SubmitInput, SubmitReply};
+    let port = free_port();
+    let mut cluster = Cluster::start(&["--ui-port", &port.to_string()]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(1);
+    // 2.2 MB in two splits: the first (and its lookahead) within the first 1.5 MB sent.
+    let text = "alpha beta\n".repeat(200_000).into_bytes();
+    let sent = 1_500_000;
+    let component = std::fs::read(wasm("word_count")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (progress, report) = rt.block_on(async {
+        let url: flint_net::DriverUrl = cluster.url.parse().unwrap();
+        let (_endpoint, connection) =
+            flint_net::connect_as(&url, Duration::from_secs(10), Duration::from_secs(30), None)
+                .await
+                .unwrap();
+        let secret = flint_net::Secret::new(SECRET);
+        let welcomed = flint_net::hello(&connection, &secret, Role::Client, "", None, None).await.unwrap();
+        assert!(matches!(welcomed.0, HelloReply::Welcome { .. }));
+        let (mut send, mut recv) = connection.open_bi().await.unwrap();
+        let submission = Submission {
+            manifest: flint_proto::Manifest { name: "arriving".into(), ..Default::default() },
+            component_size: component.len() as u64,
+            config: Default::default(),
+            inputs: vec![SubmitInput::Upload { name: "words.txt".into(), size: text.len() as u64 }],
+            partitions: Some(2),
+            every: None,
+        };
+        flint_net::write_frame(&mut send, &Request::Submit(Box::new(submission))).await.unwrap();
+        flint_net::write_payload(&mut send, &component).await.unwrap();
+        for piece in text[..sent].chunks(1 << 16) {
+            flint_net::write_frame(&mut send, &Chunk(piece.to_vec())).await.unwrap();
+        }
+        let accepted = flint_net::read_frame::<SubmitReply>(&mut recv).await.unwrap();
+        assert!(matches!(accepted, Some(SubmitReply::Accepted { .. })), "{accepted:?}");
+        // Then nothing more: the driver waits out flint.network.timeout (3 s here).
+        let mut progress = Vec::new();
+        loop {
+            match flint_net::read_frame::<SubmitReply>(&mut recv).await.unwrap() {
+                Some(SubmitReply::Progress(p)) => progress.push(p),
+                Some(SubmitReply::Done(report)) => break (progress, report),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    });
+    assert!(progress.iter().any(|p| p.done == 1), "the first split ran on the bytes that came: {progress:?}");
+    let failure = format!("{:?}", report.outcome.unwrap_err());
+    assert!(failure.contains("words.txt") && failure.contains("stopped arriving"), "{failure}");
+    assert!(failure.contains("nothing came for 3s"), "{failure}");
+
+    // The driver is none the worse: the same file sent whole counts every word.
+    let whole = cluster.dir.path().join("words.txt");
+    std::fs::write(&whole, &text).unwrap();
+    let out = cluster.submit(&["examples/word-count", "--input", whole.to_str().unwrap(), "--json"]);
+    assert_eq!(json(&out)["result"]["total_words"], 400_000, "{}", lossy(&out.stderr));
+    // The metrics count the whole upload once, not the one that stopped, and every byte
+    // of both jobs' reads that the driver served.
+    let text_len = text.len() as f64;
+    let metrics = http_get(port, "/metrics", None).1;
+    let transferred = |path: &str| {
+        let series = format!("flint_transfer_bytes_total{{path=\"{path}\"}} ");
+        let line = metrics.lines().find_map(|l| l.strip_prefix(&series));
+        line.and_then(|v| v.parse::<f64>().ok()).unwrap_or_else(|| panic!("no {series}in\n{metrics}"))
+    };
+    assert_eq!(transferred("upload"), text_len, "{metrics}");
+    assert!(
+        transferred("input_served") >= 1.5 * text_len,
+        "both jobs' first split, the second's last: {metrics}"
+    );
 }

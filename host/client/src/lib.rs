@@ -88,6 +88,17 @@ pub struct SubmittedJob {
     recv: quinn::RecvStream,
     done: bool,
     result: Option<Vec<u8>>,
+    /// The job's files, still being sent; stopped when the job is dropped.
+    sending: Option<(tokio::task::JoinHandle<Result<(), ClientError>>, AbortOnDrop)>,
+}
+
+/// Stops a spawned task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Client {
@@ -158,7 +169,7 @@ impl Client {
                     let size = file.metadata().await.map_err(cannot)?.len();
                     let name = path.file_name().map_or("input".into(), |n| n.to_string_lossy().into_owned());
                     listed.push(SubmitInput::Upload { name, size });
-                    files.push(file);
+                    files.push((path, file, size));
                 }
             }
         }
@@ -180,28 +191,34 @@ impl Client {
             }
             sent => sent?,
         }
-        let sent: Result<(), ClientError> = async {
-            write_payload(&mut send, component).await?;
-            for mut file in files {
-                write_payload_from(&mut send, &mut file).await?;
+        write_payload(&mut send, component).await?;
+        // The files go on while the job runs: the driver plans it from their sizes and
+        // its tasks read each range once it is there.
+        let sending = tokio::spawn(async move {
+            for (path, file, size) in files {
+                let sent =
+                    write_payload_from(&mut send, &mut tokio::io::AsyncReadExt::take(file, size)).await;
+                match sent {
+                    Ok(n) if n == size => {}
+                    Ok(n) => {
+                        let _ = send.reset(0u32.into());
+                        return Err(ClientError::Input(format!(
+                            "{}: {n} bytes read, {size} when the job was submitted (the file changed)",
+                            path.display()
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(ClientError::Input(format!("{}: not all sent: {e}", path.display())));
+                    }
+                }
             }
+            let _ = send.finish();
             Ok(())
-        }
-        .await;
-        let _ = send.finish();
-        let reply = read_frame::<SubmitReply>(&mut recv).await;
-        // A driver that refuses the job (its files too large, say) stops reading what
-        // is still being sent: its reason, when it gave one, says more than the error.
-        if let Err(e) = sent {
-            return match reply {
-                Ok(Some(SubmitReply::Rejected(reason))) => Err(ClientError::JobRejected(reason)),
-                Ok(Some(SubmitReply::Busy(why))) => Err(ClientError::DriverBusy(why)),
-                _ => Err(e),
-            };
-        }
-        match reply? {
+        });
+        let abort = AbortOnDrop(sending.abort_handle());
+        match read_frame::<SubmitReply>(&mut recv).await? {
             Some(SubmitReply::Accepted { job }) => {
-                Ok(SubmittedJob { id: job, recv, done: false, result: None })
+                Ok(SubmittedJob { id: job, recv, done: false, result: None, sending: Some((sending, abort)) })
             }
             Some(SubmitReply::Rejected(reason)) => Err(ClientError::JobRejected(reason)),
             Some(SubmitReply::Busy(why)) => Err(ClientError::DriverBusy(why)),
@@ -223,6 +240,12 @@ impl SubmittedJob {
     pub async fn next(&mut self) -> Result<Option<JobEvent>, ClientError> {
         if self.done {
             return Ok(None);
+        }
+        // A file that could not be sent fails the job on the driver; this side says why.
+        if let Some((sending, _)) = self.sending.as_mut().filter(|(s, _)| s.is_finished()) {
+            let sent = sending.await.unwrap_or_else(|e| Err(ClientError::Input(e.to_string())));
+            self.sending = None;
+            sent?;
         }
         loop {
             match read_frame::<SubmitReply>(&mut self.recv).await? {

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// `flint://` reads the driver serves at once (each holds a piece of the file in memory
 /// at a time).
@@ -31,6 +32,31 @@ pub struct DataService {
     /// Refused reads, logged at most ten a minute: a peer holding the secret but no
     /// valid token cannot flood the driver's log.
     refusals: Limited,
+    /// Files a client is still sending with its running job, by path: a read of bytes
+    /// not yet there waits for them (a job starts while its files arrive).
+    arriving: Arc<Mutex<HashMap<String, watch::Receiver<Arrival>>>>,
+}
+
+/// How far a file sent with a job has come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    /// This many bytes from its start are written.
+    Bytes(u64),
+    /// It will come no further: why.
+    Stopped(String),
+}
+
+/// A file's entry among those arriving, removed when this goes (with the job's files):
+/// until then a read sees how far it came, and never the zeros of a part that did not.
+pub struct Arriving {
+    path: String,
+    arriving: Arc<Mutex<HashMap<String, watch::Receiver<Arrival>>>>,
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        self.arriving.lock().expect("arrivals lock").remove(&self.path);
+    }
 }
 
 impl DataService {
@@ -41,6 +67,34 @@ impl DataService {
             reads: tokio::sync::Semaphore::new(CONCURRENT_READS),
             jobs: Mutex::new(HashMap::new()),
             refusals: Limited::default(),
+            arriving: Arc::default(),
+        }
+    }
+
+    /// `path` (a job's file, already at its full size) is still arriving: reads of it
+    /// wait for what the returned sender says has come.
+    pub fn arriving(&self, path: String) -> (Arriving, watch::Sender<Arrival>) {
+        let (tx, rx) = watch::channel(Arrival::Bytes(0));
+        self.arriving.lock().expect("arrivals lock").insert(path.clone(), rx);
+        (Arriving { path, arriving: self.arriving.clone() }, tx)
+    }
+
+    /// Waits until `path`'s bytes up to `end` are there: at once for a file not
+    /// arriving. A file that stopped arriving short of `end` refuses the read.
+    pub async fn arrived(&self, path: &str, end: u64) -> Result<(), DataRefusal> {
+        let watched = self.arriving.lock().expect("arrivals lock").get(path).cloned();
+        let Some(mut arrival) = watched else { return Ok(()) };
+        let reached = arrival
+            .wait_for(|a| match a {
+                Arrival::Bytes(n) => *n >= end,
+                Arrival::Stopped(_) => true,
+            })
+            .await
+            .map(|a| a.clone());
+        match reached {
+            Ok(Arrival::Bytes(_)) => Ok(()),
+            Ok(Arrival::Stopped(why)) => Err(unreadable(path, format!("it stopped arriving: {why}"))),
+            Err(_) => Err(unreadable(path, "it stopped arriving".into())),
         }
     }
 
@@ -88,6 +142,7 @@ impl DataService {
     /// only at its end). A blocking call.
     pub fn read_for(&self, job: JobId, path: &str, start: u64, len: u64) -> Result<Vec<u8>, DataRefusal> {
         let (file, size) = self.open_for(job, path, start, len)?;
+        futures::executor::block_on(self.arrived(path, start + size))?;
         let mut data = vec![0; size as usize];
         file.read_exact_at(&mut data, start).map_err(|e| unreadable(path, e.to_string()))?;
         Ok(data)

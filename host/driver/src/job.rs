@@ -34,16 +34,23 @@ pub struct JobRequest {
 }
 
 /// Files sent with a job, in a private folder removed when this goes; the bytes they
-/// hold count against the driver's `flint.driver.maxUploadsHeld` until then.
-#[derive(Debug)]
+/// hold count against the driver's `flint.driver.maxUploadsHeld` until then, and how
+/// far each has arrived is known to the data service.
 pub struct Uploads {
     dir: tempfile::TempDir,
     _held: HeldBytes,
+    _arriving: Vec<crate::data::Arriving>,
+}
+
+impl std::fmt::Debug for Uploads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Uploads").field("dir", &self.dir.path()).finish_non_exhaustive()
+    }
 }
 
 impl Uploads {
-    pub fn new(dir: tempfile::TempDir, held: HeldBytes) -> Uploads {
-        Uploads { dir, _held: held }
+    pub fn new(dir: tempfile::TempDir, held: HeldBytes, arriving: Vec<crate::data::Arriving>) -> Uploads {
+        Uploads { dir, _held: held, _arriving: arriving }
     }
 
     pub fn path(&self) -> &std::path::Path {

@@ -54,14 +54,36 @@ pub enum Peer {
     Client,
 }
 
-/// What executors say of themselves in heartbeats, and the bytes the driver's
-/// connections carried: written by the connections' tasks, read by `/metrics`.
+/// The ways a job's bytes move through the driver, timed one transfer at a time.
+#[derive(Clone, Copy)]
+pub enum Transfer {
+    /// A task's result block, fetched from the executor that holds it.
+    BlockFetch,
+    /// A byte range of a `flint://` input, sent to an executor.
+    InputServed,
+    /// A file sent with a job by `flint submit`, kept by the driver.
+    Upload,
+}
+
+impl Transfer {
+    const ALL: [(Transfer, &'static str); 3] = [
+        (Transfer::BlockFetch, "block_fetch"),
+        (Transfer::InputServed, "input_served"),
+        (Transfer::Upload, "upload"),
+    ];
+}
+
+/// What executors say of themselves in heartbeats, the bytes the driver's connections
+/// carried, and the job data it moved: written by the connections' tasks, read by
+/// `/metrics`.
 #[derive(Default)]
 pub struct PeerMetrics {
     /// The last heartbeat of each connected executor (one entry per connection).
     beats: std::sync::Mutex<HashMap<flint_proto::ExecutorId, flint_proto::wire::Heartbeat>>,
     /// Bytes in and out: executors', clients'.
     traffic: [[std::sync::atomic::AtomicU64; 2]; 2],
+    /// Bytes and microseconds of each kind of transfer, summed over transfers.
+    transfers: [[std::sync::atomic::AtomicU64; 2]; Transfer::ALL.len()],
 }
 
 impl PeerMetrics {
@@ -71,6 +93,14 @@ impl PeerMetrics {
 
     pub fn gone(&self, id: &ExecutorId) {
         self.beats.lock().expect("metrics lock").remove(id);
+    }
+
+    /// One transfer of `bytes` that took `elapsed`, start to last byte.
+    pub fn transferred(&self, kind: Transfer, bytes: u64, elapsed: std::time::Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counters = &self.transfers[kind as usize];
+        counters[0].fetch_add(bytes, Relaxed);
+        counters[1].fetch_add(elapsed.as_micros() as u64, Relaxed);
     }
 
     /// Adds what `connection` carried since `counted` (its bytes in and out when last
@@ -99,6 +129,21 @@ impl PeerMetrics {
             for (direction, counter) in ["in", "out"].iter().zip(counters) {
                 let value = counter.load(Relaxed);
                 let _ = writeln!(out, "{name}{{peer=\"{peer}\",direction=\"{direction}\"}} {value}");
+            }
+        }
+        let families = [
+            ("flint_transfer_bytes_total", "Bytes of job data the driver moved, by path."),
+            (
+                "flint_transfer_seconds_total",
+                "Time the driver's transfers of job data took, summed one transfer at a time (bytes over seconds is the rate of one transfer, not of the link).",
+            ),
+        ];
+        for (field, (name, help)) in families.iter().enumerate() {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for ((_, path), counters) in Transfer::ALL.iter().zip(&self.transfers) {
+                let value = counters[field].load(Relaxed);
+                let value = if field == 0 { value as f64 } else { value as f64 / 1e6 };
+                let _ = writeln!(out, "{name}{{path=\"{path}\"}} {value}");
             }
         }
         let beats = self.beats.lock().expect("metrics lock");

@@ -2,16 +2,17 @@
 //! bridges their streams to the event loop. One task per connection, with a span that
 //! names the peer; a peer that sends garbage loses its connection, nobody else notices.
 
+use crate::data::Arrival;
 use crate::driver::Driver;
 use crate::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
 use crate::job::{HeldBytes, Uploads};
 use crate::job::{JobRequest, SubmitError};
 use crate::limited::Limited;
 use crate::link::{Blocks, ChannelLink, Fetch};
-use crate::metrics::Peer;
+use crate::metrics::{Peer, Transfer};
 use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::{
-    FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_exact, read_payload_into,
+    FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_exact, read_piece,
     verify_proof, write_frame, write_payload, write_payload_from,
 };
 use flint_proto::wire::{
@@ -24,7 +25,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 /// The largest component a client may submit.
@@ -482,14 +483,30 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                 return Err(PeerError::Protocol("the driver holds no blocks".into()));
             }
             Request::ReadInput { token, path, start, len } => {
-                // Held until the bytes are sent: a slow reader slows only the others' turns.
-                let _turn =
-                    driver.data().reads.acquire().await.map_err(|e| PeerError::Protocol(e.to_string()))?;
                 let reader = driver.clone();
-                let open =
-                    tokio::task::spawn_blocking(move || reader.data().open(&token.0, &path, start, len));
-                match open.await.map_err(|e| PeerError::Protocol(e.to_string()))? {
+                let opened = tokio::task::spawn_blocking(move || {
+                    let (file, size) = reader.data().open(&token.0, &path, start, len)?;
+                    Ok((file, size, path))
+                });
+                let opened = opened.await.map_err(|e| PeerError::Protocol(e.to_string()))?;
+                // A file still arriving with its job is read once the range is there.
+                let ready = match opened {
+                    Ok((file, size, path)) => {
+                        driver.data().arrived(&path, start + size).await.map(|()| (file, size))
+                    }
+                    Err(refusal) => Err(refusal),
+                };
+                match ready {
                     Ok((file, size)) => {
+                        // Held until the bytes are sent: a slow reader slows only the
+                        // others' turns.
+                        let _turn = driver
+                            .data()
+                            .reads
+                            .acquire()
+                            .await
+                            .map_err(|e| PeerError::Protocol(e.to_string()))?;
+                        let started = std::time::Instant::now();
                         // A piece at a time from the file: no read holds its whole range in
                         // memory. A file cut short meanwhile sends fewer bytes than said,
                         // which the executor refuses.
@@ -497,6 +514,7 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                         let mut file = tokio::fs::File::from_std(file);
                         file.seek(std::io::SeekFrom::Start(start)).await.map_err(FrameError::Io)?;
                         write_payload_from(&mut send, &mut file.take(size)).await?;
+                        driver.peer_metrics().transferred(Transfer::InputServed, size, started.elapsed());
                     }
                     Err(refusal) => {
                         driver.data().note_refusal(&refusal);
@@ -523,12 +541,9 @@ async fn submit(
     let Submission { manifest, component_size, config, inputs, partitions, every } = submission;
     let limit = (component_size as usize).min(MAX_COMPONENT);
     let component = read_payload(recv, limit).await?;
-    let (urls, uploads) = match receive_uploads(driver, inputs, recv).await {
-        Ok(received) => received,
-        Err(UploadError::Refused(reason)) => {
-            return Ok(write_frame(send, &SubmitReply::Rejected(reason)).await?);
-        }
-        Err(UploadError::Peer(e)) => return Err(e),
+    let Room { urls, uploads, incoming } = match make_room(driver, inputs) {
+        Ok(room) => room,
+        Err(reason) => return Ok(write_frame(send, &SubmitReply::Rejected(reason)).await?),
     };
     let request = match JobRequest::from_manifest(&manifest, component, config, urls, partitions) {
         Ok(r) => JobRequest { every, uploads, ..r },
@@ -540,6 +555,11 @@ async fn submit(
         Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e.to_string())).await?),
     };
     write_frame(send, &SubmitReply::Accepted { job: handle.id }).await?;
+    // The job's files arrive while it runs: a read of bytes not yet there waits for
+    // them, and one past where a file stopped is refused.
+    let receiving = receive_files(driver, incoming, recv);
+    tokio::pin!(receiving);
+    let mut received = false;
     let mut progress = handle.progress.clone();
     let mut report = handle.report;
     // A frame per finished task would cost more than the tasks: at most ten updates a
@@ -563,6 +583,12 @@ async fn submit(
                 }
                 return Ok(write_frame(send, &SubmitReply::Done(report)).await?);
             }
+            outcome = &mut receiving, if !received => {
+                received = true;
+                if let Err(why) = outcome {
+                    tracing::warn!(job = %handle.id, "a file sent with the job stopped arriving: {why}");
+                }
+            }
             () = tokio::time::sleep_until(quiet_until.unwrap_or_else(tokio::time::Instant::now)), if quiet_until.is_some() => {
                 quiet_until = None;
             }
@@ -580,80 +606,159 @@ async fn submit(
     }
 }
 
-enum UploadError {
-    /// The submission asks too much: the client is told why.
-    Refused(String),
-    Peer(PeerError),
+/// The most files one submission may send: each is a file on the driver's disk.
+const MAX_UPLOADED_FILES: usize = 1024;
+
+/// What a submission's files are given before any of their bytes come.
+struct Room {
+    /// The job's inputs, each file sent with it as a `flint://` URL.
+    urls: Vec<String>,
+    /// The folder they are kept in, and what it holds of the driver's budget.
+    uploads: Option<Arc<Uploads>>,
+    incoming: Vec<Incoming>,
 }
 
-impl<E: Into<PeerError>> From<E> for UploadError {
-    fn from(e: E) -> Self {
-        UploadError::Peer(e.into())
-    }
+/// A file sent with a job, made at its full size, to be written as it comes.
+struct Incoming {
+    name: String,
+    file: std::fs::File,
+    size: u64,
+    arrival: Arc<watch::Sender<Arrival>>,
 }
 
-/// Keeps a submission's files (they follow its component) in a folder of their own,
-/// private to the driver and removed when the job ends; each becomes a `flint://` input.
-async fn receive_uploads(
-    driver: &Driver,
-    inputs: Vec<SubmitInput>,
-    recv: &mut quinn::RecvStream,
-) -> Result<(Vec<String>, Option<Arc<Uploads>>), UploadError> {
+/// Room for a submission's files (they follow its component): within the driver's
+/// budgets, in a folder of their own, private to the driver and removed when the job
+/// ends, each made at its announced size so the job is planned before its bytes come.
+/// Each becomes a `flint://` input; what the client may be told is the error.
+fn make_room(driver: &Driver, inputs: Vec<SubmitInput>) -> Result<Room, String> {
     let limit = driver.settings().driver_max_upload_size;
+    let files = inputs.iter().filter(|i| matches!(i, SubmitInput::Upload { .. })).count();
+    if files > MAX_UPLOADED_FILES {
+        return Err(format!(
+            "the job sends {files} files, over the {MAX_UPLOADED_FILES} a submission may; put them in one, or where executors can read them (s3://, flint:///…)"
+        ));
+    }
     let declared: u64 = inputs
         .iter()
         .map(|i| if let SubmitInput::Upload { size, .. } = i { *size } else { 0 })
         .fold(0, u64::saturating_add);
     if declared > limit {
-        return Err(UploadError::Refused(format!(
+        return Err(format!(
             "the job's files hold {declared} bytes, over flint.driver.maxUploadSize ({limit}); put them where executors can read them (s3://, flint:///…)"
-        )));
+        ));
+    }
+    if files == 0 {
+        let urls =
+            inputs.into_iter().filter_map(|i| if let SubmitInput::Url(u) = i { Some(u) } else { None });
+        return Ok(Room { urls: urls.collect(), uploads: None, incoming: Vec::new() });
     }
     // Every running job's files together stay within the driver's budget for them.
     let cap = driver.settings().driver_max_uploads_held;
     let held = HeldBytes::reserve(driver.uploads_held(), declared, cap).map_err(|held| {
-        UploadError::Refused(format!(
+        format!(
             "the job's files hold {declared} bytes and the driver already keeps {held} bytes of running jobs' files, within flint.driver.maxUploadsHeld ({cap}); submit again when they end"
-        ))
+        )
     })?;
-    let mut dir: Option<tempfile::TempDir> = None;
-    let mut urls = Vec::with_capacity(inputs.len());
+    let cannot = |e: std::io::Error| format!("the driver cannot keep files: {e}");
+    let dir = tempfile::Builder::new().prefix("flint-upload-").tempdir().map_err(cannot)?;
+    let (mut urls, mut incoming, mut arriving) = (Vec::with_capacity(inputs.len()), Vec::new(), Vec::new());
     for (n, input) in inputs.into_iter().enumerate() {
         match input {
             SubmitInput::Url(url) => urls.push(url),
             SubmitInput::Upload { name, size } => {
-                let folder = match &mut dir {
-                    Some(d) => d,
-                    None => {
-                        dir.insert(tempfile::Builder::new().prefix("flint-upload-").tempdir().map_err(
-                            |e| UploadError::Refused(format!("the driver cannot keep files: {e}")),
-                        )?)
-                    }
-                };
                 // The client's name, kept readable but never a path of its own.
                 let safe: String = name
                     .chars()
                     .take(100)
                     .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
                     .collect();
-                let path = folder.path().join(format!("{n}-{safe}"));
-                let mut file = tokio::fs::File::create(&path)
-                    .await
-                    .map_err(|e| UploadError::Refused(format!("the driver cannot keep {name}: {e}")))?;
-                let got = read_payload_into(recv, size, &mut file).await?;
-                if got != size {
-                    return Err(UploadError::Refused(format!(
-                        "{name}: {got} bytes arrived, {size} announced"
-                    )));
-                }
+                let path = dir.path().join(format!("{n}-{safe}"));
+                let file = std::fs::File::create_new(&path).map_err(cannot)?;
+                file.set_len(size).map_err(cannot)?;
+                let (entry, arrival) = driver.data().arriving(path.to_string_lossy().into_owned());
+                arriving.push(entry);
                 urls.push(format!("flint://{}", path.display()));
+                incoming.push(Incoming { name, file, size, arrival: Arc::new(arrival) });
             }
         }
     }
-    if let Some(d) = &dir {
-        tracing::info!(folder = %d.path().display(), files = urls.len(), "job files received");
+    tracing::info!(folder = %dir.path().display(), files = incoming.len(), bytes = declared, "job files arriving");
+    Ok(Room { urls, uploads: Some(Arc::new(Uploads::new(dir, held, arriving))), incoming })
+}
+
+/// A job's files, in the order announced: each written where the job reads it as its
+/// pieces come, its readers told how far it came. A client silent for
+/// `flint.network.timeout`, or one sending other than it announced, stops the upload.
+async fn receive_files(
+    driver: &Driver,
+    files: Vec<Incoming>,
+    recv: &mut quinn::RecvStream,
+) -> Result<(), String> {
+    let stall = driver.settings().network_timeout;
+    let (started, count) = (std::time::Instant::now(), files.len());
+    let bytes: u64 = files.iter().map(|f| f.size).sum();
+    for Incoming { name, file, size, arrival } in files {
+        let started = std::time::Instant::now();
+        match receive_file(file, size, arrival.clone(), recv, stall).await {
+            Ok(()) => driver.peer_metrics().transferred(Transfer::Upload, size, started.elapsed()),
+            Err(why) => {
+                arrival.send_replace(Arrival::Stopped(why.clone()));
+                return Err(format!("{name}: {why}"));
+            }
+        }
     }
-    Ok((urls, dir.map(|d| Arc::new(Uploads::new(d, held)))))
+    if count > 0 {
+        tracing::info!(files = count, bytes, elapsed = ?started.elapsed(), "job files received");
+    }
+    Ok(())
+}
+
+async fn receive_file(
+    file: std::fs::File,
+    size: u64,
+    arrival: Arc<watch::Sender<Arrival>>,
+    recv: &mut quinn::RecvStream,
+    stall: Duration,
+) -> Result<(), String> {
+    // Written on a thread of its own while the next piece comes off the wire.
+    let (pieces, mut to_write) = mpsc::channel::<Vec<u8>>(2);
+    let writer = tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::FileExt;
+        let mut at = 0;
+        while let Some(piece) = to_write.blocking_recv() {
+            file.write_all_at(&piece, at)?;
+            at += piece.len() as u64;
+            arrival.send_replace(Arrival::Bytes(at));
+        }
+        std::io::Result::Ok(())
+    });
+    let read = async {
+        let mut got = 0u64;
+        loop {
+            let mut piece = Vec::new();
+            let more = tokio::time::timeout(stall, read_piece(recv, &mut piece))
+                .await
+                .map_err(|_| format!("nothing came for {}", humantime::format_duration(stall)))?
+                .map_err(|e| e.to_string())?;
+            if !more {
+                break;
+            }
+            got += piece.len() as u64;
+            if got > size {
+                return Err(format!("more than the {size} bytes announced"));
+            }
+            if pieces.send(piece).await.is_err() {
+                // The writer failed: it says why.
+                break;
+            }
+        }
+        if got < size { Err(format!("{got} bytes arrived, {size} announced")) } else { Ok(()) }
+    }
+    .await;
+    drop(pieces);
+    let written = writer.await.map_err(|e| e.to_string())?;
+    written.map_err(|e| format!("the driver cannot write it: {e}"))?;
+    read
 }
 
 fn request_name(request: &Request) -> &'static str {

@@ -161,29 +161,21 @@ async fn read_chunks(
     }
 }
 
-/// Reads a payload into `sink` (a file, say), refusing more than `limit` bytes; the
-/// number of bytes read.
-pub async fn read_payload_into(
+/// The next piece of a payload into `piece` (what it held is replaced); false at the
+/// payload's end. For a caller that keeps each piece elsewhere as it comes (a file, say)
+/// and counts them against its own limit; a piece is at most a frame.
+pub async fn read_piece(
     input: &mut (impl AsyncRead + Unpin),
-    limit: u64,
-    sink: &mut (impl AsyncWrite + Unpin),
-) -> Result<u64, FrameError> {
-    let mut read = 0;
-    let mut piece = Vec::new();
-    loop {
-        let len = read_chunk_header(input).await?;
-        if len == 0 {
-            sink.flush().await?;
-            return Ok(read);
-        }
-        if read + len as u64 > limit {
-            return Err(FrameError::Oversized);
-        }
-        read += len as u64;
-        piece.resize(len, 0);
-        read_chunk_body(input, &mut piece).await?;
-        sink.write_all(&piece).await?;
+    piece: &mut Vec<u8>,
+) -> Result<bool, FrameError> {
+    let len = read_chunk_header(input).await?;
+    piece.clear();
+    if len == 0 {
+        return Ok(false);
     }
+    piece.resize(len, 0);
+    read_chunk_body(input, piece).await?;
+    Ok(true)
 }
 
 /// A [`Chunk`] frame's header: the length of the piece that follows it. The frame must
@@ -298,12 +290,13 @@ mod tests {
         let (short, long) = (data.len() as u64 + 1, data.len() as u64 - 1);
         assert!(matches!(read_payload_exact(&mut &buf[..], short).await, Err(FrameError::Truncated)));
         assert!(matches!(read_payload_exact(&mut &buf[..], long).await, Err(FrameError::Oversized)));
-        let mut file = Vec::new();
-        assert_eq!(
-            read_payload_into(&mut &buf[..], data.len() as u64, &mut file).await.unwrap(),
-            data.len() as u64
-        );
+        let (mut file, mut piece, mut input) = (Vec::new(), Vec::new(), &buf[..]);
+        while read_piece(&mut input, &mut piece).await.unwrap() {
+            assert!(piece.len() <= CHUNK);
+            file.extend_from_slice(&piece);
+        }
         assert_eq!(file, data);
+        assert!(input.is_empty(), "the closing chunk is read");
         let mut resent = Vec::new();
         assert_eq!(write_payload_from(&mut resent, &mut &data[..]).await.unwrap(), data.len() as u64);
         assert_eq!(resent, buf, "a payload from a reader is framed as one from memory");

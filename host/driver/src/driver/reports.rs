@@ -210,7 +210,7 @@ impl EventLoop {
             Some(Fold::Aggregate(worker)) => Some((worker.backlog.clone(), worker.kill.clone())),
             _ => None,
         };
-        let (events, permits) = (self.events.clone(), self.fetches.clone());
+        let (events, permits, shared) = (self.events.clone(), self.fetches.clone(), self.shared.clone());
         // An executor that holds a block but never sends it must not hold the job: the
         // fetch gets as long as a silent executor does.
         let limit = self.shared.settings.network_timeout;
@@ -226,9 +226,14 @@ impl EventLoop {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
                 let _permit = permits.acquire_owned().await;
+                let started = std::time::Instant::now();
                 let fetched = tokio::time::timeout(limit, fetch).await.unwrap_or_else(|_| {
                     Err(format!("no block within {} ms (flint.network.timeout)", limit.as_millis()))
                 });
+                if let Ok(bytes) = &fetched {
+                    let (kind, size) = (crate::metrics::Transfer::BlockFetch, bytes.len() as u64);
+                    shared.peer_metrics.transferred(kind, size, started.elapsed());
+                }
                 let result = match fetched {
                     Ok(bytes) if bytes.len() as u64 != block.size || Digest::of(&bytes) != block.digest => {
                         Err(FetchFailure::Mismatch(format!(

@@ -16,7 +16,7 @@
 
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload_exact,
-    write_frame, write_payload, write_payload_from,
+    write_frame, write_payload, write_payload_from_file,
 };
 use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitInput, SubmitReply};
 use flint_proto::{ClusterStatus, Conf, JobId, JobProgress, JobReport, Manifest};
@@ -165,8 +165,8 @@ impl Client {
                 Input::Url(url) => listed.push(SubmitInput::Url(url)),
                 Input::File(path) => {
                     let cannot = |e: std::io::Error| ClientError::Input(format!("{}: {e}", path.display()));
-                    let file = tokio::fs::File::open(&path).await.map_err(cannot)?;
-                    let size = file.metadata().await.map_err(cannot)?.len();
+                    let file = tokio::fs::File::open(&path).await.map_err(cannot)?.into_std().await;
+                    let size = file.metadata().map_err(cannot)?.len();
                     let name = path.file_name().map_or("input".into(), |n| n.to_string_lossy().into_owned());
                     listed.push(SubmitInput::Upload { name, size });
                     files.push((path, file, size));
@@ -196,8 +196,7 @@ impl Client {
         // its tasks read each range once it is there.
         let sending = tokio::spawn(async move {
             for (path, file, size) in files {
-                let sent =
-                    write_payload_from(&mut send, &mut tokio::io::AsyncReadExt::take(file, size)).await;
+                let sent = write_payload_from_file(&mut send, file, 0, size).await;
                 match sent {
                     Ok(n) if n == size => {}
                     Ok(n) => {

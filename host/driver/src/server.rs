@@ -13,7 +13,7 @@ use crate::metrics::{Peer, Transfer};
 use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::{
     FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_exact, read_piece,
-    verify_proof, write_frame, write_payload, write_payload_from,
+    verify_proof, write_frame, write_payload, write_payload_from_file,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Launch,
@@ -24,7 +24,6 @@ use flint_proto::{BlockRef, ExecutorCommand, ExecutorId, JobId, StatusUpdate};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
@@ -511,9 +510,7 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                         // memory. A file cut short meanwhile sends fewer bytes than said,
                         // which the executor refuses.
                         write_frame(&mut send, &InputReply::Data { size }).await?;
-                        let mut file = tokio::fs::File::from_std(file);
-                        file.seek(std::io::SeekFrom::Start(start)).await.map_err(FrameError::Io)?;
-                        write_payload_from(&mut send, &mut file.take(size)).await?;
+                        write_payload_from_file(&mut send, file, start, size).await?;
                         driver.peer_metrics().transferred(Transfer::InputServed, size, started.elapsed());
                     }
                     Err(refusal) => {
@@ -720,8 +717,10 @@ async fn receive_file(
     recv: &mut quinn::RecvStream,
     stall: Duration,
 ) -> Result<(), String> {
-    // Written on a thread of its own while the next piece comes off the wire.
+    // Written on a thread of its own while the next piece comes off the wire; written
+    // pieces' buffers come back to be filled again.
     let (pieces, mut to_write) = mpsc::channel::<Vec<u8>>(2);
+    let (written, mut empty) = mpsc::channel::<Vec<u8>>(4);
     let writer = tokio::task::spawn_blocking(move || {
         use std::os::unix::fs::FileExt;
         let mut at = 0;
@@ -729,13 +728,14 @@ async fn receive_file(
             file.write_all_at(&piece, at)?;
             at += piece.len() as u64;
             arrival.send_replace(Arrival::Bytes(at));
+            let _ = written.try_send(piece);
         }
         std::io::Result::Ok(())
     });
     let read = async {
         let mut got = 0u64;
         loop {
-            let mut piece = Vec::new();
+            let mut piece = empty.try_recv().unwrap_or_default();
             let more = tokio::time::timeout(stall, read_piece(recv, &mut piece))
                 .await
                 .map_err(|_| format!("nothing came for {}", humantime::format_duration(stall)))?

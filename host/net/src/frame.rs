@@ -82,28 +82,56 @@ pub async fn write_payload(out: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) ->
     write_chunk(out, &[]).await
 }
 
-/// Sends everything `reader` holds as a payload, a chunk at a time (a file of any size
-/// in bounded memory).
-pub async fn write_payload_from(
+/// Sends `len` bytes of `file` from `start` as a payload, in bounded memory: pieces are
+/// read on a blocking thread straight out of the page cache (`pread`, one copy) while the
+/// last one goes out, and their buffers come back to be filled again. A file shorter
+/// than `start + len` sends what it holds: the count returned says how much.
+pub async fn write_payload_from_file(
     out: &mut (impl AsyncWrite + Unpin),
-    reader: &mut (impl AsyncRead + Unpin),
+    file: std::fs::File,
+    start: u64,
+    len: u64,
 ) -> Result<u64, FrameError> {
-    let mut sent = 0;
-    let mut piece = vec![0; CHUNK];
-    loop {
-        let mut filled = 0;
-        while filled < CHUNK {
-            match reader.read(&mut piece[filled..]).await? {
-                0 => break,
-                n => filled += n,
+    use std::os::unix::fs::FileExt;
+    // Two pieces ahead of the wire, and their buffers back for the next reads.
+    let (filled, mut to_send) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(2);
+    let (spent, mut empty) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    tokio::task::spawn_blocking(move || {
+        let end = start.saturating_add(len);
+        let mut at = start;
+        while at < end {
+            let mut piece = empty.try_recv().unwrap_or_default();
+            let want = (end - at).min(CHUNK as u64) as usize;
+            piece.resize(want, 0);
+            let mut got = 0;
+            while got < want {
+                match file.read_at(&mut piece[got..], at + got as u64) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        let _ = filled.blocking_send(Err(e));
+                        return;
+                    }
+                }
+            }
+            piece.truncate(got);
+            at += got as u64;
+            // A closed channel: the sender stopped (its peer went, say).
+            if got == 0 || filled.blocking_send(Ok(piece)).is_err() || got < want {
+                return;
             }
         }
-        write_chunk(out, &piece[..filled]).await?;
-        if filled == 0 {
-            return Ok(sent);
-        }
-        sent += filled as u64;
+    });
+    let mut sent = 0;
+    while let Some(piece) = to_send.recv().await {
+        let piece = piece?;
+        write_chunk(out, &piece).await?;
+        sent += piece.len() as u64;
+        let _ = spent.try_send(piece);
     }
+    write_chunk(out, &[]).await?;
+    Ok(sent)
 }
 
 /// One [`Chunk`] frame, written as postcard would encode it (the frame's length, the
@@ -297,9 +325,23 @@ mod tests {
         }
         assert_eq!(file, data);
         assert!(input.is_empty(), "the closing chunk is read");
+        let mut stored = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut stored, &data).unwrap();
         let mut resent = Vec::new();
-        assert_eq!(write_payload_from(&mut resent, &mut &data[..]).await.unwrap(), data.len() as u64);
-        assert_eq!(resent, buf, "a payload from a reader is framed as one from memory");
+        let whole = write_payload_from_file(&mut resent, stored.try_clone().unwrap(), 0, data.len() as u64);
+        assert_eq!(whole.await.unwrap(), data.len() as u64);
+        assert_eq!(resent, buf, "a payload from a file is framed as one from memory");
+        // A range, then one past the file's end: what it holds, and the count says so.
+        let (start, len) = (CHUNK as u64 - 3, CHUNK as u64 + 10);
+        let (mut range, mut past) = (Vec::new(), Vec::new());
+        let sent =
+            write_payload_from_file(&mut range, stored.try_clone().unwrap(), start, len).await.unwrap();
+        assert_eq!(sent, len);
+        let range = read_payload(&mut &range[..], usize::MAX).await.unwrap();
+        assert_eq!(range, data[start as usize..(start + len) as usize]);
+        let beyond = data.len() as u64 - 7;
+        assert_eq!(write_payload_from_file(&mut past, stored, beyond, 100).await.unwrap(), 7);
+        assert_eq!(read_payload(&mut &past[..], usize::MAX).await.unwrap(), data[beyond as usize..]);
     }
 
     /// Chunks are written without postcard but must stay what postcard makes of

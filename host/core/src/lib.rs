@@ -11,9 +11,11 @@ pub mod control;
 pub mod credentials;
 pub mod registry;
 pub mod scheduler;
+pub mod shuffle;
 
 pub use allocation::AllocationConfig;
 pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
 pub use credentials::{Credentials, Renewal, RenewalConfig};
 pub use registry::{ExecutorInfo, Incarnation, MAX_SLOTS};
 pub use scheduler::{Decided, Policy};
+pub use shuffle::MapOutputTracker;

@@ -1,0 +1,293 @@
+//! The map-output tracker: for each shuffle, which executor incarnation holds each map
+//! task's output, its bytes per reduce partition and its digest. No IO and no clock,
+//! beside the scheduler, one owner of this state (the driver's event loop).
+//!
+//! A map output is *gone* when its executor is lost or when a reducer could not read
+//! it (executor unreachable, checksum mismatch, fetch refused): exactly those outputs
+//! are marked, so exactly those maps run again, then the reducers that need them. A
+//! report from an incarnation that no longer holds the output (a stale fetch failure,
+//! a late report of a lost executor) changes nothing. A map that runs again must
+//! reproduce the digest its output had: one that does not is nondeterministic, and its
+//! reducers may already have read the old bytes, so it is an error, never a silent mix.
+//!
+//! Sizes are kept per (map, reduce partition), a byte each ([`compress_size`]: exact for
+//! 0 and 1, else within 10% above), at most [`MAX_SLICES`] per shuffle: a reducer plans
+//! its fetches from them and learns exact sizes from the holder's index.
+
+use flint_proto::{ExecutorId, Incarnation, JobId};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
+
+/// The most map tasks, and the most reduce partitions, one shuffle may have.
+pub const MAX_PARTITIONS: u32 = 100_000;
+/// The most (map, reduce partition) slices one shuffle may have: its sizes' bytes.
+pub const MAX_SLICES: u64 = 1 << 26;
+
+/// A slice's size in a byte: 0 and 1 exactly, else the least power of 1.1 at or above
+/// it (Spark's map statuses do the same), up to about 35 GB.
+pub fn compress_size(bytes: u64) -> u8 {
+    match bytes {
+        0 | 1 => bytes as u8,
+        _ => ((bytes as f64).ln() / 1.1f64.ln()).ceil().min(255.0) as u8,
+    }
+}
+
+/// What [`compress_size`] kept: at least the size it was given (below its cap).
+pub fn decompress_size(code: u8) -> u64 {
+    match code {
+        0 | 1 => u64::from(code),
+        _ => 1.1f64.powi(i32::from(code)).ceil() as u64,
+    }
+}
+
+/// A job's shuffle: its stages' shuffles are numbered from 0 in the job's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShuffleId {
+    pub job: JobId,
+    pub index: u32,
+}
+
+/// What a map task's attempt wrote and where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapOutput {
+    pub executor: ExecutorId,
+    pub incarnation: Incarnation,
+    /// Bytes for each reduce partition, in partition order.
+    pub sizes: Vec<u64>,
+    /// The digest of the whole output, the same for every run of a deterministic map.
+    pub digest: [u8; 32],
+}
+
+/// Why an output is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GoneReason {
+    /// The executor holding it was lost.
+    ExecutorLost,
+    /// A reducer could not read it: the reducer's words.
+    FetchFailed(String),
+}
+
+/// One output marked gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gone {
+    pub shuffle: ShuffleId,
+    pub map: u32,
+    pub reason: GoneReason,
+}
+
+/// Where a reducer reads its slices: one holder, one request, carrying every slice it
+/// holds for that reduce partition. Empty slices are never asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub executor: ExecutorId,
+    pub incarnation: Incarnation,
+    /// (map index, bytes at most) for each slice, by map index.
+    pub slices: Vec<(u32, u64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrackerError {
+    #[error("shuffle {0:?} is not registered")]
+    UnknownShuffle(ShuffleId),
+    #[error("shuffle {0:?} is already registered")]
+    AlreadyRegistered(ShuffleId),
+    #[error(
+        "a shuffle of {maps} maps into {reduces} partitions: each must be 1 to {MAX_PARTITIONS}, and their product at most {MAX_SLICES}"
+    )]
+    Size { maps: u32, reduces: u32 },
+    #[error("map {map} is not one of the shuffle's {maps}")]
+    NoSuchMap { map: u32, maps: u32 },
+    #[error("reduce partition {reduce} is not one of the shuffle's {reduces}")]
+    NoSuchPartition { reduce: u32, reduces: u32 },
+    #[error("map {map}'s output has {got} partition sizes, the shuffle {want}")]
+    Partitions { map: u32, got: usize, want: u32 },
+    #[error("map {map} ran again and wrote other bytes than before (nondeterministic map)")]
+    Nondeterministic { map: u32 },
+    #[error("maps {0:?} have no output: run them first")]
+    Missing(Vec<u32>),
+}
+
+/// What recording an output did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// The first output of this map, or one that replaces an output gone.
+    Added,
+    /// The map already had a live output (a speculative or duplicate attempt): the
+    /// first stays, this one is not used.
+    Duplicate,
+}
+
+/// A live output as kept: its sizes a byte each.
+#[derive(Debug)]
+struct Held {
+    executor: ExecutorId,
+    incarnation: Incarnation,
+    sizes: Box<[u8]>,
+}
+
+#[derive(Debug)]
+struct Shuffle {
+    reduces: u32,
+    /// By map index: the live output, if any.
+    outputs: Vec<Option<Held>>,
+    /// By map index: the digest of the first output recorded, kept when it is gone.
+    digests: Vec<Option<[u8; 32]>>,
+    /// Outputs recorded again after they were gone: the maps rerun.
+    reruns: u32,
+}
+
+#[derive(Debug, Default)]
+pub struct MapOutputTracker {
+    shuffles: BTreeMap<ShuffleId, Shuffle>,
+    /// Which outputs each executor incarnation holds, so a loss finds them at once.
+    held: HashMap<(ExecutorId, Incarnation), Vec<(ShuffleId, u32)>>,
+}
+
+impl MapOutputTracker {
+    pub fn new() -> MapOutputTracker {
+        MapOutputTracker::default()
+    }
+
+    /// A shuffle written by `maps` map tasks into `reduces` partitions.
+    pub fn register(&mut self, shuffle: ShuffleId, maps: u32, reduces: u32) -> Result<(), TrackerError> {
+        let allowed = 1..=MAX_PARTITIONS;
+        if !allowed.contains(&maps)
+            || !allowed.contains(&reduces)
+            || u64::from(maps) * u64::from(reduces) > MAX_SLICES
+        {
+            return Err(TrackerError::Size { maps, reduces });
+        }
+        if self.shuffles.contains_key(&shuffle) {
+            return Err(TrackerError::AlreadyRegistered(shuffle));
+        }
+        let outputs = (0..maps).map(|_| None).collect();
+        let digests = vec![None; maps as usize];
+        self.shuffles.insert(shuffle, Shuffle { reduces, outputs, digests, reruns: 0 });
+        Ok(())
+    }
+
+    /// Records what a map task's successful attempt wrote.
+    pub fn record(
+        &mut self,
+        shuffle: ShuffleId,
+        map: u32,
+        output: MapOutput,
+    ) -> Result<Recorded, TrackerError> {
+        let s = self.shuffles.get_mut(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?;
+        let maps = s.outputs.len() as u32;
+        let slot = s.outputs.get_mut(map as usize).ok_or(TrackerError::NoSuchMap { map, maps })?;
+        if output.sizes.len() != s.reduces as usize {
+            return Err(TrackerError::Partitions { map, got: output.sizes.len(), want: s.reduces });
+        }
+        if slot.is_some() {
+            return Ok(Recorded::Duplicate);
+        }
+        let digest = &mut s.digests[map as usize];
+        match digest {
+            Some(first) if *first != output.digest => return Err(TrackerError::Nondeterministic { map }),
+            Some(_) => s.reruns += 1,
+            None => *digest = Some(output.digest),
+        }
+        let incarnation = output.incarnation;
+        let holder = (output.executor.clone(), incarnation);
+        let sizes = output.sizes.iter().map(|&b| compress_size(b)).collect();
+        *slot = Some(Held { executor: output.executor, incarnation, sizes });
+        self.held.entry(holder).or_default().push((shuffle, map));
+        Ok(Recorded::Added)
+    }
+
+    /// The executor's incarnation is gone: every output it held is gone with it.
+    pub fn executor_lost(&mut self, executor: &ExecutorId, incarnation: Incarnation) -> Vec<Gone> {
+        let held = self.held.remove(&(executor.clone(), incarnation)).unwrap_or_default();
+        let mut gone = Vec::new();
+        for (shuffle, map) in held {
+            let Some(s) = self.shuffles.get_mut(&shuffle) else { continue };
+            let slot = &mut s.outputs[map as usize];
+            // Only if it still holds it: a map rerun elsewhere has moved on.
+            if slot.as_ref().is_some_and(|o| o.incarnation == incarnation && &o.executor == executor) {
+                *slot = None;
+                gone.push(Gone { shuffle, map, reason: GoneReason::ExecutorLost });
+            }
+        }
+        gone.sort_by_key(|g| (g.shuffle, g.map));
+        gone
+    }
+
+    /// A reducer could not read these maps' outputs from `incarnation`: those it still
+    /// holds are gone (one it no longer holds was already rerun, or is being).
+    pub fn fetch_failed(
+        &mut self,
+        shuffle: ShuffleId,
+        incarnation: Incarnation,
+        maps: &[u32],
+        why: &str,
+    ) -> Result<Vec<Gone>, TrackerError> {
+        let s = self.shuffles.get_mut(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?;
+        let count = s.outputs.len() as u32;
+        let mut gone = Vec::new();
+        for &map in maps {
+            let slot = s.outputs.get_mut(map as usize).ok_or(TrackerError::NoSuchMap { map, maps: count })?;
+            let Some(output) = slot.take_if(|o| o.incarnation == incarnation) else { continue };
+            if let Some(held) = self.held.get_mut(&(output.executor, incarnation)) {
+                held.retain(|h| *h != (shuffle, map));
+            }
+            gone.push(Gone { shuffle, map, reason: GoneReason::FetchFailed(why.to_owned()) });
+        }
+        Ok(gone)
+    }
+
+    /// The maps whose output is not there: to run (again) before any reducer starts.
+    pub fn missing(&self, shuffle: ShuffleId) -> Result<Vec<u32>, TrackerError> {
+        let s = self.shuffles.get(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?;
+        Ok(s.outputs.iter().enumerate().filter(|(_, o)| o.is_none()).map(|(m, _)| m as u32).collect())
+    }
+
+    /// Where reduce partition `reduce` reads its slices, one [`Holder`] per executor
+    /// incarnation; refused while any map's output is missing.
+    pub fn slices_for(&self, shuffle: ShuffleId, reduce: u32) -> Result<Vec<Holder>, TrackerError> {
+        let s = self.shuffles.get(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?;
+        if reduce >= s.reduces {
+            return Err(TrackerError::NoSuchPartition { reduce, reduces: s.reduces });
+        }
+        let missing = self.missing(shuffle)?;
+        if !missing.is_empty() {
+            return Err(TrackerError::Missing(missing));
+        }
+        let mut holders: BTreeMap<(ExecutorId, Incarnation), Vec<(u32, u64)>> = BTreeMap::new();
+        for (map, output) in s.outputs.iter().enumerate() {
+            let output = output.as_ref().expect("no output is missing");
+            let bytes = decompress_size(output.sizes[reduce as usize]);
+            if bytes > 0 {
+                holders
+                    .entry((output.executor.clone(), output.incarnation))
+                    .or_default()
+                    .push((map as u32, bytes));
+            }
+        }
+        Ok(holders
+            .into_iter()
+            .map(|((executor, incarnation), slices)| Holder { executor, incarnation, slices })
+            .collect())
+    }
+
+    /// How many outputs of the shuffle were recorded again after they were gone.
+    pub fn reruns(&self, shuffle: ShuffleId) -> Result<u32, TrackerError> {
+        Ok(self.shuffles.get(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?.reruns)
+    }
+
+    /// Forgets the job's shuffles (it ended): what their outputs held may be deleted.
+    pub fn job_ended(&mut self, job: JobId) -> Vec<ShuffleId> {
+        let ended: Vec<ShuffleId> = self.shuffles.keys().filter(|s| s.job == job).copied().collect();
+        for shuffle in &ended {
+            self.shuffles.remove(shuffle);
+        }
+        self.held.retain(|_, held| {
+            held.retain(|(s, _)| s.job != job);
+            !held.is_empty()
+        });
+        ended
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1228,11 +1228,15 @@ fn transfer_figures(port: &str, path: &str) -> (f64, f64) {
     write!(stream, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap();
     let value = |name: &str| {
-        let series = format!("{name}{{path=\"{path}\"}} ");
-        let line = text.lines().find_map(|l| l.strip_prefix(&series));
+        let sample = scrape.samples.iter().find(|s| s.metric == name && s.labels.get("path") == Some(path));
         // NaN from a driver that does not count transfers (an older binary, for a base).
-        line.and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN)
+        match sample.map(|s| &s.value) {
+            Some(prometheus_parse::Value::Counter(v)) => *v,
+            _ => f64::NAN,
+        }
     };
     (value("flint_transfer_bytes_total"), value("flint_transfer_seconds_total"))
 }

@@ -538,7 +538,10 @@ async fn submit(
     let Submission { manifest, component_size, config, inputs, partitions, every } = submission;
     let limit = (component_size as usize).min(MAX_COMPONENT);
     let component = read_payload(recv, limit).await?;
-    let Room { urls, uploads, incoming } = match make_room(driver, inputs) {
+    // Up to 1,024 files made on the driver's disk: off the connections' threads.
+    let making = driver.clone();
+    let room = tokio::task::spawn_blocking(move || make_room(&making, inputs));
+    let Room { urls, uploads, incoming } = match room.await.map_err(|e| PeerError::Protocol(e.to_string()))? {
         Ok(room) => room,
         Err(reason) => return Ok(write_frame(send, &SubmitReply::Rejected(reason)).await?),
     };

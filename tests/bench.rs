@@ -761,7 +761,13 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
     take(
         core.handle(
             now,
-            Event::JobSubmitted { job: flint_proto::JobId(1), tasks, max_failures: 4, period: None },
+            Event::JobSubmitted {
+                job: flint_proto::JobId(1),
+                tasks,
+                max_failures: 4,
+                period: None,
+                shuffle: None,
+            },
         ),
         &mut pending,
     );

@@ -436,3 +436,35 @@ fn a_jobs_tasks_reuse_their_instance_as_flint_task_instance_reuse_says() {
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
     assert!(lossy(&out.stderr).contains("flint.task.instanceReuse"), "{}", lossy(&out.stderr));
 }
+
+/// Word count as map/reduce (maps emit `(word, 1)` combined where they run, eight reduce
+/// partitions sum them) gives exactly `word-count`'s result, on two in-process
+/// executors that read each other's map outputs; its shuffle files, and those a dead
+/// executor left in the same local folder, are gone when the run ends.
+#[test]
+fn map_reduce_word_count_equals_word_count_and_leaves_no_shuffle_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    corpus(&a, 5 << 20);
+    corpus(&b, 2 << 20);
+    let local = dir.path().join("local");
+    let stale = local.join("flint-shuffle-00000000deadbeef/job-1");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("map-0.data"), b"left by a run that died").unwrap();
+    let (a, b) = (a.to_string_lossy(), b.to_string_lossy());
+    let inputs = ["--input", &a, "--input", &b, "--partitions", "6", "--json"];
+    let reference = flint(&[&["run", "examples/word-count"][..], &inputs].concat());
+    assert!(reference.status.success(), "{}", lossy(&reference.stderr));
+    let local_dir = format!("flint.local.dir={}", local.display());
+    let args =
+        ["run", "examples/word-count-mr", "--executors", "2", "--cores", "2", "--reduce-partitions", "8"];
+    let out = flint(&[&args[..], &inputs, &["--conf", &local_dir]].concat());
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["status"], "succeeded", "{report}");
+    assert_eq!(report["result"], json(&reference)["result"]);
+    let maps = json(&reference)["tasks"].as_u64().unwrap();
+    assert_eq!(report["tasks"], maps + 8, "the maps, then eight reduce tasks: {report}");
+    let left: Vec<_> = std::fs::read_dir(&local).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "shuffle folders left behind: {left:?}");
+}

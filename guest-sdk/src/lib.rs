@@ -76,6 +76,26 @@ pub mod combine_bindings {
     });
 }
 
+/// The `map-reduce-job` export and the `shuffle` import, for jobs that implement
+/// [`MapReduce`]; joined with [`bindings`]'s world by the component linker.
+#[doc(hidden)]
+pub mod map_reduce_bindings {
+    wit_bindgen::generate!({
+        world: "map-reduce-extra",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__flint_export_map_reduce",
+        default_bindings_module: "flint_guest::map_reduce_bindings",
+        runtime_path: "flint_guest::__rt::wit_bindgen::rt",
+        with: {
+            "flint:task/types@0.2.0": crate::bindings::flint::task::types,
+        },
+    });
+}
+
+mod shuffle;
+pub use shuffle::{Emitter, MapReduce, Values, stable_hash};
+
 #[doc(hidden)]
 pub mod __rt {
     pub use wit_bindgen;
@@ -315,6 +335,37 @@ pub mod __private {
         }
     }
 
+    /// A map/reduce job's reduce outputs fold with its `merge` and `finish`; it has no
+    /// plain tasks.
+    pub struct MapReduceOf<J>(PhantomData<J>);
+
+    impl<J: MapReduce> Fold for MapReduceOf<J> {
+        type Value = J::Output;
+        fn run(_: Partition) -> Result<J::Output, Error> {
+            Err(Error::fatal("a map/reduce job runs map and reduce tasks, not run"))
+        }
+        fn merge(a: J::Output, b: J::Output) -> Result<J::Output, Error> {
+            J::merge(a, b)
+        }
+        fn finish(value: J::Output) -> Result<Vec<u8>, Error> {
+            to_json(&J::finish(value)?)
+        }
+    }
+
+    pub fn map<J: MapReduce>(
+        input: wit::Partition,
+        out: &crate::map_reduce_bindings::flint::task::shuffle::Emitter,
+    ) -> Result<(), wit::TaskError> {
+        crate::shuffle::run_map::<J>(input.into(), out).map_err(wit_error)
+    }
+
+    pub fn reduce<J: MapReduce>(
+        partition: u32,
+        input: &crate::map_reduce_bindings::flint::task::shuffle::SortedInput,
+    ) -> Result<Vec<u8>, wit::TaskError> {
+        encode(&crate::shuffle::run_reduce::<J>(partition, input).map_err(wit_error)?)
+    }
+
     fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, Error> {
         serde_json::to_vec(value).map_err(|e| Error::fatal(format!("cannot encode the job's result: {e}")))
     }
@@ -415,6 +466,28 @@ macro_rules! export_combine {
                 fn take() -> Result<Vec<u8>, TaskError> {
                     let value = RUNNING.with(|running| running.borrow_mut().take());
                     $crate::__private::take::<$job>(value)
+                }
+            }
+        };
+    };
+}
+
+/// Exports a job that implements [`MapReduce`]: `flint_guest::export_map_reduce!(MyJob);`
+#[macro_export]
+macro_rules! export_map_reduce {
+    ($job:ty) => {
+        $crate::__export_glue!($crate::__private::MapReduceOf<$job>);
+        $crate::map_reduce_bindings::__flint_export_map_reduce!(__FlintJob with_types_in $crate::map_reduce_bindings);
+        const _: () = {
+            use $crate::bindings::flint::task::types::{Partition, TaskError};
+            use $crate::map_reduce_bindings::exports::flint::task::map_reduce_job;
+            use $crate::map_reduce_bindings::flint::task::shuffle::{Emitter, SortedInput};
+            impl map_reduce_job::Guest for __FlintJob {
+                fn map(input: Partition, out: &Emitter) -> Result<(), TaskError> {
+                    $crate::__private::map::<$job>(input, out)
+                }
+                fn reduce(partition: u32, input: &SortedInput) -> Result<Vec<u8>, TaskError> {
+                    $crate::__private::reduce::<$job>(partition, input)
                 }
             }
         };

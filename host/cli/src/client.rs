@@ -28,6 +28,9 @@ pub struct SubmitArgs {
     /// Partitions: generated tasks, or about how many file splits.
     #[arg(long)]
     partitions: Option<u32>,
+    /// A map/reduce job's reduce partitions [default: the manifest's, else one per slot].
+    #[arg(long)]
+    reduce_partitions: Option<u32>,
     /// Job configuration KEY=VALUE (repeatable); flint.task.* keys set this job's limits.
     #[arg(long = "conf", value_name = "KEY=VALUE")]
     conf: Vec<String>,
@@ -88,10 +91,13 @@ pub fn submit(args: SubmitArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(exit::INVALID_JOB, e),
     };
-    let bundle = match bundle::open(&args.job) {
+    let mut bundle = match bundle::open(&args.job) {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };
+    if args.reduce_partitions.is_some() {
+        bundle.manifest.reduce_partitions = args.reduce_partitions;
+    }
     let inputs: Vec<Input> = args.inputs.iter().map(|i| Input::parse(i)).collect();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {

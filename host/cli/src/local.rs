@@ -6,8 +6,11 @@ use flint_data::InputError;
 use flint_driver::link::{Blocks, ChannelLink, Fetch};
 use flint_driver::{Driver, DriverConfig};
 use flint_executor::lifecycle::{self, Outbound};
-use flint_executor::{DriverSource, ExecutorCore, INLINE_OUTPUT, InputReader, SourceError};
-use flint_proto::{BlockRef, Conf, ConfError, Digest, ExecutorCommand, Incarnation, JobId, Settings, Token};
+use flint_executor::shuffle::{FetchError, Refusal, ShuffleFetch, Slice, local_dirs};
+use flint_executor::{DriverSource, ExecutorCore, INLINE_OUTPUT, InputReader, ShuffleFiles, SourceError};
+use flint_proto::{
+    BlockRef, Conf, ConfError, Digest, ExecutorCommand, Incarnation, JobId, MapSource, Settings, Token,
+};
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,6 +39,33 @@ pub enum LocalError {
     Rejected(flint_proto::wire::Rejection),
     #[error("cannot write the event log under {dir}: {error}")]
     EventLog { dir: String, error: std::io::Error },
+    #[error("cannot make the shuffle folders (flint.local.dir): {0}")]
+    Shuffle(std::io::Error),
+}
+
+/// The in-process executors, as reduce tasks reach their peers: each serves its map
+/// outputs as its server would, the job's secret checked.
+struct InProcessPeers(Vec<std::sync::Weak<ExecutorCore>>);
+
+impl ShuffleFetch for InProcessPeers {
+    fn fetch(
+        &self,
+        job: JobId,
+        token: &[u8; 32],
+        partition: u32,
+        source: &MapSource,
+        _deadline: Instant,
+    ) -> Result<Vec<Slice>, FetchError> {
+        let maps: Vec<u32> = source.maps.iter().map(|(m, _)| *m).collect();
+        let Some(peer) = self.0.iter().filter_map(|c| c.upgrade()).find(|c| *c.id() == source.executor)
+        else {
+            return Err(FetchError { maps, reason: format!("no executor {}", source.executor) });
+        };
+        peer.serve_slices(job, token, partition, &maps).map_err(|e| match e {
+            Refusal::Unreadable(e) => e,
+            other => FetchError { maps, reason: other.to_string() },
+        })
+    }
 }
 
 /// What an in-process executor asks its driver for, asked of the driver itself.
@@ -139,13 +169,17 @@ impl LocalCluster {
             // Large outputs wait as blocks here too, until the driver is ready for them.
             let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
             let source = Arc::new(InProcessSource(driver.clone()));
-            let core = Arc::new(ExecutorCore::new(
-                id.clone(),
-                runtime,
-                source,
-                inputs,
-                (INLINE_OUTPUT, settings.block_memory()),
-            ));
+            let shuffle = ShuffleFiles::new(&local_dirs(&settings, None)).map_err(LocalError::Shuffle)?;
+            let core = Arc::new(
+                ExecutorCore::new(
+                    id.clone(),
+                    runtime,
+                    source,
+                    inputs,
+                    (INLINE_OUTPUT, settings.block_memory()),
+                )
+                .with_shuffle(shuffle),
+            );
             let (commands, rx) = mpsc::unbounded_channel();
             cores.push(core.clone());
             let span = tracing::info_span!("executor", executor_id = %id);
@@ -171,6 +205,12 @@ impl LocalCluster {
                 }
             }));
         }
+        // Reduce tasks read the map outputs of the other in-process executors straight
+        // from them, as a peer's server would serve them.
+        let peers = Arc::new(InProcessPeers(cores.iter().map(Arc::downgrade).collect()));
+        for core in &cores {
+            core.set_shuffle_fetch(peers.clone());
+        }
         Ok(LocalCluster { driver, executors, cores })
     }
 
@@ -183,6 +223,10 @@ impl LocalCluster {
         drop(driver);
         for core in &cores {
             core.kill_all();
+            // Now, not when the last handle goes: the process may end first.
+            if let Some(files) = core.shuffle_files() {
+                files.remove_all();
+            }
         }
         for executor in executors {
             executor.abort();

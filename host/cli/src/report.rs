@@ -61,6 +61,10 @@ pub fn json(report: &JobReport) -> Value {
                 }
                 JobError::ExecutorsLost { index, losses, last } => json!({ "task": index, "reason": {
                     "kind": "executors-lost", "losses": losses, "last": last, "key": "flint.task.maxExecutorLosses" } }),
+                JobError::Nondeterministic { map } => {
+                    json!({ "task": map, "reason": { "kind": "nondeterministic-map", "map": map } })
+                }
+                JobError::Shuffle(message) => json!({ "reason": { "kind": "shuffle", "message": message } }),
             };
         }
     }

@@ -26,6 +26,9 @@ pub struct RunArgs {
     /// [default: the manifest's, else one per slot; files: no split over 64 MiB].
     #[arg(long)]
     partitions: Option<u32>,
+    /// A map/reduce job's reduce partitions [default: the manifest's, else one per slot].
+    #[arg(long)]
+    reduce_partitions: Option<u32>,
     /// In-process executors.
     #[arg(long, default_value_t = 1)]
     executors: u32,
@@ -112,10 +115,13 @@ pub fn run(args: RunArgs) -> u8 {
         }
         Ok(_) => {}
     }
-    let bundle = match bundle::open(&args.job) {
+    let mut bundle = match bundle::open(&args.job) {
         Ok(b) => b,
         Err(e) => return fail_chain(exit::INVALID_JOB, e),
     };
+    if args.reduce_partitions.is_some() {
+        bundle.manifest.reduce_partitions = args.reduce_partitions;
+    }
     let inputs = args.inputs.clone();
     let request = match JobRequest::from_manifest(
         &bundle.manifest,

@@ -10,11 +10,15 @@
 use crate::allocation::{AllocationConfig, Allocator, Decision, TICK, View};
 use crate::credentials::{Credentials, Renewal, RenewalConfig};
 use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
-use crate::scheduler::{Decided, Input, Output, Policy, Scheduler};
+use crate::scheduler::{Decided, Input, Output, Policy, Scheduler, StagePlan};
+use crate::shuffle::{Gone, Holder, MapOutput, MapOutputTracker, ShuffleId, TrackerError};
 use flint_proto::wire::Rejection;
 use flint_proto::{Attempt, ExecutorId, ExecutorState, ExecutorStatus, JobError, JobId, TaskFailure};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+
+mod events;
+pub use events::{Action, Event, JobCounts};
 
 /// Unanswered kills remembered per executor.
 const KILLED_KEPT: usize = 4096;
@@ -33,188 +37,6 @@ pub struct CoreConfig {
     pub allocation: Option<AllocationConfig>,
     /// The backend's name, for the executors it started (`local`).
     pub backend: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    Registered {
-        id: ExecutorId,
-        incarnation: Incarnation,
-        info: ExecutorInfo,
-    },
-    Heartbeat {
-        id: ExecutorId,
-        incarnation: Incarnation,
-    },
-    /// The executor finishes what it runs and takes nothing new.
-    Draining {
-        id: ExecutorId,
-        incarnation: Incarnation,
-    },
-    /// The executor is gone (its connection closed, its process exited): its attempts
-    /// run elsewhere without counting as failures.
-    Lost {
-        id: ExecutorId,
-        incarnation: Incarnation,
-        reason: String,
-    },
-    JobSubmitted {
-        job: JobId,
-        tasks: u32,
-        max_failures: u32,
-        /// A recurring job's period: each run's time against it sizes the fleet.
-        period: Option<Duration>,
-    },
-    TaskSucceeded {
-        id: ExecutorId,
-        incarnation: Incarnation,
-        attempt: Attempt,
-        elapsed: Duration,
-    },
-    TaskFailed {
-        id: ExecutorId,
-        incarnation: Incarnation,
-        attempt: Attempt,
-        failure: TaskFailure,
-    },
-    /// The attempt succeeded and the executor holds its output combined with others
-    /// (see `scheduler::Input::TaskCombined`).
-    TaskCombined {
-        id: ExecutorId,
-        incarnation: Incarnation,
-        attempt: Attempt,
-        elapsed: Duration,
-    },
-    /// A partial result of combined outputs arrived (its bytes are in).
-    Partial {
-        id: ExecutorId,
-        incarnation: Incarnation,
-        job: JobId,
-        tasks: Vec<u32>,
-    },
-    /// The executor lost combined outputs (or its partial could not be fetched).
-    CombinedLost {
-        id: ExecutorId,
-        incarnation: Incarnation,
-        job: JobId,
-        tasks: Vec<u32>,
-    },
-    CancelJob {
-        job: JobId,
-        reason: String,
-    },
-    /// A process (or pod) the backend started for `id` ended, for `reason`: a
-    /// registered executor is removed with it; one that never registered failed to
-    /// start.
-    BackendExited {
-        id: ExecutorId,
-        reason: String,
-    },
-    /// The start of `id` is under way and not stuck (its pod waits for a node or an
-    /// image, or its process runs): it has the whole bootstrap timeout again from now.
-    /// A pod waiting for room is thus never abandoned for being slow to schedule, as
-    /// long as its backend keeps seeing it wait.
-    BackendProgress {
-        id: ExecutorId,
-    },
-    /// A token fetch brought this token; `now_ms` is the wall clock now.
-    TokenObtained {
-        token: flint_proto::Token,
-        now_ms: u64,
-    },
-    /// A token fetch for `service` failed.
-    TokenFailed {
-        service: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// A task done, lost or retried, a partial result accepted, an executor excluded:
-    /// as the scheduler decided it.
-    Decided(Decided),
-    /// Run these attempts on the executor (one batch per executor per event).
-    Launch {
-        executor: ExecutorId,
-        incarnation: Incarnation,
-        attempts: Vec<Attempt>,
-    },
-    Kill {
-        executor: ExecutorId,
-        incarnation: Incarnation,
-        attempt: Attempt,
-    },
-    /// Ask the executor for the partial results it holds for the job.
-    Collect {
-        executor: ExecutorId,
-        incarnation: Incarnation,
-        job: JobId,
-    },
-    /// The attempt's failure was accepted (it is in the job's record).
-    TaskFailed {
-        attempt: Attempt,
-        executor: ExecutorId,
-        failure: TaskFailure,
-    },
-    /// The executor's life ended: drop its link. Sent for every removal, whoever
-    /// noticed it.
-    ExecutorRemoved {
-        executor: ExecutorId,
-        incarnation: Incarnation,
-        reason: String,
-    },
-    /// Every task of the job succeeded; `counts` are its final counts.
-    JobSucceeded {
-        job: JobId,
-        counts: JobCounts,
-    },
-    JobFailed {
-        job: JobId,
-        reason: JobError,
-        counts: JobCounts,
-    },
-    /// Ask the backend for executors with these ids.
-    StartExecutors {
-        ids: Vec<ExecutorId>,
-    },
-    /// A start that did not register in time counts as failed: the backend stops it, so
-    /// that it cannot register later unasked.
-    AbandonStart {
-        executor: ExecutorId,
-    },
-    /// Tell an idle executor to leave (dynamic allocation gives it back).
-    Decommission {
-        executor: ExecutorId,
-        incarnation: Incarnation,
-    },
-    /// Fetch a new token for `service` from its provider (renewal is due).
-    FetchToken {
-        service: String,
-    },
-    /// The valid tokens changed (one renewed, or one expired unrenewed): hand these to
-    /// every executor.
-    TokensChanged {
-        tokens: Vec<flint_proto::Token>,
-    },
-    /// A fetch failed; the next try is in `wait`.
-    TokenRetry {
-        service: String,
-        failures: u32,
-        wait: Duration,
-    },
-}
-
-/// A running job's counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JobCounts {
-    pub tasks: u32,
-    pub done: u32,
-    /// Tasks with an attempt on an executor now.
-    pub running: u32,
-    /// Attempts launched, retries included.
-    pub attempts: u32,
-    /// Attempts that failed (losses of executors excluded).
-    pub failed_attempts: u32,
 }
 
 #[derive(Debug)]
@@ -240,6 +62,8 @@ pub struct ControlCore {
     backend: &'static str,
     /// Delegation tokens the driver renews, when it has providers.
     credentials: Option<Credentials>,
+    /// Where map/reduce jobs' map outputs are.
+    outputs: MapOutputTracker,
 }
 
 impl ControlCore {
@@ -261,6 +85,28 @@ impl ControlCore {
             clock: None,
             backend: config.backend,
             credentials: None,
+            outputs: MapOutputTracker::new(),
+        }
+    }
+
+    /// Where reduce partition `reduce` of the job reads its slices: one holder per
+    /// executor incarnation with bytes for it.
+    pub fn reduce_sources(&self, job: JobId, reduce: u32) -> Result<Vec<Holder>, TrackerError> {
+        self.outputs.slices_for(ShuffleId { job, index: 0 }, reduce)
+    }
+
+    /// Outputs that are gone run again: the scheduler requeues those maps and holds
+    /// back the reducers that read them.
+    fn outputs_gone(&mut self, now: Instant, gone: Vec<Gone>, actions: &mut Vec<Action>) {
+        let mut by_job: BTreeMap<JobId, Vec<u32>> = BTreeMap::new();
+        for g in gone {
+            by_job.entry(g.shuffle.job).or_default().push(g.map);
+        }
+        for (job, tasks) in by_job {
+            if let Some(counts) = self.jobs.get_mut(&job) {
+                counts.maps_rerun += tasks.len() as u32;
+            }
+            self.step(now, Input::OutputsLost { job, tasks }, actions);
         }
     }
 
@@ -348,13 +194,31 @@ impl ControlCore {
             Event::Lost { id, incarnation, reason } => {
                 self.remove(now, id, incarnation, reason, &mut actions)
             }
-            Event::JobSubmitted { job, tasks, max_failures, period } => {
+            Event::JobSubmitted { job, tasks, max_failures, period, shuffle } => {
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.jobs.entry(job) {
                     slot.insert(JobCounts { tasks, ..JobCounts::default() });
                     if let Some(period) = period {
                         self.recurring.insert(job, (period, now));
                     }
-                    self.step(now, Input::JobSubmitted { job, tasks, max_failures }, &mut actions);
+                    let input = match shuffle {
+                        Some((maps, reduces)) => {
+                            if let Err(e) = self.outputs.register(ShuffleId { job, index: 0 }, maps, reduces)
+                            {
+                                let counts = self.jobs.remove(&job).unwrap_or_default();
+                                self.recurring.remove(&job);
+                                let reason = JobError::Shuffle(e.to_string());
+                                actions.push(Action::JobFailed { job, reason, counts });
+                                return actions;
+                            }
+                            let stages = vec![
+                                StagePlan { tasks: maps, parents: Vec::new() },
+                                StagePlan { tasks: reduces, parents: vec![0] },
+                            ];
+                            Input::StagedJobSubmitted { job, stages, max_failures }
+                        }
+                        None => Input::JobSubmitted { job, tasks, max_failures },
+                    };
+                    self.step(now, input, &mut actions);
                     // No executor and none coming: the job cannot run.
                     if let Some(reason) = self.allocator.as_ref().and_then(|a| a.given_up())
                         && self.scheduler.live_executors() == 0
@@ -376,11 +240,60 @@ impl ControlCore {
                     self.unheld(&id, incarnation, attempt, true);
                 }
             }
+            Event::MapSucceeded { id, incarnation, attempt, elapsed, status } => {
+                if self.scheduler.holds(&id, attempt)
+                    && self.registry.reported(now, &id, incarnation, Some(true))
+                {
+                    let shuffle = ShuffleId { job: attempt.job, index: 0 };
+                    let output = MapOutput {
+                        executor: id.clone(),
+                        incarnation,
+                        sizes: status.sizes,
+                        digest: status.digest,
+                    };
+                    match self.outputs.record(shuffle, attempt.index, output) {
+                        Ok(_) => {
+                            let input = Input::TaskSucceeded { attempt, executor: id, elapsed };
+                            self.step(now, input, &mut actions);
+                        }
+                        Err(TrackerError::Nondeterministic { map }) => {
+                            let error = JobError::Nondeterministic { map };
+                            self.step(now, Input::FailJob { job: attempt.job, error }, &mut actions);
+                        }
+                        // An executor saying something no map can have written.
+                        Err(e) => {
+                            let failure = TaskFailure::Host { message: format!("the map's report: {e}") };
+                            actions.push(Action::TaskFailed {
+                                attempt,
+                                executor: id.clone(),
+                                failure: failure.clone(),
+                            });
+                            self.step(
+                                now,
+                                Input::TaskFailed { attempt, executor: id, failure },
+                                &mut actions,
+                            );
+                        }
+                    }
+                } else {
+                    self.unheld(&id, incarnation, attempt, true);
+                }
+            }
             Event::TaskFailed { id, incarnation, attempt, failure } => {
                 let counts = failure.counts_against_task();
                 if self.scheduler.holds(&id, attempt)
                     && self.registry.reported(now, &id, incarnation, counts.then_some(false))
                 {
+                    // A reducer that could not read map outputs: exactly those are
+                    // gone, and run again before it does.
+                    if let TaskFailure::FetchFailed { incarnation: holder, maps, reason, .. } = &failure {
+                        let shuffle = ShuffleId { job: attempt.job, index: 0 };
+                        if let Ok(gone) =
+                            self.outputs.fetch_failed(shuffle, Incarnation(*holder), maps, reason)
+                        {
+                            self.outputs_gone(now, gone, &mut actions);
+                        }
+                    }
                     if counts && let Some(counts) = self.jobs.get_mut(&attempt.job) {
                         counts.failed_attempts += 1;
                     }
@@ -621,9 +534,12 @@ impl ControlCore {
             allocator.removed(&id);
         }
         actions.push(Action::ExecutorRemoved { executor: id.clone(), incarnation, reason: reason.clone() });
+        let gone = self.outputs.executor_lost(&id, incarnation);
         if entry.state != Lifecycle::Pending {
             self.step(now, Input::ExecutorLost { id, reason }, actions);
         }
+        // One loss, one event: every map output it held runs again at once.
+        self.outputs_gone(now, gone, actions);
         // The last executor went and no other can be started: nothing will run.
         if let Some(reason) = self.allocation_given_up().map(str::to_owned) {
             self.give_up(now, reason, actions);
@@ -678,11 +594,13 @@ impl ControlCore {
                     }
                 }
                 Output::JobSucceeded { job } => {
+                    self.outputs.job_ended(job);
                     let counts = self.jobs.remove(&job).unwrap_or_default();
                     self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobSucceeded { job, counts: JobCounts { running: 0, ..counts } });
                 }
                 Output::JobFailed { job, reason } => {
+                    self.outputs.job_ended(job);
                     let counts = self.jobs.remove(&job).unwrap_or_default();
                     self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobFailed {

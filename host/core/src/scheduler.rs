@@ -8,6 +8,8 @@
 pub use flint_proto::{Attempt, ExecutorId, JobId};
 use flint_proto::{JobError, TaskFailure};
 use foldhash::HashMap;
+pub use job::StagePlan;
+use job::{Job, Stage};
 use room::{Executor, Ix, Room};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -33,6 +35,21 @@ pub enum Input {
         job: JobId,
         tasks: u32,
         max_failures: u32,
+    },
+    /// A job of several stages, its tasks numbered stage after stage: a stage's tasks
+    /// wait until every task of its parents is done, and wait again while one of those
+    /// is run again (its output lost).
+    StagedJobSubmitted {
+        job: JobId,
+        stages: Vec<StagePlan>,
+        max_failures: u32,
+    },
+    /// Done tasks whose outputs are gone (map outputs on a lost executor, or that a
+    /// reducer could not read): they run again, without counting as failures, and the
+    /// stages that read them wait for them.
+    OutputsLost {
+        job: JobId,
+        tasks: Vec<u32>,
     },
     TaskSucceeded {
         attempt: Attempt,
@@ -157,38 +174,6 @@ pub struct Policy {
     pub max_executor_losses: Option<u32>,
 }
 
-#[derive(Debug, Default)]
-struct Task {
-    /// Launches so far; the next attempt's number.
-    launches: u32,
-    /// Failures that count against `max_failures`.
-    failures: u32,
-    /// Executors lost while an attempt of it ran there.
-    losses: u32,
-    failed_on: BTreeSet<ExecutorId>,
-    /// The attempt's number and the executor it is placed on.
-    running: Option<(u32, Ix)>,
-    done: bool,
-    /// The executor holding the done task's output combined, until it delivers it.
-    held: Option<Ix>,
-}
-
-#[derive(Debug)]
-struct Job {
-    tasks: Vec<Task>,
-    /// Moving average of successful attempts' run time, in seconds.
-    mean_secs: Option<f64>,
-    remaining: u32,
-    /// Tasks with an attempt placed on an executor now.
-    running: u32,
-    max_failures: u32,
-    /// Done tasks whose outputs executors hold combined (counted in `remaining`).
-    held: u32,
-    /// When the executors holding outputs were asked for them, if they were and
-    /// nothing ran again since.
-    collecting: Option<Instant>,
-}
-
 /// The scheduler's state. See the module documentation.
 #[derive(Debug, Default)]
 pub struct Scheduler {
@@ -283,6 +268,9 @@ impl Scheduler {
                                 task.held = None;
                                 task.done = false;
                                 job.held -= 1;
+                                let stage =
+                                    job.stages.iter().position(|s| (index as u32) < s.end).unwrap_or(0);
+                                job.stages[stage].undone += 1;
                                 job.collecting = None;
                                 out.push(Output::Decided(Decided::TaskLost {
                                     job: *job_id,
@@ -309,28 +297,49 @@ impl Scheduler {
                 }
             }
             Input::JobSubmitted { job, tasks, max_failures } => {
-                let state = Job {
-                    tasks: (0..tasks).map(|_| Task::default()).collect(),
-                    mean_secs: None,
-                    remaining: tasks,
-                    running: 0,
-                    max_failures: max_failures.max(1),
-                    held: 0,
-                    collecting: None,
-                };
-                self.jobs.insert(job, state);
+                let stage = Stage { start: 0, end: tasks, parents: Vec::new(), undone: tasks };
+                self.jobs.insert(job, Job::new(tasks, max_failures, vec![stage]));
                 self.queue.extend((0..tasks).map(|i| (job, i)));
                 if tasks == 0 {
                     self.jobs.remove(&job);
                     out.push(Output::JobSucceeded { job });
                 }
             }
+            Input::StagedJobSubmitted { job, stages, max_failures } => {
+                let mut planned = Vec::with_capacity(stages.len());
+                let mut start = 0u32;
+                for (i, plan) in stages.iter().enumerate() {
+                    // A stage reads only stages before it: the plan is a DAG by construction.
+                    let parents = plan.parents.iter().map(|&p| p as usize).filter(|&p| p < i).collect();
+                    let end = start.saturating_add(plan.tasks);
+                    planned.push(Stage { start, end, parents, undone: plan.tasks });
+                    start = end;
+                }
+                let state = Job::new(start, max_failures, planned);
+                let roots: Vec<u32> = state
+                    .stages
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| state.ready(*i))
+                    .flat_map(|(_, s)| s.start..s.end)
+                    .collect();
+                self.jobs.insert(job, state);
+                self.queue.extend(roots.into_iter().map(|i| (job, i)));
+                if start == 0 {
+                    self.jobs.remove(&job);
+                    out.push(Output::JobSucceeded { job });
+                }
+            }
+            Input::OutputsLost { job, tasks } => self.outputs_lost(job, &tasks, &mut out),
             Input::TaskSucceeded { attempt, executor, elapsed } => {
                 // Only the executor holding the attempt may end it: a report for an index
                 // out of range, an attempt never given, or one already replaced is dropped.
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
                 let job = self.attempt_ended_well(ix, attempt, elapsed);
                 job.remaining -= 1;
+                let ready = job.task_done(attempt.index);
+                self.queue.extend(ready.into_iter().map(|i| (attempt.job, i)));
+                let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
                 out.push(Output::Decided(Decided::TaskDone { attempt }));
                 if job.remaining == 0 {
                     self.jobs.remove(&attempt.job);
@@ -354,6 +363,8 @@ impl Scheduler {
                 let job = self.attempt_ended_well(ix, attempt, elapsed);
                 job.tasks[attempt.index as usize].held = Some(ix);
                 job.held += 1;
+                let ready = job.task_done(attempt.index);
+                self.queue.extend(ready.into_iter().map(|i| (attempt.job, i)));
                 out.push(Output::Decided(Decided::TaskDone { attempt }));
                 self.collect_if_ready(now, attempt.job, &mut out);
             }
@@ -532,6 +543,27 @@ impl Scheduler {
         }
     }
 
+    /// Done tasks whose outputs are gone run again; stages reading them wait.
+    fn outputs_lost(&mut self, job: JobId, tasks: &[u32], out: &mut Vec<Output>) {
+        let Some(state) = self.jobs.get_mut(&job) else { return };
+        let mut lost = Vec::new();
+        for &index in tasks {
+            let Some(task) = state.tasks.get_mut(index as usize) else { continue };
+            if !task.done || task.held.is_some() {
+                continue;
+            }
+            task.done = false;
+            state.remaining += 1;
+            let stage = state.stage_of(index);
+            state.stages[stage].undone += 1;
+            lost.push(index);
+            out.push(Output::Decided(Decided::TaskLost { job, index }));
+        }
+        for index in lost.into_iter().rev() {
+            self.queue.push_front((job, index));
+        }
+    }
+
     /// The outputs of `tasks` that `ix` holds for `job` are lost: those tasks run again.
     fn lose_held(&mut self, ix: Ix, job: JobId, tasks: &[u32], out: &mut Vec<Output>) {
         let Some(state) = self.jobs.get_mut(&job) else { return };
@@ -541,6 +573,8 @@ impl Scheduler {
                 task.held = None;
                 task.done = false;
                 state.held -= 1;
+                let stage = state.stages.iter().position(|s| index < s.end).unwrap_or(0);
+                state.stages[stage].undone += 1;
                 state.collecting = None;
                 lost.push(index);
                 out.push(Output::Decided(Decided::TaskLost { job, index }));
@@ -601,13 +635,17 @@ impl Scheduler {
         let Some(task) = job.tasks.get_mut(attempt.index as usize) else { return };
         task.running = None;
         job.running -= 1;
+        let fetch_failed = matches!(failure, TaskFailure::FetchFailed { .. });
+        if fetch_failed {
+            task.fetch_failures += 1;
+        }
         if failure.counts_against_task() {
             task.failures += 1;
             task.failed_on.insert(executor.clone());
             self.note_failure(&executor, attempt, out);
         }
         let task = &mut self.jobs.get_mut(&attempt.job).expect("checked above").tasks[attempt.index as usize];
-        if !failure.retryable() || task.failures >= max_failures {
+        if !failure.retryable() || task.failures >= max_failures || task.fetch_failures >= max_failures {
             let reason = JobError::TaskFailed {
                 index: attempt.index,
                 attempts: task.launches,
@@ -678,6 +716,13 @@ impl Scheduler {
                 continue;
             };
             if task.done || task.running.is_some() {
+                continue;
+            }
+            // A task of a stage whose inputs are not all there waits; it is queued again
+            // when they are.
+            let state = &self.jobs[&job];
+            let stage = state.stage_of(index);
+            if !state.ready(stage) {
                 continue;
             }
             let pick = if task.failed_on.is_empty() {
@@ -818,6 +863,7 @@ impl Scheduler {
     }
 }
 
+mod job;
 mod room;
 #[cfg(test)]
 mod tests;

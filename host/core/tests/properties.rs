@@ -215,7 +215,8 @@ impl World {
         for (n, tasks) in jobs.iter().enumerate() {
             let job = JobId(n as u64 + 1);
             world.jobs.insert(job, JobSeen { tasks: *tasks, ..JobSeen::default() });
-            let submitted = Event::JobSubmitted { job, tasks: *tasks, max_failures: 3, period: None };
+            let submitted =
+                Event::JobSubmitted { job, tasks: *tasks, max_failures: 3, period: None, shuffle: None };
             let actions = world.core.handle(world.now, submitted);
             world.apply(actions);
         }

@@ -30,7 +30,10 @@ fn core() -> ControlCore {
 
 /// Submits a one-task job and steps until the core asks for an executor; its id.
 fn asked(core: &mut ControlCore, now: Instant) -> ExecutorId {
-    core.handle(now, Event::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 1, period: None });
+    core.handle(
+        now,
+        Event::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 1, period: None, shuffle: None },
+    );
     for s in 0..5 {
         for action in core.handle_timeout(now + Duration::from_secs(s)) {
             if let Action::StartExecutors { ids } = action {

@@ -18,6 +18,8 @@ pub struct JobRequest {
     pub values: Vec<serde_json::Value>,
     /// Partitions: how many generated tasks, or about how many file splits.
     pub partitions: Option<u32>,
+    /// A map/reduce job's reduce partitions (default: the cluster's slots).
+    pub reduce_partitions: Option<u32>,
     /// A memory cap per task below the executor's.
     pub memory_limit: Option<u64>,
     /// A deadline per task, overriding `flint.task.deadline`.
@@ -167,6 +169,7 @@ impl JobRequest {
             inputs,
             values: manifest.inputs.clone(),
             partitions,
+            reduce_partitions: manifest.reduce_partitions,
             memory_limit,
             deadline,
             token_services: manifest.tokens.clone(),

@@ -41,6 +41,11 @@ impl BlockStore {
         BlockStore { held: Mutex::default(), room: Condvar::new(), limit }
     }
 
+    /// The most bytes the store holds.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// Keeps `bytes` under `id` and returns the reference a report carries, waiting while
     /// the store has no room for them; gives up when `give_up` says so or at `until`.
     pub fn put(

@@ -5,6 +5,9 @@
 
 use crate::blocks::{BlockStore, NotKept};
 use crate::inputs::InputReader;
+use crate::shuffle::files::ShuffleFiles;
+use crate::shuffle::merge::SortedRuns;
+use crate::shuffle::read::ShuffleFetch;
 use crate::source::DriverSource;
 use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
@@ -47,6 +50,13 @@ pub struct ExecutorCore {
     instances: Mutex<Instances>,
     /// Where partial results go, after the reports of the tasks they combine.
     partials: Mutex<Option<PartialSink>>,
+    /// Where map outputs are written; none, and map/reduce tasks fail naming why.
+    pub(crate) shuffle: Option<ShuffleFiles>,
+    /// Fetches map outputs other executors hold.
+    pub(crate) fetcher: RwLock<Option<Arc<dyn ShuffleFetch>>>,
+    /// The shuffle secret of each map/reduce job this executor was given a task of:
+    /// it serves a job's map outputs only to a peer that shows it.
+    pub(crate) shuffle_tokens: Mutex<HashMap<JobId, [u8; 32]>>,
 }
 
 /// What hands partial results to the driver.
@@ -70,9 +80,9 @@ struct Instances {
 }
 
 /// A live instance of a job and, for a combining job, the tasks whose outputs it holds.
-struct Held {
+pub(crate) struct Held {
     job: Arc<JobDescriptor>,
-    instance: Instance,
+    pub(crate) instance: Instance,
     tasks: Vec<u32>,
 }
 
@@ -89,7 +99,7 @@ impl Held {
 
 /// An instance a slot has taken out: counted against the slots until it is put back or
 /// dropped, on every path out of the task, a host panic included.
-struct Taken<'a> {
+pub(crate) struct Taken<'a> {
     instances: &'a Mutex<Instances>,
     held: Option<Held>,
     /// Still counted in `in_use`.
@@ -97,7 +107,7 @@ struct Taken<'a> {
 }
 
 impl Taken<'_> {
-    fn held(&mut self) -> &mut Held {
+    pub(crate) fn held(&mut self) -> &mut Held {
         self.held.as_mut().expect("an instance is held until it is put back or given up")
     }
 
@@ -110,7 +120,7 @@ impl Taken<'_> {
     /// checked under the lock [`ExecutorCore::job_ended`] drops the job's idle
     /// instances under, after killing its attempts, so an instance never outlives its
     /// job. A killed one comes back, still counted.
-    fn put_back(mut self, kill: &KillSwitch) -> Result<(), Self> {
+    pub(crate) fn put_back(mut self, kill: &KillSwitch) -> Result<(), Self> {
         let instances = self.instances;
         let mut instances = instances.lock().expect("instances lock");
         if kill.is_killed() {
@@ -235,8 +245,27 @@ impl ExecutorCore {
             started: Once::new(),
             instances: Mutex::new(Instances::default()),
             partials: Mutex::new(None),
+            shuffle: None,
+            fetcher: RwLock::new(None),
+            shuffle_tokens: Mutex::new(HashMap::new()),
             runtime,
         }
+    }
+
+    /// Map outputs are written under these folders.
+    pub fn with_shuffle(mut self, files: ShuffleFiles) -> Self {
+        self.shuffle = Some(files);
+        self
+    }
+
+    /// How reduce tasks read map outputs other executors hold.
+    pub fn set_shuffle_fetch(&self, fetch: Arc<dyn ShuffleFetch>) {
+        *self.fetcher.write().expect("fetcher lock") = Some(fetch);
+    }
+
+    /// The folders this executor writes shuffle files under.
+    pub fn shuffle_files(&self) -> Option<&ShuffleFiles> {
+        self.shuffle.as_ref()
     }
 
     /// Where partial results of combined tasks go from now on. Without one they are
@@ -340,6 +369,11 @@ impl ExecutorCore {
         };
         drop(ended);
         self.blocks.drop_job(job);
+        if self.shuffle_tokens.lock().expect("tokens lock").remove(&job).is_some()
+            && let Some(files) = &self.shuffle
+        {
+            files.drop_job(job);
+        }
     }
 
     /// The blocks this executor holds.
@@ -364,10 +398,19 @@ impl ExecutorCore {
                     // component, once per executor, does not).
                     ctx.spent = spent;
                     let combine = launch.job.combine && component.combines();
-                    match self.take_instance(&launch.job, component, &ctx, &mut partials) {
-                        Ok(taken) if combine => self.combine(launch, taken, &ctx, input, &mut partials),
-                        Ok(taken) => self.run_task(launch, taken, &ctx, input),
-                        Err(failure) => (TaskState::Failed(failure), String::new()),
+                    let map = launch.job.shuffle.as_ref().filter(|s| s.is_map(launch.attempt.index));
+                    match (self.take_instance(&launch.job, component, &ctx, &mut partials), input) {
+                        (Ok(taken), Prepared::Reduce { partition, runs }) => {
+                            self.run_reduce(launch, taken, &ctx, partition, runs)
+                        }
+                        (Ok(taken), Prepared::Input(input)) if map.is_some() => {
+                            self.run_map(launch, taken, &ctx, input)
+                        }
+                        (Ok(taken), Prepared::Input(input)) if combine => {
+                            self.combine(launch, taken, &ctx, input, &mut partials)
+                        }
+                        (Ok(taken), Prepared::Input(input)) => self.run_task(launch, taken, &ctx, input),
+                        (Err(failure), _) => (TaskState::Failed(failure), String::new()),
                     }
                 }
                 Err(failure) => (TaskState::Failed(failure), String::new()),
@@ -401,25 +444,23 @@ impl ExecutorCore {
     ) -> (TaskState, String) {
         let outcome = taken.held().instance.run(ctx, input);
         let state = match outcome.result {
-            Ok(bytes) if bytes.len() <= self.inline_limit => TaskState::Succeeded(TaskOutput::Inline(bytes)),
-            Ok(bytes) => {
-                // Waiting for room in the block store counts against the task's deadline.
-                let until = Instant::now() + launch.job.deadline.saturating_sub(ctx.spent);
-                match self.blocks.put(BlockId::Output(launch.attempt), bytes, until, || ctx.kill.is_killed())
-                {
-                    Ok(block) => TaskState::Succeeded(TaskOutput::Block(block)),
-                    Err(NotKept::GaveUp) => TaskState::Failed(TaskFailure::Killed {
-                        reason: "killed while its output waited for room in the block store".into(),
-                    }),
-                    Err(NotKept::NoRoom { limit }) => TaskState::Failed(TaskFailure::Host {
-                        message: format!(
-                            "its output waited its whole deadline for room in the executor's block store ({limit} bytes): the driver is not fetching outputs"
-                        ),
-                    }),
-                }
-            }
+            Ok(bytes) => self.keep_output(launch, ctx, bytes),
             Err(failure) => TaskState::Failed(failure),
         };
+        self.keep_instance(launch, taken, ctx, &state);
+        (state, outcome.log)
+    }
+
+    /// Puts a plain task's instance back for the job's next task when it may run one:
+    /// after a success, below the job's reuse count, and no larger than the memory an
+    /// idle slot keeps resident anyway; else it goes.
+    pub(crate) fn keep_instance(
+        &self,
+        launch: &TaskLaunch,
+        mut taken: Taken<'_>,
+        ctx: &TaskContext,
+        state: &TaskState,
+    ) {
         let held = taken.held();
         let reusable = matches!(state, TaskState::Succeeded(_))
             && held.instance.calls() < launch.job.instance_reuse
@@ -428,7 +469,26 @@ impl ExecutorCore {
             // A killed attempt's instance comes back and goes with `taken`.
             let _ = taken.put_back(&ctx.kill);
         }
-        (state, outcome.log)
+    }
+
+    /// A successful task's output: in the report when small, else kept as a block
+    /// (waiting for room counts against the task's deadline).
+    pub(crate) fn keep_output(&self, launch: &TaskLaunch, ctx: &TaskContext, bytes: Vec<u8>) -> TaskState {
+        if bytes.len() <= self.inline_limit {
+            return TaskState::Succeeded(TaskOutput::Inline(bytes));
+        }
+        let until = Instant::now() + launch.job.deadline.saturating_sub(ctx.spent);
+        match self.blocks.put(BlockId::Output(launch.attempt), bytes, until, || ctx.kill.is_killed()) {
+            Ok(block) => TaskState::Succeeded(TaskOutput::Block(block)),
+            Err(NotKept::GaveUp) => TaskState::Failed(TaskFailure::Killed {
+                reason: "killed while its output waited for room in the block store".into(),
+            }),
+            Err(NotKept::NoRoom { limit }) => TaskState::Failed(TaskFailure::Host {
+                message: format!(
+                    "its output waited its whole deadline for room in the executor's block store ({limit} bytes): the driver is not fetching outputs"
+                ),
+            }),
+        }
     }
 
     /// Adds the attempt's partition to its job's combining instance on this slot. A
@@ -603,11 +663,18 @@ impl ExecutorCore {
     }
 
     /// The component and the input of an attempt, and the time reading the input took.
-    fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, TaskInput, Duration), TaskFailure> {
+    fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, Prepared, Duration), TaskFailure> {
         let component = self.component(&launch.job.component)?;
         let reading = Instant::now();
         let deadline = reading + launch.job.deadline;
+        if let Some(spec) = &launch.job.shuffle {
+            self.shuffle_tokens.lock().expect("tokens lock").entry(launch.job.job).or_insert(spec.token);
+        }
         let input = match &launch.partition {
+            PartitionSpec::Reduce { partition, sources } => {
+                let runs = self.reduce_input(launch, *partition, sources, deadline)?;
+                return Ok((component, Prepared::Reduce { partition: *partition, runs }, reading.elapsed()));
+            }
             PartitionSpec::Index(i) => TaskInput::Index(*i),
             PartitionSpec::Value(v) => TaskInput::Value(v.clone()),
             PartitionSpec::Split { source, start, end, size } => {
@@ -640,7 +707,7 @@ impl ExecutorCore {
                 TaskInput::Lines { path: source.to_string(), start: *start, end: *end, data }
             }
         };
-        Ok((component, input, reading.elapsed()))
+        Ok((component, Prepared::Input(input), reading.elapsed()))
     }
 
     fn component(&self, digest: &Digest) -> Result<Arc<JobComponent>, TaskFailure> {
@@ -691,6 +758,16 @@ impl ExecutorCore {
             kill,
         }
     }
+}
+
+/// What an attempt runs on, once read.
+enum Prepared {
+    Input(TaskInput),
+    /// A reduce task's partition and its records, merged from every map's slice.
+    Reduce {
+        partition: u32,
+        runs: SortedRuns,
+    },
 }
 
 /// A slot thread's life: run queued attempts one after another until the core is gone.

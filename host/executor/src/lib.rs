@@ -7,9 +7,11 @@ mod core;
 pub mod inputs;
 pub mod lifecycle;
 pub mod remote;
+pub mod shuffle;
 mod source;
 
 pub use blocks::BlockStore;
 pub use core::{ExecutorCore, INLINE_OUTPUT};
 pub use inputs::InputReader;
+pub use shuffle::ShuffleFiles;
 pub use source::{DriverSource, SourceError};

@@ -5,6 +5,7 @@
 use crate::core::ExecutorCore;
 use crate::inputs::InputReader;
 use crate::lifecycle::{self, Ended, Outbound};
+use crate::shuffle::files::{ShuffleFiles, local_dirs};
 use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
@@ -29,7 +30,8 @@ use tracing::Instrument;
 
 /// Keys that configure the executor's own start-up: its local value wins over the
 /// driver's, as with Spark's executor start-up settings.
-const STARTUP_KEYS: &[&str] = &["flint.executor.cores", "flint.executor.memory", "flint.network.idleTimeout"];
+const STARTUP_KEYS: &[&str] =
+    &["flint.executor.cores", "flint.executor.memory", "flint.network.idleTimeout", "flint.local.dir"];
 
 pub use crate::core::INLINE_OUTPUT;
 
@@ -45,6 +47,8 @@ pub struct ExecutorOptions {
     pub resource_profile_id: u32,
     /// Where compiled components are kept between restarts.
     pub cache_dir: Option<PathBuf>,
+    /// `--work-dir`: where shuffle files go unless `flint.local.dir` says otherwise.
+    pub work_dir: Option<PathBuf>,
     /// Reported with the registration (the bind address, say).
     pub attributes: BTreeMap<String, String>,
     /// Local configuration: cores, memory and anything else given on the command line.
@@ -196,7 +200,12 @@ pub async fn run_executor(
             handle: tokio::runtime::Handle::current(),
         });
         let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
-        let core = Arc::new(ExecutorCore::new(id.clone(), Arc::new(runtime), source, inputs, (INLINE_OUTPUT, settings.block_memory())));
+        let shuffle = ShuffleFiles::new(&local_dirs(&settings, options.work_dir.as_deref()))
+            .map_err(|e| ExecutorExit::Config(format!("flint.local.dir: {e}")))?;
+        let core = Arc::new(
+            ExecutorCore::new(id.clone(), Arc::new(runtime), source, inputs, (INLINE_OUTPUT, settings.block_memory()))
+                .with_shuffle(shuffle),
+        );
         core.set_tokens(app.tokens.clone());
         let registration = Registration {
             host: options.hostname.clone(),
@@ -218,7 +227,13 @@ pub async fn run_executor(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "registered"
         );
-        serve(core, &connection, send, recv, settings.heartbeat_interval, decommission).await?;
+        let files = core.shuffle_files().cloned();
+        let served = serve(core, &connection, send, recv, settings.heartbeat_interval, decommission).await;
+        // Whatever the end, this executor's map outputs go with it.
+        if let Some(files) = files {
+            files.remove_all();
+        }
+        served?;
         connection.close(0u32.into(), b"decommissioned");
         Ok(id)
     }

@@ -49,6 +49,7 @@ fn job(digest: Digest, id: JobId, tasks: u32, combine: bool, config: &[(&str, &s
         max_result_size: 1 << 20,
         combine,
         instance_reuse: 100,
+        shuffle: None,
     })
 }
 

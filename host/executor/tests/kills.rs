@@ -36,6 +36,7 @@ fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
         max_result_size: 1 << 20,
         combine: false,
         instance_reuse: 100,
+        shuffle: None,
     })
 }
 

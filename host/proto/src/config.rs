@@ -101,6 +101,11 @@ pub struct Settings {
     /// absolute, that jobs may name input files under. Set on the driver; a job cannot
     /// widen it. `flint run` allows the files named on its own command line.
     pub input_roots: Vec<String>,
+    /// `flint.local.dir` (default: the executor's `--work-dir`, else the system's
+    /// temporary folder), comma-separated, as `spark.local.dir`: where executors write
+    /// shuffle files, spread over the folders. An executor's own value wins over the
+    /// driver's.
+    pub local_dirs: Vec<String>,
     /// `flint.executor.heartbeatInterval` (default 10s).
     pub heartbeat_interval: Duration,
     /// `flint.network.timeout` (default 120s): an executor silent this long is lost.
@@ -161,6 +166,7 @@ impl Default for Settings {
             network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
             input_roots: Vec::new(),
+            local_dirs: Vec::new(),
             component_cache_size: 256 << 20,
             retained_jobs: 1000,
             max_running_jobs: 16,
@@ -202,6 +208,7 @@ impl Settings {
         "flint.driver.maxResultSize",
         "flint.driver.memory",
         "flint.input.roots",
+        "flint.local.dir",
         "flint.executor.componentCacheSize",
         "flint.driver.retainedJobs",
         "flint.driver.maxRunningJobs",
@@ -311,6 +318,10 @@ impl Settings {
                         return Err(invalid(format!("{relative:?} is not an absolute path")));
                     }
                     s.input_roots = roots
+                }
+                "flint.local.dir" => {
+                    s.local_dirs =
+                        value.split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect()
                 }
                 "flint.merge.deadline" => s.merge_deadline = parse_duration(value).map_err(unreadable)?,
                 "flint.driver.retainedJobs" => s.retained_jobs = parse_u32(value).map_err(unreadable)?,

@@ -39,6 +39,11 @@ pub enum TaskFailure {
         "input too large: split {split} is {bytes} bytes, over the task's memory cap of {limit} bytes; split the input into more partitions or give executors more memory"
     )]
     InputTooLarge { split: String, bytes: u64, limit: u64 },
+    /// A reduce task could not read map outputs held by `executor` (its incarnation):
+    /// unreachable, refused, or not matching their checksums. Not the reduce task's
+    /// fault: those maps run again, then the task.
+    #[error("fetch failed: map outputs {maps:?} of executor {executor}: {reason}")]
+    FetchFailed { executor: ExecutorId, incarnation: u64, maps: Vec<u32>, reason: String },
 }
 
 impl TaskFailure {
@@ -54,6 +59,7 @@ impl TaskFailure {
             TaskFailure::Killed { .. } => "killed",
             TaskFailure::ExecutorLost { .. } => "executor-lost",
             TaskFailure::InputTooLarge { .. } => "input-too-large",
+            TaskFailure::FetchFailed { .. } => "fetch-failed",
         }
     }
 
@@ -72,7 +78,7 @@ impl TaskFailure {
     /// Whether the failure counts against `flint.task.maxFailures`. Losing an executor
     /// is not the task's fault.
     pub fn counts_against_task(&self) -> bool {
-        !matches!(self, TaskFailure::ExecutorLost { .. })
+        !matches!(self, TaskFailure::ExecutorLost { .. } | TaskFailure::FetchFailed { .. })
     }
 }
 
@@ -102,6 +108,11 @@ impl TaskFailure {
             }
             TaskFailure::InputTooLarge { split, bytes, limit } => {
                 TaskFailure::InputTooLarge { split: cut(split), bytes, limit }
+            }
+            TaskFailure::FetchFailed { executor, incarnation, mut maps, reason } => {
+                maps.truncate(MAX_MESSAGE / 4);
+                let executor = cut(executor.into_string()).into();
+                TaskFailure::FetchFailed { executor, incarnation, maps, reason: cut(reason) }
             }
             other => other,
         }

@@ -12,6 +12,9 @@ pub enum World {
     Task,
     /// Exports `job` and `aggregator`: task outputs are folded into one result.
     Aggregate,
+    /// Exports `aggregator` and `map-reduce`: map tasks emit keyed records, reduce
+    /// tasks read them by key, and the reduce tasks' outputs fold into one result.
+    MapReduce,
 }
 
 /// A job's manifest (`flint.toml` beside its crate, or inside a bundle).
@@ -25,6 +28,9 @@ pub struct Manifest {
     /// Partitions when the job reads no input files (default: the cluster's slots).
     #[serde(default)]
     pub partitions: Option<u32>,
+    /// A map/reduce job's reduce partitions (`--reduce-partitions` overrides it).
+    #[serde(default, rename = "reduce-partitions")]
+    pub reduce_partitions: Option<u32>,
     /// The job's configuration; `--conf` overrides it key by key.
     #[serde(default)]
     pub config: Conf,
@@ -126,6 +132,23 @@ pub enum PartitionSpec {
     /// The lines of `source` whose first byte falls in `start..end`; `size` is the
     /// whole input's, as the driver found it when it planned the job.
     Split { source: Source, start: u64, end: u64, size: u64 },
+    /// A reduce task's partition and where its slices are: one source per executor
+    /// holding map outputs with bytes for it (filled in at launch).
+    Reduce { partition: u32, sources: Vec<MapSource> },
+}
+
+/// Map outputs one executor incarnation holds for a reduce partition: read in one
+/// request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapSource {
+    pub executor: crate::ExecutorId,
+    pub incarnation: u64,
+    /// Where the executor serves its shuffle files (`host:port`), when it is reached
+    /// over the network; in-process executors have none.
+    pub address: Option<String>,
+    /// The maps whose outputs hold bytes for the partition, with an upper bound on
+    /// those bytes.
+    pub maps: Vec<(u32, u64)>,
 }
 
 impl PartitionSpec {
@@ -134,6 +157,9 @@ impl PartitionSpec {
     pub fn wire_size_hint(&self) -> usize {
         16 + match self {
             PartitionSpec::Index(_) => 0,
+            PartitionSpec::Reduce { sources, .. } => {
+                sources.iter().map(|s| 48 + s.executor.as_str().len() + 12 * s.maps.len()).sum()
+            }
             PartitionSpec::Value(v) => v.len(),
             PartitionSpec::Split { source, .. } => match source {
                 Source::File(s) | Source::Driver(s) | Source::Http(s) => s.len(),

@@ -19,12 +19,12 @@ pub use config::{
 };
 pub use failure::TaskFailure;
 pub use ids::{ExecutorId, Incarnation, JobId};
-pub use job::{JobPlan, LimitError, Limits, Manifest, PartitionSpec, Source, World};
+pub use job::{JobPlan, LimitError, Limits, Manifest, MapSource, PartitionSpec, Source, World};
 pub use report::{
     AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,
     JobReport, JobState, JobStatus, LOG_TAIL, TaskRecord, log_tail,
 };
 pub use task::{
     Attempt, BlockId, BlockRef, Digest, ExecutorCommand, JobDescriptor, MAX_HELD_PER_SLOT, MAX_PARTIAL_TASKS,
-    Partial, StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
+    MapStatus, Partial, ShuffleSpec, StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
 };

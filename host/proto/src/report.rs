@@ -103,6 +103,12 @@ pub enum JobError {
         "task {index} was running on {losses} executors that were lost (flint.task.maxExecutorLosses): the task may be what takes them down; the last: {last}"
     )]
     ExecutorsLost { index: u32, losses: u32, last: String },
+    #[error(
+        "map task {map} ran again and wrote other records than before: a map must be deterministic (draw random numbers from a seed), or its reducers would mix two runs"
+    )]
+    Nondeterministic { map: u32 },
+    #[error("the shuffle cannot be planned: {0}")]
+    Shuffle(String),
 }
 
 /// What to change when a merge on the driver runs out of memory: the driver's key, not

@@ -107,6 +107,54 @@ pub struct JobDescriptor {
     /// The most tasks of this job one instance runs before a fresh one replaces it
     /// (`flint.task.instanceReuse`); 1 gives every task a fresh instance.
     pub instance_reuse: u32,
+    /// A map/reduce job's shuffle: its first `maps` tasks are map tasks, the next
+    /// `reduces` reduce tasks.
+    pub shuffle: Option<ShuffleSpec>,
+}
+
+impl JobDescriptor {
+    /// The outputs the job's fold takes: one per task, or a map/reduce job's reduce
+    /// outputs.
+    pub fn outputs(&self) -> u32 {
+        self.shuffle.as_ref().map_or(self.task_count, |s| s.reduces)
+    }
+
+    /// Where task `index`'s output goes in the fold: its index, or a reduce task's
+    /// partition; none for a map task (its output stays on its executor).
+    pub fn output_index(&self, index: u32) -> Option<u32> {
+        match &self.shuffle {
+            Some(s) => index.checked_sub(s.maps),
+            None => Some(index),
+        }
+    }
+}
+
+/// A map/reduce job's shape, and the secret that lets its reduce tasks read its map
+/// outputs from the executors holding them.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleSpec {
+    pub maps: u32,
+    pub reduces: u32,
+    /// Random, per job, from the driver: an executor serves a job's map outputs only
+    /// to a peer that shows it.
+    pub token: [u8; 32],
+}
+
+impl ShuffleSpec {
+    /// Whether task `index` is a map task (else a reduce task).
+    pub fn is_map(&self, index: u32) -> bool {
+        index < self.maps
+    }
+}
+
+impl fmt::Debug for ShuffleSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShuffleSpec")
+            .field("maps", &self.maps)
+            .field("reduces", &self.reduces)
+            .field("token", &"<hidden>")
+            .finish()
+    }
 }
 
 /// Run one attempt of one task.
@@ -125,6 +173,18 @@ pub enum BlockId {
     Output(Attempt),
     /// A partial result of combined tasks: the executor's `number`th of the job.
     Partial { job: JobId, number: u64 },
+}
+
+/// What a map task wrote: one data file and its index on the executor that ran it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MapStatus {
+    /// Stored bytes for each reduce partition, in partition order.
+    pub sizes: Vec<u64>,
+    /// SHA-256 of the records as written, partition by partition: the same for every
+    /// run of a deterministic map.
+    pub digest: [u8; 32],
+    /// Records the map emitted.
+    pub records: u64,
 }
 
 impl BlockId {
@@ -153,6 +213,8 @@ pub enum TaskOutput {
     /// Folded into the running value the executor holds for the job (see
     /// [`JobDescriptor::combine`]); it arrives with a [`Partial`].
     Combined,
+    /// A map task's output: its shuffle files stay on the executor.
+    Map(MapStatus),
 }
 
 impl TaskOutput {
@@ -160,7 +222,7 @@ impl TaskOutput {
         match self {
             TaskOutput::Inline(bytes) => bytes.len() as u64,
             TaskOutput::Block(block) => block.size,
-            TaskOutput::Combined => 0,
+            TaskOutput::Combined | TaskOutput::Map(_) => 0,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Job components: identified by SHA-256 digest, compiled once per engine and kept on
 //! disk, checked against the `flint:task` worlds, and pre-instantiated.
 
-use crate::bindings::exports::flint::task::{aggregator, combiner, job};
+use crate::bindings::exports::flint::task::{aggregator, combiner, job, map_reduce_job as map_reduce};
 use crate::host::HostState;
 use flint_proto::{Digest, World};
 use std::fmt;
@@ -46,6 +46,8 @@ pub struct JobComponent {
     /// Present when the job exports `combiner` (world `combine`): its merge is
     /// commutative and its partitions may be combined where they run.
     pub(crate) combiner: Option<combiner::GuestIndices>,
+    /// Present when the job exports `map-reduce` (world `map-reduce`).
+    pub(crate) map_reduce: Option<map_reduce::GuestIndices>,
 }
 
 impl fmt::Debug for JobComponent {
@@ -80,7 +82,12 @@ impl JobComponent {
         })?;
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
         let combiner = aggregator.as_ref().and_then(|_| combiner::GuestIndices::new(&pre).ok());
-        let world = if aggregator.is_some() { World::Aggregate } else { World::Task };
+        let map_reduce = aggregator.as_ref().and_then(|_| map_reduce::GuestIndices::new(&pre).ok());
+        let world = match (&aggregator, &map_reduce) {
+            (Some(_), Some(_)) => World::MapReduce,
+            (Some(_), None) => World::Aggregate,
+            _ => World::Task,
+        };
         tracing::debug!(%digest, ?world, combines = combiner.is_some(), "component loaded");
         let image = component.image_range();
         let size = (image.end as usize).saturating_sub(image.start as usize) as u64;
@@ -89,7 +96,7 @@ impl JobComponent {
             .resources_required()
             .and_then(|r| r.max_initial_memory_size)
             .map_or(0, |pages| pages.saturating_mul(64 << 10));
-        Ok(JobComponent { digest, world, size, min_memory, pre, job, aggregator, combiner })
+        Ok(JobComponent { digest, world, size, min_memory, pre, job, aggregator, combiner, map_reduce })
     }
 
     /// Whether the job's partitions may be combined where they run (it exports

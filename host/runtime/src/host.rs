@@ -1,10 +1,15 @@
-//! The state behind every store and the host side of `flint:task/host`.
+//! The state behind every store, and the host side of `flint:task/host` and of
+//! `flint:task/shuffle` (a map's emitter, a reduce's sorted input).
 
 use crate::bindings::flint::task::host::{self, Level, TaskInfo};
+use crate::bindings::flint::task::shuffle::{self, HostEmitter, HostSortedInput};
+use crate::bindings::flint::task::types::TaskError;
 use crate::capture::TaskLogSink;
 use crate::limits::{KillSwitch, MemoryCap};
+use crate::records::{Emitter, MAX_NEXT, Records, ShuffleError, SortedInput};
 use flint_proto::{Conf, Token};
 use std::sync::Arc;
+use wasmtime::component::Resource;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -23,6 +28,8 @@ pub(crate) struct HostState {
     pub(crate) kill: KillSwitch,
     /// Guest log lines this store may still copy into the process's own log.
     pub(crate) echo: EchoBudget,
+    /// What a map call emits into, or a reduce call reads.
+    pub(crate) records: Records,
 }
 
 /// How much of a guest's logging reaches the process's log: every line goes to the
@@ -120,5 +127,49 @@ impl host::Host for HostState {
         self.log.append(format!("[{tag}] ").as_bytes());
         self.log.append(message.as_bytes());
         self.log.append(b"\n");
+    }
+}
+
+fn task_error(e: ShuffleError) -> TaskError {
+    TaskError { message: e.message, retryable: e.retryable }
+}
+
+impl shuffle::Host for HostState {}
+
+impl HostEmitter for HostState {
+    fn partitions(&mut self, _: Resource<Emitter>) -> u32 {
+        match &self.records {
+            Records::Sink(sink) => sink.partitions(),
+            _ => 0,
+        }
+    }
+
+    fn emit(&mut self, _: Resource<Emitter>, batch: Vec<u8>) -> Result<(), TaskError> {
+        match &mut self.records {
+            Records::Sink(sink) => sink.emit(&batch).map_err(task_error),
+            _ => Err(TaskError { message: "records emitted outside a map task".into(), retryable: false }),
+        }
+    }
+
+    fn drop(&mut self, rep: Resource<Emitter>) -> wasmtime::Result<()> {
+        self.table.delete(rep)?;
+        Ok(())
+    }
+}
+
+impl HostSortedInput for HostState {
+    fn next(&mut self, _: Resource<SortedInput>, max_bytes: u32) -> Result<Vec<u8>, TaskError> {
+        let max = (max_bytes as usize).clamp(1, MAX_NEXT);
+        match &mut self.records {
+            Records::Source(source) => source.next(max).map_err(task_error),
+            _ => {
+                Err(TaskError { message: "sorted input read outside a reduce task".into(), retryable: false })
+            }
+        }
+    }
+
+    fn drop(&mut self, rep: Resource<SortedInput>) -> wasmtime::Result<()> {
+        self.table.delete(rep)?;
+        Ok(())
     }
 }

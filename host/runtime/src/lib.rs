@@ -11,17 +11,23 @@ mod component;
 mod engine;
 mod host;
 mod limits;
+mod records;
 mod sandbox;
 
 pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError};
 pub use limits::{KillSwitch, RuntimeStats};
+pub use records::{RECORD_HEADER, RecordSink, RecordSource, Records, ShuffleError};
 pub use sandbox::{Accumulator, Call, Folder, Instance, Outcome, TaskContext, TaskInput};
 
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
 mod bindings {
     wasmtime::component::bindgen!({
-        world: "combine",
+        world: "all-exports",
         path: "../../wit",
+        with: {
+            "flint:task/shuffle.emitter": crate::records::Emitter,
+            "flint:task/shuffle.sorted-input": crate::records::SortedInput,
+        },
     });
 }

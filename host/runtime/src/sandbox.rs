@@ -15,11 +15,12 @@ use crate::component::JobComponent;
 use crate::engine::Runtime;
 use crate::host::HostState;
 use crate::limits::{KillSwitch, Killed, MemoryCap};
+use crate::records::{Emitter, RecordSink, RecordSource, Records, SortedInput};
 use flint_proto::{Conf, TaskFailure, Token};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use wasmtime::component::{ResourceAny, ResourceTable};
+use wasmtime::component::{Resource, ResourceAny, ResourceTable};
 use wasmtime::{Store, Trap, UpdateDeadline, WasmBacktrace};
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -119,6 +120,7 @@ impl Runtime {
             deadline: Instant::now() + ctx.deadline.saturating_sub(ctx.spent),
             kill: ctx.kill.clone(),
             echo: crate::host::EchoBudget::new(),
+            records: crate::records::Records::None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -201,6 +203,48 @@ impl Instance {
         settle(result, store, ctx)
     }
 
+    /// Runs a map task: the partition's records go to `sink`, which comes back with
+    /// what it took (whatever the call's end) for the caller to finish or drop.
+    pub fn map<S: RecordSink>(&mut self, ctx: &TaskContext, input: TaskInput, sink: S) -> (Outcome, S) {
+        let started = Instant::now();
+        self.enter(ctx);
+        self.store.data_mut().records = Records::Sink(Box::new(sink));
+        let store = &mut self.store;
+        let result = map_reduce(&self.component, store, &self.instance).and_then(|mr| {
+            let out = store.data_mut().table.push(Emitter)?;
+            let rep = out.rep();
+            let result = mr.call_map(&mut *store, &partition(input), Resource::<Emitter>::new_borrow(rep));
+            let _ = store.data_mut().table.delete(out);
+            result
+        });
+        let result = result
+            .map_err(|e| classify(e, store, ctx))
+            .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }));
+        let sink =
+            std::mem::take(&mut store.data_mut().records).into_sink::<S>().expect("the call's own sink");
+        let log = store.data().log.contents();
+        (Outcome { result: result.map(|()| Vec::new()), log, elapsed: started.elapsed() }, sink)
+    }
+
+    /// Runs a reduce task over `source`, the partition's records in key order; its
+    /// output is a task output, as `run`'s.
+    pub fn reduce(&mut self, ctx: &TaskContext, partition: u32, source: impl RecordSource) -> Outcome {
+        let started = Instant::now();
+        self.enter(ctx);
+        self.store.data_mut().records = Records::Source(Box::new(source));
+        let store = &mut self.store;
+        let result = map_reduce(&self.component, store, &self.instance).and_then(|mr| {
+            let input = store.data_mut().table.push(SortedInput)?;
+            let rep = input.rep();
+            let result = mr.call_reduce(&mut *store, partition, Resource::<SortedInput>::new_borrow(rep));
+            let _ = store.data_mut().table.delete(input);
+            result
+        });
+        let result = settle(result, store, ctx);
+        store.data_mut().records = Records::None;
+        Outcome { result, log: store.data().log.contents(), elapsed: started.elapsed() }
+    }
+
     /// The most memory the instance has grown to, in bytes.
     pub fn memory(&self) -> u64 {
         self.store.data().limits.grown
@@ -234,9 +278,21 @@ impl Instance {
         state.kill = ctx.kill.clone();
         state.limits.refused = false;
         state.echo = crate::host::EchoBudget::new();
+        state.records = Records::None;
         state.log.clear();
         self.store.set_hostcall_fuel(hostcall_fuel(ctx));
         self.store.set_epoch_deadline(1);
+    }
+}
+
+fn map_reduce(
+    component: &JobComponent,
+    store: &mut Store<HostState>,
+    instance: &wasmtime::component::Instance,
+) -> wasmtime::Result<crate::bindings::exports::flint::task::map_reduce_job::Guest> {
+    match &component.map_reduce {
+        Some(indices) => indices.load(&mut *store, instance),
+        None => Err(wasmtime::Error::msg("the component exports no map-reduce (world map-reduce)")),
     }
 }
 

@@ -480,3 +480,68 @@ fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_time
     assert_eq!(launches(&out), vec![("a".into(), 0, 1)]);
     assert_eq!(s.poll_timeout(), None);
 }
+
+/// Three maps then two reducers, on one executor of four slots.
+fn map_reduce() -> (Scheduler, Instant, Vec<Output>) {
+    let (mut s, now) = cluster(&[("a", 4)]);
+    let stages = vec![StagePlan { tasks: 3, parents: vec![] }, StagePlan { tasks: 2, parents: vec![0] }];
+    let out = s.handle(now, Input::StagedJobSubmitted { job: JobId(1), stages, max_failures: 2 });
+    (s, now, out)
+}
+
+#[test]
+fn reducers_wait_for_every_map_and_the_job_for_every_reducer() {
+    let (mut s, now, out) = map_reduce();
+    let first: Vec<u32> = launches(&out).iter().map(|l| l.1).collect();
+    assert_eq!(first, [0, 1, 2], "only the maps, though a slot is free");
+    assert!(launches(&ok(&mut s, now, "a", 0, 0)).is_empty());
+    assert!(launches(&ok(&mut s, now, "a", 1, 0)).is_empty());
+    let out = ok(&mut s, now, "a", 2, 0);
+    assert_eq!(
+        launches(&out).iter().map(|l| l.1).collect::<Vec<_>>(),
+        [3, 4],
+        "the last map frees both reducers"
+    );
+    ok(&mut s, now, "a", 3, 0);
+    let out = ok(&mut s, now, "a", 4, 0);
+    assert!(out.contains(&Output::JobSucceeded { job: JobId(1) }), "{out:?}");
+}
+
+#[test]
+fn lost_map_outputs_run_again_before_the_reducers_that_need_them() {
+    let (mut s, now, _) = map_reduce();
+    for map in 0..3 {
+        ok(&mut s, now, "a", map, 0);
+    }
+    // Reducer 3 cannot read map 1's output: map 1 runs again, reducer 3 waits for it
+    // (its failure not counted), reducer 4 goes on.
+    let lost = s.handle(now, Input::OutputsLost { job: JobId(1), tasks: vec![1] });
+    assert!(lost.contains(&Output::Decided(Decided::TaskLost { job: JobId(1), index: 1 })), "{lost:?}");
+    assert_eq!(launches(&lost), [("a".into(), 1, 1)]);
+    let failure = TaskFailure::FetchFailed {
+        executor: "a".into(),
+        incarnation: 1,
+        maps: vec![1],
+        reason: "gone".into(),
+    };
+    let attempt = Attempt { job: JobId(1), index: 3, number: 0 };
+    let out = s.handle(now, Input::TaskFailed { attempt, executor: "a".into(), failure: failure.clone() });
+    assert!(launches(&out).is_empty(), "the reducer waits for map 1: {out:?}");
+    let out = ok(&mut s, now, "a", 1, 1);
+    assert_eq!(launches(&out), [("a".into(), 3, 1)], "map 1 is back: the reducer runs again");
+    // A reducer that keeps failing to fetch fails the job at maxFailures, not for ever.
+    s.handle(now, Input::OutputsLost { job: JobId(1), tasks: vec![1] });
+    ok(&mut s, now, "a", 1, 2);
+    let attempt = Attempt { job: JobId(1), index: 3, number: 1 };
+    let out = s.handle(now, Input::TaskFailed { attempt, executor: "a".into(), failure });
+    assert!(out.iter().any(|o| matches!(o, Output::JobFailed { .. })), "{out:?}");
+}
+
+#[test]
+fn outputs_lost_of_tasks_not_done_or_unknown_change_nothing() {
+    let (mut s, now, _) = map_reduce();
+    let out = s.handle(now, Input::OutputsLost { job: JobId(1), tasks: vec![0, 99] });
+    assert!(out.is_empty(), "map 0 runs; 99 is no task: {out:?}");
+    let out = s.handle(now, Input::OutputsLost { job: JobId(9), tasks: vec![0] });
+    assert!(out.is_empty());
+}

@@ -3,7 +3,8 @@
 //! stopped through the backend, tokens fetched and pushed, jobs ended.
 
 use flint_core::{Action, Decided, Event as CoreEvent};
-use flint_proto::TaskLaunch;
+use flint_proto::{ExecutorId, MapSource, PartitionSpec, TaskLaunch};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use super::budget::Charged;
@@ -11,6 +12,13 @@ use super::event_loop::EventLoop;
 use super::events::{Event, reporter};
 use super::fold_worker::{Fold, FoldInput};
 use crate::journal::{AppEvent, Envelope};
+
+/// A holder of map outputs as a reduce task reaches it: its address, if it serves them
+/// over the network.
+fn map_source(addresses: &HashMap<ExecutorId, String>, holder: flint_core::shuffle::Holder) -> MapSource {
+    let address = addresses.get(&holder.executor).cloned();
+    MapSource { executor: holder.executor, incarnation: holder.incarnation.0, address, maps: holder.slices }
+}
 
 impl EventLoop {
     pub(super) fn feed(&mut self, now: Instant, event: CoreEvent) {
@@ -45,11 +53,22 @@ impl EventLoop {
                                     || tracing::info!(%attempt, executor_id = %executor, "attempt relaunched"),
                                 );
                             }
-                            Some(TaskLaunch {
-                                attempt,
-                                job: job.descriptor.clone(),
-                                partition: job.partitions.get(attempt.index as usize)?.clone(),
-                            })
+                            let partition = match job.partitions.get(attempt.index as usize)? {
+                                // A reduce task reads from wherever its maps' outputs are now.
+                                PartitionSpec::Reduce { partition, .. } => {
+                                    let sources = match self.core.reduce_sources(attempt.job, *partition) {
+                                        Ok(holders) => holders.into_iter().map(|h| map_source(&self.shuffle_addresses, h)).collect(),
+                                        // Launched only once every map output is there.
+                                        Err(e) => {
+                                            tracing::error!(%attempt, error = %e, "reduce task launched before its inputs");
+                                            Vec::new()
+                                        }
+                                    };
+                                    PartitionSpec::Reduce { partition: *partition, sources }
+                                }
+                                other => other.clone(),
+                            };
+                            Some(TaskLaunch { attempt, job: job.descriptor.clone(), partition })
                         })
                         .collect();
                     link.launch(batch);
@@ -59,13 +78,15 @@ impl EventLoop {
                         (self.jobs.get_mut(&attempt.job), output.take())
                     {
                         charge.keep();
+                        // A map task's output stays on its executor: only the others fold.
+                        let Some(index) = job.descriptor.output_index(attempt.index) else { continue };
                         match &mut job.fold {
                             Fold::Aggregate(worker) => {
-                                if worker.push(FoldInput { index: Some(attempt.index), tasks: 1, bytes }) {
+                                if worker.push(FoldInput { index: Some(index), tasks: 1, bytes }) {
                                     self.folds_pending.push(attempt.job);
                                 }
                             }
-                            Fold::Collect(outputs) => outputs[attempt.index as usize] = Some(bytes),
+                            Fold::Collect(outputs) => outputs[index as usize] = Some(bytes),
                         }
                     }
                 }

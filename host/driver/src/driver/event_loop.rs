@@ -45,6 +45,8 @@ pub(super) struct EventLoop {
     pub(super) events: mpsc::UnboundedSender<Event>,
     pub(super) core: ControlCore,
     pub(super) links: HashMap<ExecutorId, (Incarnation, Arc<dyn ExecutorLink>)>,
+    /// Where each executor serves its map outputs to peers (`host:port`), when it does.
+    pub(super) shuffle_addresses: HashMap<ExecutorId, String>,
     pub(super) jobs: HashMap<JobId, JobRecord>,
     pub(super) next_job: JobId,
     pub(super) fetches: Arc<Semaphore>,
@@ -90,6 +92,7 @@ impl EventLoop {
             events,
             core,
             links: HashMap::new(),
+            shuffle_addresses: HashMap::new(),
             jobs: HashMap::new(),
             next_job: JobId(1),
             fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),

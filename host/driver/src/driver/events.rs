@@ -124,6 +124,9 @@ pub(super) struct PreparedJob {
     pub(super) deadline: Duration,
     pub(super) token_services: Vec<String>,
     pub(super) every: Option<Duration>,
+    /// A map/reduce job's (maps, reduces): its plan's first `maps` partitions are map
+    /// tasks' and the rest reduce tasks'.
+    pub(super) shuffle: Option<(u32, u32)>,
     /// Files sent with the job, kept until it ends.
     pub(super) uploads: Option<Arc<crate::job::Uploads>>,
 }

@@ -140,15 +140,12 @@ pub(super) fn spawn_fold(
                         }
                     }
                     Ok(FoldMessage::Finish) => {
-                        break match fold.into_total(job.task_count) {
+                        break match fold.into_total(job.outputs()) {
                             Some(total) => folder.finish(total).map_err(JobError::Finish),
                             // A job of no partitions has nothing to finish.
-                            None if job.task_count == 0 => Ok(b"null".to_vec()),
+                            None if job.outputs() == 0 => Ok(b"null".to_vec()),
                             None => Err(JobError::Merge(TaskFailure::Host {
-                                message: format!(
-                                    "the fold ended without all {} task outputs",
-                                    job.task_count
-                                ),
+                                message: format!("the fold ended without all {} task outputs", job.outputs()),
                             })),
                         };
                     }

@@ -8,8 +8,8 @@ use flint_core::{ExecutorInfo, Incarnation};
 use flint_data::ObjectReader;
 use flint_proto::wire::Rejection;
 use flint_proto::{
-    ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, Partial, Settings,
-    StatusUpdate,
+    ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, Partial, PartitionSpec,
+    Settings, StatusUpdate, World,
 };
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::collections::HashMap;
@@ -167,8 +167,35 @@ impl Driver {
         }
         let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
         let uploads = request.uploads.as_deref().map(crate::job::Uploads::path);
-        let plan =
+        let mut plan =
             plan(&self.shared, &request.inputs, uploads, &request.values, request.partitions, slots).await?;
+        // A map/reduce job: its map partitions, then one reduce task per partition,
+        // whose sources are known only once its maps ran.
+        let shuffle = match (component.world, request.reduce_partitions) {
+            (World::MapReduce, reduces) => {
+                let (maps, reduces) = (plan.len() as u32, reduces.unwrap_or(slots));
+                let limit = flint_core::shuffle::MAX_PARTITIONS;
+                if maps == 0
+                    || !(1..=limit).contains(&reduces)
+                    || u64::from(maps) * u64::from(reduces) > flint_core::shuffle::MAX_SLICES
+                {
+                    return Err(SubmitError::Partitions(format!(
+                        "{maps} maps into {reduces} reduce partitions: each must be 1 to {limit}, and their product at most {}",
+                        flint_core::shuffle::MAX_SLICES
+                    )));
+                }
+                plan.partitions.extend(
+                    (0..reduces).map(|partition| PartitionSpec::Reduce { partition, sources: Vec::new() }),
+                );
+                Some((maps, reduces))
+            }
+            (_, Some(_)) => {
+                return Err(SubmitError::Partitions(
+                    "reduce partitions are for map/reduce jobs (world map-reduce)".into(),
+                ));
+            }
+            (_, None) => None,
+        };
         if plan.len() > MAX_TASKS as usize {
             return Err(SubmitError::Partitions(format!(
                 "{} tasks; at most {MAX_TASKS} per job",
@@ -185,6 +212,7 @@ impl Driver {
             memory_limit: request.memory_limit,
             token_services: request.token_services,
             every: request.every,
+            shuffle,
             uploads: request.uploads,
         };
         let digest = job.component.digest;

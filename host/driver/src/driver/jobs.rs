@@ -3,7 +3,9 @@
 //! status listing its line.
 
 use flint_core::{Event as CoreEvent, JobCounts};
-use flint_proto::{JobDescriptor, JobError, JobId, JobProgress, JobReport, PartitionSpec, Source, World};
+use flint_proto::{
+    JobDescriptor, JobError, JobId, JobProgress, JobReport, PartitionSpec, ShuffleSpec, Source, World,
+};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
@@ -109,8 +111,9 @@ impl EventLoop {
             deadline: job.deadline,
             max_result_size: job.settings.task_max_result_size,
             // Its merge is commutative: the tasks a slot runs are combined there.
-            combine: job.component.combines() && job.settings.task_combine,
+            combine: job.component.combines() && job.settings.task_combine && job.shuffle.is_none(),
             instance_reuse: job.settings.task_instance_reuse,
+            shuffle: job.shuffle.map(|(maps, reduces)| ShuffleSpec { maps, reduces, token: rand::random() }),
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
         let span = tracing::info_span!("job", job_id = id.0, name = %job.name);
@@ -130,7 +133,7 @@ impl EventLoop {
             self.push_tokens();
         }
         let fold = match job.component.world {
-            World::Aggregate => Fold::Aggregate(spawn_fold(
+            World::Aggregate | World::MapReduce => Fold::Aggregate(spawn_fold(
                 {
                     let events = self.events.clone();
                     move |result| {
@@ -143,7 +146,7 @@ impl EventLoop {
                 &job.settings,
                 span.clone(),
             )),
-            World::Task => Fold::Collect(vec![None; tasks as usize]),
+            World::Task => Fold::Collect(vec![None; descriptor.outputs() as usize]),
         };
         self.jobs.insert(
             id,
@@ -164,7 +167,8 @@ impl EventLoop {
             },
         );
         let max_failures = job.settings.task_max_failures;
-        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period: job.every });
+        let (period, shuffle) = (job.every, job.shuffle);
+        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period, shuffle });
     }
 
     pub(super) fn refresh_progress(&mut self) {

@@ -52,6 +52,28 @@ impl EventLoop {
                 let failure = failure.clone();
                 return self.fail(now, incarnation, update, failure);
             }
+            TaskState::Succeeded(TaskOutput::Map(_))
+                if !self.jobs.get(&update.attempt.job).is_some_and(|j| {
+                    j.descriptor.shuffle.as_ref().is_some_and(|s| s.is_map(update.attempt.index))
+                }) =>
+            {
+                let failure =
+                    TaskFailure::Host { message: "a map output from a task that is not a map".into() };
+                return self.fail(now, incarnation, update, failure);
+            }
+            TaskState::Succeeded(TaskOutput::Map(status)) => {
+                let status = std::mem::replace(
+                    status,
+                    flint_proto::MapStatus { sizes: Vec::new(), digest: [0; 32], records: 0 },
+                );
+                self.task_succeeded(incarnation, &update);
+                let StatusUpdate { executor, attempt, elapsed, .. } = update;
+                self.feed(
+                    now,
+                    CoreEvent::MapSucceeded { id: executor, incarnation, attempt, elapsed, status },
+                );
+                return;
+            }
             TaskState::Succeeded(TaskOutput::Combined)
                 if !self.jobs.get(&update.attempt.job).is_some_and(|j| j.descriptor.combine) =>
             {
@@ -88,6 +110,8 @@ impl EventLoop {
                     Event::Fetched { incarnation, update, result }
                 });
             }
+            // Taken above, before any charge.
+            TaskOutput::Map(_) => {}
             // Held on the executor, folded into its running value: it comes with a
             // partial result.
             TaskOutput::Combined => {
@@ -147,7 +171,7 @@ impl EventLoop {
                     }
                 });
             }
-            Ok(TaskOutput::Combined) => {
+            Ok(TaskOutput::Combined | TaskOutput::Map(_)) => {
                 self.partial_ended(now, (id, incarnation), job, tasks, Err(PartialLoss::NoValue))
             }
             Err(reason) => {

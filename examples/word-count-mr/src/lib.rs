@@ -1,0 +1,89 @@
+//! Word count as a map/reduce job, as Spark's `flatMap(split).map((_, 1)).reduceByKey(_ + _)`:
+//! each map task emits `(word, 1)` for every word of its split (combined per key where it
+//! runs), each reduce task sums the counts of the words hashed to its partition and keeps
+//! its totals and its ten most frequent words, and the job joins those. A word is a run of
+//! bytes that are not ASCII white space, as in `word-count`, whose result this one equals.
+
+use flint_guest::{Emitter, Error, MapReduce, Partition, Values};
+use serde::{Deserialize, Serialize};
+
+const TOP: usize = 10;
+
+/// What a reduce task found, and the job's result: the same fields as `word-count`'s.
+#[derive(Serialize, Deserialize, Default)]
+pub struct Summary {
+    pub total_words: u64,
+    pub distinct_words: u64,
+    pub top: Vec<(String, u64)>,
+}
+
+fn by_count(a: &(String, u64), b: &(String, u64)) -> std::cmp::Ordering {
+    b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
+}
+
+/// Keeps the `TOP` first of `top` by count, then word.
+fn keep_top(top: &mut Vec<(String, u64)>) {
+    if top.len() > TOP {
+        top.select_nth_unstable_by(TOP, by_count);
+        top.truncate(TOP);
+    }
+    top.sort_unstable_by(by_count);
+}
+
+pub struct WordCount;
+
+impl MapReduce for WordCount {
+    type Key = String;
+    type Value = u64;
+    type Output = Summary;
+    type Result = Summary;
+    const COMBINE: bool = true;
+
+    fn map(input: Partition, out: &mut Emitter<Self>) -> Result<(), Error> {
+        let Partition::Lines { data, .. } = input else {
+            return Err(Error::fatal("word-count-mr reads input files: pass --input PATH"));
+        };
+        for word in data.split(u8::is_ascii_whitespace).filter(|w| !w.is_empty()) {
+            match std::str::from_utf8(word) {
+                Ok(word) => out.emit(word, 1)?,
+                Err(_) => out.emit(&String::from_utf8_lossy(word).into_owned(), 1)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn combine(acc: &mut u64, value: u64) -> Result<(), Error> {
+        *acc += value;
+        Ok(())
+    }
+
+    fn empty() -> Summary {
+        Summary::default()
+    }
+
+    fn reduce(word: String, counts: &mut Values<'_, u64>, out: &mut Summary) -> Result<(), Error> {
+        let n: u64 = counts.sum();
+        out.total_words += n;
+        out.distinct_words += 1;
+        out.top.push((word, n));
+        if out.top.len() >= 4 * TOP {
+            keep_top(&mut out.top);
+        }
+        Ok(())
+    }
+
+    fn merge(mut a: Summary, b: Summary) -> Result<Summary, Error> {
+        a.total_words += b.total_words;
+        a.distinct_words += b.distinct_words;
+        a.top.extend(b.top);
+        keep_top(&mut a.top);
+        Ok(a)
+    }
+
+    fn finish(mut s: Summary) -> Result<Summary, Error> {
+        keep_top(&mut s.top);
+        Ok(s)
+    }
+}
+
+flint_guest::export_map_reduce!(WordCount);

@@ -1,0 +1,317 @@
+//! Map/reduce jobs: typed records in, typed records out, the batches between them.
+//!
+//! A map task's records leave the guest in batches of the flat layout `flint:task/shuffle`
+//! describes (one host call per batch, never one per record); a job that combines
+//! (`MapReduce::COMBINE`) folds the values of each key in a table first, as Spark's
+//! `reduceByKey` does on the map side. A reduce task pulls its records back in batches
+//! and sees each key once, with its values as an iterator.
+
+use crate::map_reduce_bindings::flint::task::shuffle::{Emitter as WitEmitter, SortedInput};
+use crate::{Error, Partition};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+
+/// The layout's record header: partition, key length, value length (u32 LE each).
+const HEADER: usize = 12;
+/// A batch is sent once it holds this many bytes.
+const BATCH: usize = 1 << 20;
+/// A combining table is emitted once it holds this many keys (and at the task's end).
+const COMBINE_KEYS: usize = 1 << 16;
+/// What one reduce read asks for.
+const READ: u32 = 1 << 20;
+
+/// The partition a key goes to unless the job says otherwise: FNV-1a (64-bit) of the
+/// key's encoded bytes, modulo the partition count. Fixed: the same on every host and
+/// in every release, so a job's partitions never move under it.
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// A map/reduce job, as Spark's `map(..).reduceByKey(..)` or `groupByKey`: `map` emits
+/// `(key, value)` records for each input partition, the host moves them by key to
+/// `--reduce-partitions` reduce tasks, and `reduce` sees each key of its partition once,
+/// in order of the key's encoded bytes, with all its values. Each reduce task starts
+/// from [`MapReduce::empty`]; their outputs fold into the job's result with `merge` (in
+/// partition order: associative suffices) and `finish`.
+///
+/// Keys and values travel in postcard, so their types must not need a self-describing
+/// format. Keys are ordered by their encoded bytes: fixed-size integers and byte arrays
+/// keep their order big-endian (`u64::to_be_bytes`), strings are ordered by length
+/// first. Exported with [`crate::export_map_reduce!`].
+pub trait MapReduce: 'static {
+    type Key: Serialize + DeserializeOwned;
+    type Value: Serialize + DeserializeOwned;
+    /// What one reduce task produces; folded into the job's result.
+    type Output: Serialize + DeserializeOwned;
+    /// The job's result.
+    type Result: Serialize;
+
+    /// Whether `combine` folds a key's values on the map side (`reduceByKey`): set it
+    /// to `true` when combining is commutative and associative.
+    const COMBINE: bool = false;
+
+    /// Emits the records of one input partition.
+    fn map(input: Partition, out: &mut Emitter<Self>) -> Result<(), Error>
+    where
+        Self: Sized;
+
+    /// Folds `value` into `acc`, both values of one key (used when `COMBINE` is set).
+    fn combine(_acc: &mut Self::Value, _value: Self::Value) -> Result<(), Error> {
+        Err(Error::fatal("COMBINE is set but combine is not implemented"))
+    }
+
+    /// The reduce partition of a key, given its encoded bytes: [`stable_hash`] modulo
+    /// `partitions` unless the job knows better (a range partition for a total sort).
+    /// Must be below `partitions`.
+    fn partition(encoded: &[u8], partitions: u32) -> u32 {
+        (stable_hash(encoded) % u64::from(partitions)) as u32
+    }
+
+    /// A reduce task's output before any key.
+    fn empty() -> Self::Output;
+
+    /// Adds one key and all its values to the reduce task's output.
+    fn reduce(
+        key: Self::Key,
+        values: &mut Values<'_, Self::Value>,
+        out: &mut Self::Output,
+    ) -> Result<(), Error>;
+
+    /// Joins two reduce outputs (of adjacent partitions, left before right).
+    fn merge(a: Self::Output, b: Self::Output) -> Result<Self::Output, Error>;
+
+    /// The job's result from the folded outputs.
+    fn finish(acc: Self::Output) -> Result<Self::Result, Error>;
+}
+
+/// Where a map task's records go.
+pub struct Emitter<'a, J: MapReduce> {
+    out: &'a WitEmitter,
+    partitions: u32,
+    batch: Vec<u8>,
+    key: Vec<u8>,
+    /// For a combining job: values by encoded key, each with its partition.
+    table: HashMap<Vec<u8>, (u32, J::Value)>,
+}
+
+impl<J: MapReduce> Emitter<'_, J> {
+    /// The job's reduce partitions.
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// Emits one record (sent in batches). The key may be given borrowed (`&str` for a
+    /// `String` key): it is encoded, and borrowed forms encode as their owners do.
+    pub fn emit<Q>(&mut self, key: &Q, value: J::Value) -> Result<(), Error>
+    where
+        Q: Serialize + ?Sized,
+        J::Key: std::borrow::Borrow<Q>,
+    {
+        self.key.clear();
+        let key_bytes = postcard::to_extend(key, std::mem::take(&mut self.key))
+            .map_err(|e| Error::fatal(format!("cannot encode a key: {e}")))?;
+        self.key = key_bytes;
+        let partition = J::partition(&self.key, self.partitions);
+        if partition >= self.partitions {
+            return Err(Error::fatal(format!(
+                "partition() gave {partition} for a job of {} reduce partitions",
+                self.partitions
+            )));
+        }
+        if J::COMBINE {
+            if let Some((_, acc)) = self.table.get_mut(self.key.as_slice()) {
+                return J::combine(acc, value);
+            }
+            self.table.insert(self.key.clone(), (partition, value));
+            if self.table.len() >= COMBINE_KEYS {
+                self.drain_table()?;
+            }
+            return Ok(());
+        }
+        let key = std::mem::take(&mut self.key);
+        let result = self.push(partition, &key, &value);
+        self.key = key;
+        result
+    }
+
+    fn push(&mut self, partition: u32, key: &[u8], value: &J::Value) -> Result<(), Error> {
+        let start = self.batch.len();
+        self.batch.extend_from_slice(&partition.to_le_bytes());
+        self.batch.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.batch.extend_from_slice(&[0; 4]);
+        self.batch.extend_from_slice(key);
+        let before = self.batch.len();
+        self.batch = postcard::to_extend(value, std::mem::take(&mut self.batch))
+            .map_err(|e| Error::fatal(format!("cannot encode a value: {e}")))?;
+        let value_len = (self.batch.len() - before) as u32;
+        self.batch[start + 8..start + 12].copy_from_slice(&value_len.to_le_bytes());
+        if self.batch.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn drain_table(&mut self) -> Result<(), Error> {
+        for (key, (partition, value)) in std::mem::take(&mut self.table) {
+            self.push(partition, &key, &value)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), Error> {
+        if !self.batch.is_empty() {
+            self.out.emit(&self.batch).map_err(|e| Error { message: e.message, retryable: e.retryable })?;
+            self.batch.clear();
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn run_map<J: MapReduce>(input: Partition, out: &WitEmitter) -> Result<(), Error> {
+    let mut emitter = Emitter::<J> {
+        out,
+        partitions: out.partitions(),
+        batch: Vec::new(),
+        key: Vec::new(),
+        table: HashMap::new(),
+    };
+    J::map(input, &mut emitter)?;
+    emitter.drain_table()?;
+    emitter.flush()
+}
+
+/// A record's key and value, as encoded.
+type Record<'a> = (&'a [u8], &'a [u8]);
+
+/// A reduce task's records, read a batch at a time.
+struct Reader<'a> {
+    input: &'a SortedInput,
+    batch: Vec<u8>,
+    at: usize,
+    ended: bool,
+}
+
+impl Reader<'_> {
+    /// The next record's key and value, without moving past it.
+    fn peek(&mut self) -> Result<Option<Record<'_>>, Error> {
+        if self.at >= self.batch.len() {
+            if self.ended {
+                return Ok(None);
+            }
+            self.batch =
+                self.input.next(READ).map_err(|e| Error { message: e.message, retryable: e.retryable })?;
+            self.at = 0;
+            if self.batch.is_empty() {
+                self.ended = true;
+                return Ok(None);
+            }
+        }
+        let rest = &self.batch[self.at..];
+        let field = |i: usize| rest.get(i..i + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize);
+        let (Some(klen), Some(vlen)) = (field(4), field(8)) else {
+            return Err(Error::fatal("the host sent a cut record"));
+        };
+        let end = HEADER + klen + vlen;
+        if rest.len() < end {
+            return Err(Error::fatal("the host sent a cut record"));
+        }
+        Ok(Some((&rest[HEADER..HEADER + klen], &rest[HEADER + klen..end])))
+    }
+
+    fn advance(&mut self) {
+        let rest = &self.batch[self.at..];
+        let klen = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
+        let vlen = u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize;
+        self.at += HEADER + klen + vlen;
+    }
+}
+
+/// Records read in order: what [`Values`] walks.
+trait Records {
+    fn peek(&mut self) -> Result<Option<Record<'_>>, Error>;
+    fn advance(&mut self);
+}
+
+impl Records for Reader<'_> {
+    fn peek(&mut self) -> Result<Option<Record<'_>>, Error> {
+        Reader::peek(self)
+    }
+    fn advance(&mut self) {
+        Reader::advance(self)
+    }
+}
+
+/// The values of one key, pulled from the host as the reduce reads them.
+pub struct Values<'a, V> {
+    reader: &'a mut dyn Records,
+    key: &'a [u8],
+    error: Option<Error>,
+    _value: std::marker::PhantomData<V>,
+}
+
+impl<V: DeserializeOwned> Iterator for Values<'_, V> {
+    type Item = V;
+
+    fn next(&mut self) -> Option<V> {
+        if self.error.is_some() {
+            return None;
+        }
+        let value = match self.reader.peek() {
+            Ok(Some((key, value))) if key == self.key => {
+                postcard::from_bytes(value).map_err(|e| Error::fatal(format!("cannot decode a value: {e}")))
+            }
+            Ok(_) => return None,
+            Err(e) => Err(e),
+        };
+        match value {
+            Ok(value) => {
+                self.reader.advance();
+                Some(value)
+            }
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+}
+
+pub(crate) fn run_reduce<J: MapReduce>(_partition: u32, input: &SortedInput) -> Result<J::Output, Error> {
+    let mut reader = Reader { input, batch: Vec::new(), at: 0, ended: false };
+    let mut out = J::empty();
+    loop {
+        let key_bytes = match reader.peek()? {
+            Some((key, _)) => key.to_vec(),
+            None => return Ok(out),
+        };
+        let key: J::Key = postcard::from_bytes(&key_bytes)
+            .map_err(|e| Error::fatal(format!("cannot decode a key: {e}")))?;
+        // The iterator borrows the reader for this key only; whatever values the
+        // reduce left unread are skipped after it.
+        let error = {
+            let mut values = Values::<J::Value> {
+                reader: &mut reader,
+                key: &key_bytes,
+                error: None,
+                _value: std::marker::PhantomData,
+            };
+            let result = J::reduce(key, &mut values, &mut out);
+            result.err().or(values.error)
+        };
+        if let Some(e) = error {
+            return Err(e);
+        }
+        while let Some((key, _)) = reader.peek()? {
+            if key != key_bytes.as_slice() {
+                break;
+            }
+            reader.advance();
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! What the control core is told ([`Event`]) and what it decides ([`Action`]), and a
+//! running job's counts.
+
+use crate::registry::{ExecutorInfo, Incarnation};
+use crate::scheduler::Decided;
+use flint_proto::{Attempt, ExecutorId, JobError, JobId, TaskFailure};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    Registered {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        info: ExecutorInfo,
+    },
+    Heartbeat {
+        id: ExecutorId,
+        incarnation: Incarnation,
+    },
+    /// The executor finishes what it runs and takes nothing new.
+    Draining {
+        id: ExecutorId,
+        incarnation: Incarnation,
+    },
+    /// The executor is gone (its connection closed, its process exited): its attempts
+    /// run elsewhere without counting as failures.
+    Lost {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        reason: String,
+    },
+    JobSubmitted {
+        job: JobId,
+        tasks: u32,
+        max_failures: u32,
+        /// A recurring job's period: each run's time against it sizes the fleet.
+        period: Option<Duration>,
+        /// A map/reduce job's (maps, reduces): its first `maps` tasks write a shuffle
+        /// the next `reduces` read, and those wait until every map output is there.
+        shuffle: Option<(u32, u32)>,
+    },
+    /// A map task's attempt succeeded: its output is on the executor, `status` says
+    /// what it holds.
+    MapSucceeded {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+        elapsed: Duration,
+        status: flint_proto::MapStatus,
+    },
+    TaskSucceeded {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+        elapsed: Duration,
+    },
+    TaskFailed {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+        failure: TaskFailure,
+    },
+    /// The attempt succeeded and the executor holds its output combined with others
+    /// (see `scheduler::Input::TaskCombined`).
+    TaskCombined {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+        elapsed: Duration,
+    },
+    /// A partial result of combined outputs arrived (its bytes are in).
+    Partial {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+    },
+    /// The executor lost combined outputs (or its partial could not be fetched).
+    CombinedLost {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        tasks: Vec<u32>,
+    },
+    CancelJob {
+        job: JobId,
+        reason: String,
+    },
+    /// A process (or pod) the backend started for `id` ended, for `reason`: a
+    /// registered executor is removed with it; one that never registered failed to
+    /// start.
+    BackendExited {
+        id: ExecutorId,
+        reason: String,
+    },
+    /// The start of `id` is under way and not stuck (its pod waits for a node or an
+    /// image, or its process runs): it has the whole bootstrap timeout again from now.
+    /// A pod waiting for room is thus never abandoned for being slow to schedule, as
+    /// long as its backend keeps seeing it wait.
+    BackendProgress {
+        id: ExecutorId,
+    },
+    /// A token fetch brought this token; `now_ms` is the wall clock now.
+    TokenObtained {
+        token: flint_proto::Token,
+        now_ms: u64,
+    },
+    /// A token fetch for `service` failed.
+    TokenFailed {
+        service: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// A task done, lost or retried, a partial result accepted, an executor excluded:
+    /// as the scheduler decided it.
+    Decided(Decided),
+    /// Run these attempts on the executor (one batch per executor per event).
+    Launch {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        attempts: Vec<Attempt>,
+    },
+    Kill {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        attempt: Attempt,
+    },
+    /// Ask the executor for the partial results it holds for the job.
+    Collect {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+    },
+    /// The attempt's failure was accepted (it is in the job's record).
+    TaskFailed {
+        attempt: Attempt,
+        executor: ExecutorId,
+        failure: TaskFailure,
+    },
+    /// The executor's life ended: drop its link. Sent for every removal, whoever
+    /// noticed it.
+    ExecutorRemoved {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        reason: String,
+    },
+    /// Every task of the job succeeded; `counts` are its final counts.
+    JobSucceeded {
+        job: JobId,
+        counts: JobCounts,
+    },
+    JobFailed {
+        job: JobId,
+        reason: JobError,
+        counts: JobCounts,
+    },
+    /// Ask the backend for executors with these ids.
+    StartExecutors {
+        ids: Vec<ExecutorId>,
+    },
+    /// A start that did not register in time counts as failed: the backend stops it, so
+    /// that it cannot register later unasked.
+    AbandonStart {
+        executor: ExecutorId,
+    },
+    /// Tell an idle executor to leave (dynamic allocation gives it back).
+    Decommission {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+    },
+    /// Fetch a new token for `service` from its provider (renewal is due).
+    FetchToken {
+        service: String,
+    },
+    /// The valid tokens changed (one renewed, or one expired unrenewed): hand these to
+    /// every executor.
+    TokensChanged {
+        tokens: Vec<flint_proto::Token>,
+    },
+    /// A fetch failed; the next try is in `wait`.
+    TokenRetry {
+        service: String,
+        failures: u32,
+        wait: Duration,
+    },
+}
+
+/// A running job's counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    pub tasks: u32,
+    pub done: u32,
+    /// Tasks with an attempt on an executor now.
+    pub running: u32,
+    /// Attempts launched, retries included.
+    pub attempts: u32,
+    /// Attempts that failed (losses of executors excluded).
+    pub failed_attempts: u32,
+    /// Map outputs lost (their executor gone, or unreadable), so those maps ran again.
+    pub maps_rerun: u32,
+}

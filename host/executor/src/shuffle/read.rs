@@ -1,0 +1,105 @@
+//! Reading map outputs back: a partition's stored slices from this executor's files,
+//! checked against the CRCs their index holds, and the seam through which a reduce
+//! task fetches slices other executors hold.
+
+use super::files::{INDEX_MAGIC, ShuffleFiles};
+use flint_proto::{JobId, MapSource};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::time::Instant;
+
+/// One map's stored slice of a reduce partition: zstd-compressed framed records and the
+/// CRC-32 the map's index holds for them. The reader checks the CRC before it
+/// decompresses, so a slice corrupted on disk or on the way is caught where it is read.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Slice {
+    pub map: u32,
+    pub crc: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl std::fmt::Debug for Slice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Slice {{ map: {}, crc: {:08x}, {} bytes }}", self.map, self.crc, self.bytes.len())
+    }
+}
+
+impl Slice {
+    pub fn intact(&self) -> bool {
+        crc32fast::hash(&self.bytes) == self.crc
+    }
+}
+
+/// Why map outputs could not be read: the maps, and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct FetchError {
+    pub maps: Vec<u32>,
+    pub reason: String,
+}
+
+/// Fetches the slices of a reduce partition that another executor holds: one request
+/// per holder, carrying every map it holds for the partition.
+pub trait ShuffleFetch: Send + Sync {
+    fn fetch(
+        &self,
+        job: JobId,
+        token: &[u8; 32],
+        partition: u32,
+        source: &MapSource,
+        deadline: Instant,
+    ) -> Result<Vec<Slice>, FetchError>;
+}
+
+impl ShuffleFiles {
+    /// The stored slices of `partition` from `maps`' outputs here. A map whose files
+    /// are missing or unreadable fails the read, named.
+    pub fn read_slices(&self, job: JobId, partition: u32, maps: &[u32]) -> Result<Vec<Slice>, FetchError> {
+        let mut slices = Vec::with_capacity(maps.len());
+        let mut failed = Vec::new();
+        let mut reason = String::new();
+        for &map in maps {
+            match self.read_slice(job, partition, map) {
+                Ok(slice) => slices.push(slice),
+                Err(e) => {
+                    if failed.is_empty() {
+                        reason = format!("map {map}'s output: {e}");
+                    }
+                    failed.push(map);
+                }
+            }
+        }
+        match failed.is_empty() {
+            true => Ok(slices),
+            false => Err(FetchError { maps: failed, reason }),
+        }
+    }
+
+    fn read_slice(&self, job: JobId, partition: u32, map: u32) -> std::io::Result<Slice> {
+        let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+        let (data_path, index_path) = self.paths(job, map);
+        let index = std::fs::read(&index_path)?;
+        if index.len() < 12 || &index[..8] != INDEX_MAGIC {
+            return Err(invalid("its index is not a shuffle index"));
+        }
+        let reduces = u32::from_le_bytes(index[8..12].try_into().expect("4 bytes"));
+        let want = 12 + (reduces as usize + 1) * 8 + reduces as usize * 4;
+        if index.len() != want || partition >= reduces {
+            return Err(invalid("its index does not match the job's partitions"));
+        }
+        let offset =
+            |i: usize| u64::from_le_bytes(index[12 + i * 8..20 + i * 8].try_into().expect("8 bytes"));
+        let (start, end) = (offset(partition as usize), offset(partition as usize + 1));
+        let crcs = 12 + (reduces as usize + 1) * 8;
+        let at = crcs + partition as usize * 4;
+        let crc = u32::from_le_bytes(index[at..at + 4].try_into().expect("4 bytes"));
+        if end < start {
+            return Err(invalid("its index is out of order"));
+        }
+        let mut file = File::open(&data_path)?;
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = vec![0; (end - start) as usize];
+        file.read_exact(&mut bytes)?;
+        Ok(Slice { map, crc, bytes })
+    }
+}

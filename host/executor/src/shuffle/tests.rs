@@ -1,0 +1,149 @@
+//! Map outputs written, spilled, read back and checked, on a real folder.
+
+use super::files::ShuffleFiles;
+use super::merge::SortedRuns;
+use super::write::MapWriter;
+use flint_proto::JobId;
+use flint_runtime::RecordSink;
+use std::io::Cursor;
+
+const JOB: JobId = JobId(7);
+
+/// `n` records over `reduces` partitions, in the guest's layout, in batches of about
+/// 64 KiB; keys repeat so that a key's values come from several batches.
+fn batches(n: u32, reduces: u32) -> Vec<Vec<u8>> {
+    let mut out = vec![Vec::new()];
+    for i in 0..n {
+        let key = format!("key-{:05}", (i.wrapping_mul(2_654_435_761)) % 5_000);
+        let value = i.to_le_bytes();
+        let partition = crc32fast::hash(key.as_bytes()) % reduces;
+        let batch = out.last_mut().unwrap();
+        batch.extend_from_slice(&partition.to_le_bytes());
+        batch.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        batch.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        batch.extend_from_slice(key.as_bytes());
+        batch.extend_from_slice(&value);
+        if batch.len() > 64 << 10 {
+            out.push(Vec::new());
+        }
+    }
+    out
+}
+
+/// A partition's records, merged from the slices read back, in order.
+fn records(files: &ShuffleFiles, partition: u32, maps: &[u32]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let slices = files.read_slices(JOB, partition, maps).unwrap();
+    let mut runs = SortedRuns::new(partition);
+    for slice in slices {
+        assert!(slice.intact(), "{slice:?}");
+        runs.push(zstd::Decoder::new(Cursor::new(slice.bytes)).unwrap()).unwrap();
+    }
+    let mut out = Vec::new();
+    while runs.pop(|k, v| out.push((k.to_vec(), v.to_vec()))).unwrap() {}
+    out
+}
+
+#[test]
+fn a_map_that_spills_writes_what_one_that_does_not_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ShuffleFiles::new(&[dir.path().join("a"), dir.path().join("b")]).unwrap();
+    let input = batches(200_000, 4);
+    // 1 MiB of budget for about 4 MiB of records: several sorted runs, merged at the end.
+    let mut spilling = MapWriter::new(files.clone(), JOB, 0, 4, 1 << 20);
+    let mut whole = MapWriter::new(files.clone(), JOB, 1, 4, 1 << 30);
+    for batch in &input {
+        spilling.emit(batch).unwrap();
+        whole.emit(batch).unwrap();
+    }
+    assert!(spilling.spills.len() >= 3, "{} runs", spilling.spills.len());
+    let (a, b) = (spilling.finish().unwrap(), whole.finish().unwrap());
+    assert_eq!(a.records, 200_000);
+    assert_eq!(a.digest, b.digest, "the same records in the same order");
+    assert_eq!(a.sizes.len(), 4);
+    for partition in 0..4 {
+        let got = records(&files, partition, &[0]);
+        assert_eq!(got, records(&files, partition, &[1]));
+        assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "partition {partition} in key order");
+        // A key's values stay in the order they were emitted.
+        for run in got.chunk_by(|x, y| x.0 == y.0) {
+            let values: Vec<u32> =
+                run.iter().map(|(_, v)| u32::from_le_bytes(v[..4].try_into().unwrap())).collect();
+            assert!(values.is_sorted(), "{values:?}");
+        }
+    }
+    let total: usize = (0..4).map(|p| records(&files, p, &[0]).len()).sum();
+    assert_eq!(total, 200_000);
+    // Both maps' slices merge, map 0's first among equal keys.
+    let both = records(&files, 2, &[0, 1]);
+    assert_eq!(both.len(), 2 * records(&files, 2, &[0]).len());
+    assert!(both.windows(2).all(|w| w[0].0 <= w[1].0));
+    // The spills are gone; the job's files go with the job.
+    assert!(
+        !files.spill_dir(JOB, 0).exists()
+            || std::fs::read_dir(files.spill_dir(JOB, 0)).unwrap().next().is_none()
+    );
+    assert_eq!(files.count_files(), 4, "a data file and an index per map");
+    files.drop_job(JOB);
+    assert_eq!(files.count_files(), 0);
+}
+
+#[test]
+fn a_batch_that_lies_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
+    let mut writer = MapWriter::new(files, JOB, 0, 2, 1 << 20);
+    let good = batches(10, 2).remove(0);
+    let mut bad_partition = good.clone();
+    bad_partition.extend_from_slice(&2u32.to_le_bytes());
+    bad_partition.extend_from_slice(&[0; 8]);
+    let mut too_long = good.clone();
+    too_long.extend_from_slice(&0u32.to_le_bytes());
+    too_long.extend_from_slice(&u32::MAX.to_le_bytes());
+    too_long.extend_from_slice(&u32::MAX.to_le_bytes());
+    let cut = good[..good.len() - 1].to_vec();
+    let header_cut = [good.as_slice(), &[0, 0, 0]].concat();
+    for (what, batch) in
+        [("partition", bad_partition), ("length", too_long), ("cut", cut), ("header", header_cut)]
+    {
+        let e = writer.emit(&batch).unwrap_err();
+        assert!(!e.retryable, "{what}: {e}");
+    }
+    assert_eq!(writer.records, 0, "nothing of a refused batch is kept");
+    writer.emit(&good).unwrap();
+    assert_eq!(writer.finish().unwrap().records, 10);
+}
+
+#[test]
+fn a_slice_corrupted_on_disk_fails_its_checksum_and_a_missing_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
+    let mut writer = MapWriter::new(files.clone(), JOB, 3, 1, 1 << 20);
+    for batch in batches(1_000, 1) {
+        writer.emit(&batch).unwrap();
+    }
+    writer.finish().unwrap();
+    let (data, _) = files.paths(JOB, 3);
+    let mut bytes = std::fs::read(&data).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&data, bytes).unwrap();
+    let slices = files.read_slices(JOB, 0, &[3]).unwrap();
+    assert!(!slices[0].intact());
+    let e = files.read_slices(JOB, 0, &[3, 4]).unwrap_err();
+    assert_eq!(e.maps, [4]);
+}
+
+#[test]
+fn a_new_executor_deletes_what_a_dead_one_left_and_not_what_a_live_one_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
+    let dead = dir.path().join("flint-shuffle-00000000000000aa");
+    std::fs::create_dir_all(dead.join("job-1")).unwrap();
+    std::fs::write(dead.join("lock"), b"").unwrap();
+    let other = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
+    assert!(!dead.exists());
+    assert!(live.dirs()[0].exists(), "a live executor's folder stays");
+    drop(other);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+}

@@ -1,0 +1,281 @@
+//! A map task's records, from the guest's batches to one sorted data file and its
+//! index: kept in memory up to the task's shuffle budget, spilled as sorted runs past
+//! it, and merged once at the end.
+
+use super::files::{INDEX_MAGIC, ShuffleFiles};
+use super::merge::{FRAME, SortedRuns};
+use flint_proto::{JobId, MapStatus};
+use flint_runtime::{RECORD_HEADER, RecordSink, ShuffleError};
+use sha2::{Digest as _, Sha256};
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+
+/// zstd's fastest level: the shuffle is bound by CPU on these machines, not by disk.
+const LEVEL: i32 = 1;
+
+/// Each record kept in memory costs its bytes and one index entry.
+const ENTRY: usize = std::mem::size_of::<(u32, usize)>();
+
+/// A map task's output while it is written.
+pub struct MapWriter {
+    files: ShuffleFiles,
+    job: JobId,
+    map: u32,
+    reduces: u32,
+    /// Bytes of records (and their index) kept in memory before a spill.
+    budget: usize,
+    /// Records as the guest laid them out (header, key, value), in emit order.
+    data: Vec<u8>,
+    /// (partition, offset into `data`) for each record.
+    index: Vec<(u32, usize)>,
+    /// Sorted runs on disk: the file and each partition's byte range in it.
+    pub(super) spills: Vec<(PathBuf, Vec<u64>)>,
+    pub(super) records: u64,
+}
+
+/// Reads a record's three header fields at `at` (checked by `emit`).
+fn header(data: &[u8], at: usize) -> (u32, usize, usize) {
+    let field = |i: usize| u32::from_le_bytes(data[at + i..at + i + 4].try_into().expect("4 bytes"));
+    (field(0), field(4) as usize, field(8) as usize)
+}
+
+fn key_of(data: &[u8], at: usize) -> &[u8] {
+    let (_, klen, _) = header(data, at);
+    &data[at + RECORD_HEADER..at + RECORD_HEADER + klen]
+}
+
+fn host_error(what: &str, e: io::Error) -> ShuffleError {
+    ShuffleError { message: format!("{what}: {e}"), retryable: true }
+}
+
+impl MapWriter {
+    pub fn new(files: ShuffleFiles, job: JobId, map: u32, reduces: u32, budget: usize) -> MapWriter {
+        MapWriter {
+            files,
+            job,
+            map,
+            reduces,
+            budget: budget.max(1 << 20),
+            data: Vec::new(),
+            index: Vec::new(),
+            spills: Vec::new(),
+            records: 0,
+        }
+    }
+
+    /// Sorts what is in memory by (partition, key), stable, so values of one key stay
+    /// in the order they were emitted.
+    fn sort(&mut self) {
+        let data = &self.data;
+        self.index.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| key_of(data, a.1).cmp(key_of(data, b.1))));
+    }
+
+    /// Writes the sorted records in memory as one zstd frame per partition into `out`,
+    /// returning each partition's start offset (and the end), and feeding each
+    /// partition's framed bytes to `seen`.
+    fn write_sorted(
+        &mut self,
+        out: &mut impl Write,
+        mut seen: impl FnMut(u32, &[u8]),
+    ) -> io::Result<Vec<u64>> {
+        self.sort();
+        let mut offsets = Vec::with_capacity(self.reduces as usize + 1);
+        let mut written = 0u64;
+        let mut at = 0;
+        let mut frame = Vec::new();
+        for partition in 0..self.reduces {
+            offsets.push(written);
+            frame.clear();
+            while let Some(&(p, offset)) = self.index.get(at) {
+                if p != partition {
+                    break;
+                }
+                let (_, klen, vlen) = header(&self.data, offset);
+                frame.extend_from_slice(&self.data[offset + 4..offset + RECORD_HEADER]);
+                frame.extend_from_slice(
+                    &self.data[offset + RECORD_HEADER..offset + RECORD_HEADER + klen + vlen],
+                );
+                at += 1;
+            }
+            if !frame.is_empty() {
+                seen(partition, &frame);
+                let stored = zstd::bulk::compress(&frame, LEVEL)?;
+                out.write_all(&stored)?;
+                written += stored.len() as u64;
+            }
+        }
+        offsets.push(written);
+        self.data = Vec::new();
+        self.index = Vec::new();
+        Ok(offsets)
+    }
+
+    fn spill(&mut self) -> Result<(), ShuffleError> {
+        let dir = self.files.spill_dir(self.job, self.map);
+        std::fs::create_dir_all(&dir).map_err(|e| host_error("cannot make the spill folder", e))?;
+        let path = dir.join(format!("run-{}-{}", self.spills.len(), rand::random::<u64>()));
+        let file = File::create(&path).map_err(|e| host_error("cannot spill", e))?;
+        let mut out = BufWriter::new(file);
+        let offsets = self.write_sorted(&mut out, |_, _| {}).map_err(|e| host_error("cannot spill", e))?;
+        out.flush().map_err(|e| host_error("cannot spill", e))?;
+        tracing::debug!(
+            map = self.map,
+            run = self.spills.len(),
+            bytes = offsets.last().copied().unwrap_or(0),
+            "spilled a sorted run"
+        );
+        self.spills.push((path, offsets));
+        Ok(())
+    }
+
+    /// Ends the map: one data file and its index, renamed into place whole.
+    pub fn finish(mut self) -> Result<MapStatus, ShuffleError> {
+        let (data_path, index_path) = self.files.paths(self.job, self.map);
+        let dir = data_path.parent().expect("a job folder").to_owned();
+        std::fs::create_dir_all(&dir).map_err(|e| host_error("cannot make the shuffle folder", e))?;
+        let tag = rand::random::<u64>();
+        let tmp_data = dir.join(format!("map-{}.data.{tag:x}", self.map));
+        let result = self.write_files(&tmp_data);
+        for (path, _) in &self.spills {
+            let _ = std::fs::remove_file(path);
+        }
+        let (offsets, digest) = match result {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp_data);
+                return Err(host_error("cannot write the map output", e));
+            }
+        };
+        let crcs =
+            slice_crcs(&tmp_data, &offsets).map_err(|e| host_error("cannot read back the map output", e))?;
+        let mut index = Vec::with_capacity(16 + offsets.len() * 8 + crcs.len() * 4);
+        index.extend_from_slice(INDEX_MAGIC);
+        index.extend_from_slice(&self.reduces.to_le_bytes());
+        offsets.iter().for_each(|o| index.extend_from_slice(&o.to_le_bytes()));
+        crcs.iter().for_each(|c| index.extend_from_slice(&c.to_le_bytes()));
+        let tmp_index = dir.join(format!("map-{}.index.{tag:x}", self.map));
+        let placed = std::fs::write(&tmp_index, &index)
+            .and_then(|()| std::fs::rename(&tmp_data, &data_path))
+            .and_then(|()| std::fs::rename(&tmp_index, &index_path));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp_data);
+            let _ = std::fs::remove_file(&tmp_index);
+            return Err(host_error("cannot place the map output", e));
+        }
+        let sizes = offsets.windows(2).map(|w| w[1] - w[0]).collect();
+        Ok(MapStatus { sizes, digest, records: self.records })
+    }
+
+    /// Writes the data file: straight from memory, or by merging the spilled runs
+    /// (what is still in memory spilled last). Returns the partitions' offsets and the
+    /// digest of the framed records.
+    fn write_files(&mut self, path: &PathBuf) -> io::Result<(Vec<u64>, [u8; 32])> {
+        let mut out = BufWriter::new(File::create(path)?);
+        let mut digest = Sha256::new();
+        let mut seen = |partition: u32, frame: &[u8]| {
+            digest.update(partition.to_le_bytes());
+            digest.update((frame.len() as u64).to_le_bytes());
+            digest.update(frame);
+        };
+        let offsets = if self.spills.is_empty() {
+            self.write_sorted(&mut out, &mut seen)?
+        } else {
+            if !self.index.is_empty() {
+                self.spill().map_err(|e| io::Error::other(e.message))?;
+            }
+            let mut offsets = Vec::with_capacity(self.reduces as usize + 1);
+            let mut written = 0u64;
+            let mut frame = Vec::new();
+            for partition in 0..self.reduces as usize {
+                offsets.push(written);
+                let mut runs = SortedRuns::new(partition as u32);
+                for (run, bounds) in &self.spills {
+                    let (start, end) = (bounds[partition], bounds[partition + 1]);
+                    if end > start {
+                        let mut file = File::open(run)?;
+                        file.seek(SeekFrom::Start(start))?;
+                        runs.push(zstd::Decoder::new(file.take(end - start))?)?;
+                    }
+                }
+                // One partition's records framed in memory, then compressed: a
+                // partition of one map is what a reducer reads whole anyway.
+                frame.clear();
+                while runs.pop(|key, value| {
+                    frame.extend_from_slice(&(key.len() as u32).to_le_bytes());
+                    frame.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                    frame.extend_from_slice(key);
+                    frame.extend_from_slice(value);
+                })? {}
+                if !frame.is_empty() {
+                    seen(partition as u32, &frame);
+                    let stored = zstd::bulk::compress(&frame, LEVEL)?;
+                    out.write_all(&stored)?;
+                    written += stored.len() as u64;
+                }
+            }
+            offsets.push(written);
+            offsets
+        };
+        out.flush()?;
+        out.get_ref().sync_data().ok();
+        Ok((offsets, digest.finalize().into()))
+    }
+}
+
+/// The CRC-32 of each stored slice, read back from the file as written.
+fn slice_crcs(path: &PathBuf, offsets: &[u64]) -> io::Result<Vec<u32>> {
+    let mut file = File::open(path)?;
+    let mut crcs = Vec::with_capacity(offsets.len().saturating_sub(1));
+    let mut buf = Vec::new();
+    for w in offsets.windows(2) {
+        buf.resize((w[1] - w[0]) as usize, 0);
+        file.read_exact(&mut buf)?;
+        crcs.push(crc32fast::hash(&buf));
+    }
+    Ok(crcs)
+}
+
+impl RecordSink for MapWriter {
+    fn partitions(&self) -> u32 {
+        self.reduces
+    }
+
+    fn emit(&mut self, batch: &[u8]) -> Result<(), ShuffleError> {
+        // The whole batch is checked before any of it is kept.
+        let bad = |message: String| ShuffleError { message, retryable: false };
+        let base = self.data.len();
+        let mut at = 0;
+        let mut entries = Vec::new();
+        while at < batch.len() {
+            if batch.len() - at < RECORD_HEADER {
+                return Err(bad(format!("a batch ends inside a record header at byte {at}")));
+            }
+            let (partition, klen, vlen) = header(batch, at);
+            if partition >= self.reduces {
+                return Err(bad(format!(
+                    "a record for partition {partition}, but the job has {} reduce partitions",
+                    self.reduces
+                )));
+            }
+            let end = at.checked_add(RECORD_HEADER + klen).and_then(|e| e.checked_add(vlen));
+            match end {
+                Some(end) if end <= batch.len() => {
+                    entries.push((partition, base + at));
+                    at = end;
+                }
+                _ => return Err(bad(format!("a record at byte {at} runs past the end of its batch"))),
+            }
+        }
+        self.records += entries.len() as u64;
+        self.data.extend_from_slice(batch);
+        self.index.extend(entries);
+        if self.data.len() + self.index.len() * ENTRY > self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+}
+
+/// The framed bytes per record on disk, beside the header the guest sends.
+const _: () = assert!(FRAME + 4 == RECORD_HEADER);

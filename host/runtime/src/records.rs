@@ -1,0 +1,61 @@
+//! The host side of `flint:task/shuffle`: a map task's `emitter` and a reduce task's
+//! `sorted-input` (their host calls are `host`'s). The runtime only carries batches between the guest and what the
+//! executor gives a call (a [`RecordSink`] or a [`RecordSource`]); sorting, spilling and
+//! fetching are the executor's.
+
+use std::any::Any;
+
+/// A record's header: partition, key length, value length, each a little-endian u32.
+pub const RECORD_HEADER: usize = 12;
+
+/// The most bytes one `next` call hands a reduce task, whatever it asks for.
+pub(crate) const MAX_NEXT: usize = 16 << 20;
+
+/// Why a batch could not be taken or given: the task fails with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ShuffleError {
+    pub message: String,
+    /// False when the guest sent what no retry mends (a malformed batch, a partition
+    /// out of range); true for the host's own trouble (a full disk).
+    pub retryable: bool,
+}
+
+/// Takes a map task's batches (each checked whole before any of it is kept).
+pub trait RecordSink: Any + Send {
+    /// The job's reduce partitions.
+    fn partitions(&self) -> u32;
+    fn emit(&mut self, batch: &[u8]) -> Result<(), ShuffleError>;
+}
+
+/// Gives a reduce task its records in key order, whole records up to about `max`
+/// bytes a batch (at least one), and an empty batch at the end.
+pub trait RecordSource: Any + Send {
+    fn next(&mut self, max: usize) -> Result<Vec<u8>, ShuffleError>;
+}
+
+/// What the running call reads or writes, if it is a map or a reduce.
+#[derive(Default)]
+pub enum Records {
+    #[default]
+    None,
+    Sink(Box<dyn RecordSink>),
+    Source(Box<dyn RecordSource>),
+}
+
+/// The `emitter` a map call is given: a handle to the store's [`Records::Sink`].
+pub struct Emitter;
+
+/// The `sorted-input` a reduce call is given: a handle to the store's
+/// [`Records::Source`].
+pub struct SortedInput;
+
+impl Records {
+    /// The sink given to a map call, back as its own type.
+    pub fn into_sink<S: RecordSink>(self) -> Option<S> {
+        match self {
+            Records::Sink(sink) => (sink as Box<dyn Any>).downcast::<S>().ok().map(|s| *s),
+            _ => None,
+        }
+    }
+}

@@ -849,6 +849,7 @@ async fn simulated_executor(
         pid: std::process::id(),
         attributes: Default::default(),
         log_urls: Default::default(),
+        shuffle: None,
     };
     write_frame(&mut send, &ExecutorMessage::Register(registration)).await.unwrap();
     let Some(DriverMessage::Registered { .. }) = read_frame::<DriverMessage>(&mut recv).await.unwrap() else {

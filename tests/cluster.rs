@@ -390,6 +390,7 @@ fn garbage_on_the_driver_port_harms_no_one() {
             pid: 1,
             attributes: Default::default(),
             log_urls: Default::default(),
+            shuffle: None,
         };
         flint_net::write_frame(&mut send, &ExecutorMessage::Register(greedy)).await.unwrap();
         let answer = flint_net::read_frame::<DriverMessage>(&mut recv).await.unwrap();
@@ -1405,6 +1406,7 @@ impl Spy {
             pid: 1,
             attributes: Default::default(),
             log_urls: Default::default(),
+            shuffle: None,
         };
         flint_net::write_frame(&mut send, &ExecutorMessage::Register(registration)).await.unwrap();
         let answer = flint_net::read_frame::<DriverMessage>(&mut recv).await.unwrap();

@@ -58,6 +58,10 @@ impl MapReduce for WordCount {
     }
 
     fn empty() -> Summary {
+        // `reduce_pause_ms` (default 0) holds each reduce task back after it has its
+        // input: time to watch a shuffle recover from a lost executor.
+        let pause: u64 = flint_guest::config_or("reduce_pause_ms", 0).unwrap_or(0);
+        std::thread::sleep(std::time::Duration::from_millis(pause));
         Summary::default()
     }
 

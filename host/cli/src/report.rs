@@ -32,6 +32,7 @@ pub fn json(report: &JobReport) -> Value {
         "status": if report.outcome.is_ok() { "succeeded" } else { "failed" },
         "tasks": report.tasks,
         "attempts": report.attempts,
+        "maps_rerun": report.maps_rerun,
         "task_failures": report.failures.iter().map(|f| json!({
             "task": f.task,
             "attempt": f.attempt,
@@ -83,6 +84,12 @@ pub fn human(report: &JobReport) -> String {
                 report.attempts,
                 report.failures.len() + report.failures_dropped as usize
             ));
+            if report.maps_rerun > 0 {
+                text.push_str(&format!(
+                    "{} map tasks ran again: their outputs were lost with an executor or could not be read\n",
+                    report.maps_rerun
+                ));
+            }
             render(&result_value(bytes), 0, &mut text);
             text.push('\n');
         }

@@ -34,6 +34,11 @@ pub trait ExecutorLink: Send + Sync {
     fn fetch(&self, block: BlockRef) -> Fetch;
     /// The driver removed this executor: end the link.
     fn close(&self, reason: &str);
+    /// Where the executor serves its map outputs to its peers, if it does over the
+    /// network (in-process executors are reached in-process).
+    fn shuffle_endpoint(&self) -> Option<flint_proto::ShuffleEndpoint> {
+        None
+    }
 }
 
 /// Where a channel-fed executor's blocks come from, and how its transport ends.
@@ -56,11 +61,18 @@ pub trait Blocks: Send + Sync {
 pub struct ChannelLink<B> {
     commands: mpsc::UnboundedSender<ExecutorCommand>,
     blocks: B,
+    shuffle: Option<flint_proto::ShuffleEndpoint>,
 }
 
 impl<B: Blocks> ChannelLink<B> {
     pub fn new(commands: mpsc::UnboundedSender<ExecutorCommand>, blocks: B) -> ChannelLink<B> {
-        ChannelLink { commands, blocks }
+        ChannelLink { commands, blocks, shuffle: None }
+    }
+
+    /// An executor that serves its map outputs to peers there.
+    pub fn with_shuffle(mut self, endpoint: Option<flint_proto::ShuffleEndpoint>) -> ChannelLink<B> {
+        self.shuffle = endpoint;
+        self
     }
 
     fn send(&self, command: ExecutorCommand) {
@@ -70,6 +82,10 @@ impl<B: Blocks> ChannelLink<B> {
 }
 
 impl<B: Blocks> ExecutorLink for ChannelLink<B> {
+    fn shuffle_endpoint(&self) -> Option<flint_proto::ShuffleEndpoint> {
+        self.shuffle.clone()
+    }
+
     fn launch(&self, batch: Vec<TaskLaunch>) {
         self.send(ExecutorCommand::Launch(batch));
     }

@@ -294,7 +294,10 @@ async fn serve_executor(
         memory: registration.memory,
         slots: registration.slots,
     };
-    let link = Arc::new(ChannelLink::new(commands, QuicBlocks(connection.clone())));
+    // The address is the executor's word; peers pin the fingerprint beside it, and
+    // what they read there is checked slice by slice.
+    let shuffle = registration.shuffle.filter(|s| s.address.len() <= 256);
+    let link = Arc::new(ChannelLink::new(commands, QuicBlocks(connection.clone())).with_shuffle(shuffle));
     driver.executor_up(id.clone(), incarnation, info, link).await;
 
     // Commands out: a job's descriptor goes once, before its first launch here.

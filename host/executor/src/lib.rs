@@ -6,6 +6,7 @@ pub mod blocks;
 mod core;
 pub mod inputs;
 pub mod lifecycle;
+pub mod peers;
 pub mod remote;
 pub mod shuffle;
 mod source;

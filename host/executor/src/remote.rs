@@ -5,22 +5,25 @@
 use crate::core::ExecutorCore;
 use crate::inputs::InputReader;
 use crate::lifecycle::{self, Ended, Outbound};
+use crate::peers::{PeerFetch, serve_peers};
 use crate::shuffle::files::{ShuffleFiles, local_dirs};
 use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
-    read_payload_exact, write_frame, write_payload,
+    read_payload_exact, server_endpoint, write_frame, write_payload,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
     Registration, Rejection, Request, Role,
 };
 use flint_proto::{
-    Conf, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, Settings, TaskLaunch, Token,
+    Conf, Digest, ExecutorCommand, ExecutorId, JobDescriptor, JobId, Settings, ShuffleEndpoint, TaskLaunch,
+    Token,
 };
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -207,6 +210,7 @@ pub async fn run_executor(
                 .with_shuffle(shuffle),
         );
         core.set_tokens(app.tokens.clone());
+        let shuffle = serve_map_outputs(&options, &connection, &settings, &core)?;
         let registration = Registration {
             host: options.hostname.clone(),
             cores: settings.executor_cores,
@@ -215,6 +219,7 @@ pub async fn run_executor(
             pid: std::process::id(),
             attributes: options.attributes.clone(),
             log_urls: BTreeMap::new(),
+            shuffle: Some(shuffle),
         };
         write_frame(&mut send, &ExecutorMessage::Register(registration)).await?;
         match read_frame::<DriverMessage>(&mut recv).await? {
@@ -253,6 +258,59 @@ fn merge_conf(local: &Conf, app: &AppConfig) -> Conf {
         conf.entry(key.clone()).or_insert_with(|| value.clone());
     }
     conf
+}
+
+/// Starts serving this executor's map outputs to its peers (and reading theirs) on an
+/// endpoint of its own, with a certificate made now: `--bind-address` (an address, or
+/// an address and port), else the address this executor reaches the driver from. Says
+/// where peers find it.
+fn serve_map_outputs(
+    options: &ExecutorOptions,
+    driver: &quinn::Connection,
+    settings: &Settings,
+    core: &Arc<ExecutorCore>,
+) -> Result<ShuffleEndpoint, ExecutorExit> {
+    let bind_error = |e: &dyn std::fmt::Display| ExecutorExit::Config(format!("--bind-address: {e}"));
+    let bind: SocketAddr = match options.attributes.get("bind_address") {
+        Some(text) => match text.parse::<SocketAddr>() {
+            Ok(addr) => addr,
+            Err(_) => SocketAddr::new(text.parse::<IpAddr>().map_err(|e| bind_error(&e))?, 0),
+        },
+        None => SocketAddr::new(toward(driver.remote_address()), 0),
+    };
+    let identity = Identity::generate(vec!["flint-executor".into()]).map_err(|e| bind_error(&e))?;
+    let endpoint =
+        server_endpoint(bind, &identity, settings.network_idle_timeout, None).map_err(|e| bind_error(&e))?;
+    let local = endpoint.local_addr().map_err(|e| bind_error(&e))?;
+    // Peers reach an unspecified bind through the address this side reaches the driver from.
+    let ip = match local.ip() {
+        ip if ip.is_unspecified() => toward(driver.remote_address()),
+        ip => ip,
+    };
+    let address = SocketAddr::new(ip, local.port()).to_string();
+    let fetch = PeerFetch::new(
+        endpoint.clone(),
+        tokio::runtime::Handle::current(),
+        options.secret.clone(),
+        options.app_id.clone(),
+        (settings.network_idle_timeout, settings.network_timeout),
+    );
+    core.set_shuffle_fetch(Arc::new(fetch));
+    tokio::spawn(serve_peers(endpoint, Arc::downgrade(core), options.secret.clone(), options.app_id.clone()));
+    let fingerprint = identity.fingerprint();
+    let hex: String = fingerprint.iter().map(|b| format!("{b:02x}")).collect();
+    tracing::info!(%address, fingerprint = %hex, "serving map outputs to peers");
+    Ok(ShuffleEndpoint { address, fingerprint })
+}
+
+/// The local address this host sends from to reach `peer` (the routing table's answer,
+/// asked by connecting a UDP socket, which sends nothing); unspecified if there is none.
+fn toward(peer: SocketAddr) -> IpAddr {
+    let unspecified: IpAddr =
+        if peer.is_ipv6() { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+    std::net::UdpSocket::bind(SocketAddr::new(unspecified, 0))
+        .and_then(|socket| socket.connect(peer).and_then(|()| socket.local_addr()))
+        .map_or(unspecified, |local| local.ip())
 }
 
 /// Fetches components from the driver on a stream per request.

@@ -15,7 +15,9 @@ pub use frame::{
     write_frame, write_payload, write_payload_from_file,
 };
 pub use session::{ConnectError, connect, connect_as, hello};
-pub use tls::{Identity, IdentityError, client_endpoint, load_certs, open_up, server_endpoint};
+pub use tls::{
+    Identity, IdentityError, client_endpoint, load_certs, open_up, pinned_client_config, server_endpoint,
+};
 pub use url::{DriverUrl, UrlError};
 
 /// The ALPN protocol name Flint peers speak.

@@ -227,6 +227,28 @@ pub(crate) fn pinned_endpoint(
     identity: Option<&Identity>,
 ) -> std::io::Result<(quinn::Endpoint, Arc<AtomicBool>)> {
     let mismatch = Arc::new(AtomicBool::new(false));
+    let config = pinned_config(fingerprint, idle_timeout, identity, mismatch.clone())?;
+    let mut endpoint = quinn::Endpoint::client(bind)?;
+    endpoint.set_default_client_config(config);
+    Ok((endpoint, mismatch))
+}
+
+/// A client configuration that trusts only the certificate with `fingerprint`: for a
+/// connection to one peer from an endpoint that reaches several (executors reading
+/// each other's map outputs, each pinning the certificate the driver named).
+pub fn pinned_client_config(
+    fingerprint: [u8; 32],
+    idle_timeout: Duration,
+) -> std::io::Result<quinn::ClientConfig> {
+    pinned_config(fingerprint, idle_timeout, None, Arc::new(AtomicBool::new(false)))
+}
+
+fn pinned_config(
+    fingerprint: [u8; 32],
+    idle_timeout: Duration,
+    identity: Option<&Identity>,
+    mismatch: Arc<AtomicBool>,
+) -> std::io::Result<quinn::ClientConfig> {
     let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
@@ -247,9 +269,7 @@ pub(crate) fn pinned_endpoint(
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(transport(idle_timeout)));
-    let mut endpoint = quinn::Endpoint::client(bind)?;
-    endpoint.set_default_client_config(config);
-    Ok((endpoint, mismatch))
+    Ok(config)
 }
 
 /// Accepts the one certificate whose SHA-256 was pinned, whatever its name or issuer:

@@ -137,15 +137,24 @@ pub enum PartitionSpec {
     Reduce { partition: u32, sources: Vec<MapSource> },
 }
 
+/// Where an executor serves its map outputs to its peers: an address and the SHA-256
+/// of the certificate it made for itself, which peers pin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleEndpoint {
+    /// `host:port`.
+    pub address: String,
+    pub fingerprint: [u8; 32],
+}
+
 /// Map outputs one executor incarnation holds for a reduce partition: read in one
 /// request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MapSource {
     pub executor: crate::ExecutorId,
     pub incarnation: u64,
-    /// Where the executor serves its shuffle files (`host:port`), when it is reached
-    /// over the network; in-process executors have none.
-    pub address: Option<String>,
+    /// Where the executor serves its shuffle files, when it is reached over the
+    /// network; in-process executors have none.
+    pub address: Option<ShuffleEndpoint>,
     /// The maps whose outputs hold bytes for the partition, with an upper bound on
     /// those bytes.
     pub maps: Vec<(u32, u64)>,

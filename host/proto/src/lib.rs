@@ -19,7 +19,9 @@ pub use config::{
 };
 pub use failure::TaskFailure;
 pub use ids::{ExecutorId, Incarnation, JobId};
-pub use job::{JobPlan, LimitError, Limits, Manifest, MapSource, PartitionSpec, Source, World};
+pub use job::{
+    JobPlan, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source, World,
+};
 pub use report::{
     AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,
     JobReport, JobState, JobStatus, LOG_TAIL, TaskRecord, log_tail,

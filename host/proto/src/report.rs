@@ -175,6 +175,9 @@ pub struct JobReport {
     pub tasks: u32,
     /// Attempts launched, retries included.
     pub attempts: u32,
+    /// Map tasks run again because their outputs were lost (their executor gone, or a
+    /// reducer could not read them).
+    pub maps_rerun: u32,
     pub failures: Vec<FailureRecord>,
     /// Failed attempts left out of `failures` to keep the report within
     /// [`REPORT_FAILURE_BYTES`] (the status page lists up to 1,000 of them).
@@ -367,6 +370,7 @@ mod tests {
             }),
             tasks: 3,
             attempts: 3,
+            maps_rerun: 0,
             failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
             failures_dropped: 0,
             elapsed: Duration::from_millis(7),

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -86,6 +86,74 @@ pub struct Registration {
     pub pid: u32,
     pub attributes: BTreeMap<String, String>,
     pub log_urls: BTreeMap<String, String>,
+    /// Where it serves its map outputs to other executors.
+    pub shuffle: Option<crate::job::ShuffleEndpoint>,
+}
+
+/// What an executor says first to a peer executor whose map outputs it reads, on the
+/// connection's first stream: the application's, proved as to the driver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerHello {
+    pub protocol_version: u32,
+    pub app_id: String,
+    /// As [`Hello::proof`]: bound to this connection.
+    pub proof: [u8; 32],
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerHelloReply {
+    Welcome,
+    Rejected(Rejection),
+}
+
+/// A reducer's one request to a holder: every slice of `partition` it holds of `maps`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceRequest {
+    pub job: JobId,
+    /// The job's shuffle secret (see `ShuffleSpec::token`).
+    pub token: [u8; 32],
+    pub partition: u32,
+    pub maps: Vec<u32>,
+}
+
+impl std::fmt::Debug for SliceRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SliceRequest")
+            .field("job", &self.job)
+            .field("token", &"<hidden>")
+            .field("partition", &self.partition)
+            .field("maps", &self.maps.len())
+            .finish()
+    }
+}
+
+/// One slice as it follows a [`SliceReply::Slices`]: `len` bytes in chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceHeader {
+    pub map: u32,
+    pub crc: u32,
+    pub len: u64,
+}
+
+/// Why a holder would not give slices: typed, so a reducer can tell a refusal from a
+/// loss.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum SliceRefusal {
+    #[error("the executor was told of no map/reduce job {0}")]
+    UnknownJob(JobId),
+    #[error("the request's shuffle token is not job {0}'s")]
+    BadToken(JobId),
+    #[error("maps {maps:?}: {reason}")]
+    Unreadable { maps: Vec<u32>, reason: String },
+    #[error("the request is malformed: {0}")]
+    Malformed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SliceReply {
+    /// The slices follow, each a header frame and its bytes.
+    Slices(u32),
+    Refused(SliceRefusal),
 }
 
 /// What the driver tells a new executor before it registers.

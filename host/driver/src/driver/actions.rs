@@ -3,7 +3,7 @@
 //! stopped through the backend, tokens fetched and pushed, jobs ended.
 
 use flint_core::{Action, Decided, Event as CoreEvent};
-use flint_proto::{ExecutorId, MapSource, PartitionSpec, TaskLaunch};
+use flint_proto::{ExecutorId, MapSource, PartitionSpec, ShuffleEndpoint, TaskLaunch};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -15,7 +15,10 @@ use crate::journal::{AppEvent, Envelope};
 
 /// A holder of map outputs as a reduce task reaches it: its address, if it serves them
 /// over the network.
-fn map_source(addresses: &HashMap<ExecutorId, String>, holder: flint_core::shuffle::Holder) -> MapSource {
+fn map_source(
+    addresses: &HashMap<ExecutorId, ShuffleEndpoint>,
+    holder: flint_core::shuffle::Holder,
+) -> MapSource {
     let address = addresses.get(&holder.executor).cloned();
     MapSource { executor: holder.executor, incarnation: holder.incarnation.0, address, maps: holder.slices }
 }
@@ -136,6 +139,7 @@ impl EventLoop {
                         && let Some((_, link)) = self.links.remove(&executor)
                     {
                         link.close(&reason);
+                        self.shuffle_addresses.remove(&executor);
                     }
                     // A process the backend started goes with its executor.
                     if let Some(backend) = self.shared.backend.get() {

@@ -46,7 +46,7 @@ pub(super) struct EventLoop {
     pub(super) core: ControlCore,
     pub(super) links: HashMap<ExecutorId, (Incarnation, Arc<dyn ExecutorLink>)>,
     /// Where each executor serves its map outputs to peers (`host:port`), when it does.
-    pub(super) shuffle_addresses: HashMap<ExecutorId, String>,
+    pub(super) shuffle_addresses: HashMap<ExecutorId, flint_proto::ShuffleEndpoint>,
     pub(super) jobs: HashMap<JobId, JobRecord>,
     pub(super) next_job: JobId,
     pub(super) fetches: Arc<Semaphore>,
@@ -231,6 +231,10 @@ impl EventLoop {
                 tracing::info!(executor_id = %id, host = %info.host, slots = info.slots, "executor registered");
                 // Tokens that changed while it was bootstrapping reach it now.
                 link.tokens(self.shared.tokens());
+                match link.shuffle_endpoint() {
+                    Some(endpoint) => self.shuffle_addresses.insert(id.clone(), endpoint),
+                    None => self.shuffle_addresses.remove(&id),
+                };
                 self.links.insert(id.clone(), (incarnation, link));
                 self.feed(now, CoreEvent::Registered { id: id.clone(), incarnation, info });
                 self.record_executor(now, &id, |executor| AppEvent::ExecutorAdded { executor });

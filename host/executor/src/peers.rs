@@ -1,0 +1,263 @@
+//! Executors reading each other's map outputs over QUIC. Each remote executor serves
+//! its shuffle files on an endpoint of its own, with a certificate it makes at start-up
+//! (the driver hands its fingerprint to the reducers that read there, which pin it). A
+//! peer proves the application secret on the connection's first stream, as to the
+//! driver, and then asks on a stream per request: every slice of one reduce partition
+//! it wants of this executor's maps, with the job's shuffle token. Refusals are typed.
+
+use crate::core::ExecutorCore;
+use crate::shuffle::read::{FetchError, ShuffleFetch, Slice};
+use crate::shuffle::tasks::Refusal;
+use flint_net::{Secret, read_frame, read_frame_within, read_payload_exact, write_frame, write_payload};
+use flint_proto::wire::{
+    MAX_HELLO, PROTOCOL_VERSION, PeerHello, PeerHelloReply, Rejection, SliceHeader, SliceRefusal, SliceReply,
+    SliceRequest,
+};
+use flint_proto::{ExecutorId, JobId, MapSource, ShuffleEndpoint};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+
+/// Requests one executor serves at once, all peers together; more wait their turn.
+const SERVING: usize = 16;
+/// Slices one request may ask for: a job's maps at most.
+const MAX_MAPS: usize = 100_000;
+
+/// Serves this executor's map outputs on `endpoint` until it closes.
+pub async fn serve_peers(
+    endpoint: quinn::Endpoint,
+    core: Weak<ExecutorCore>,
+    secret: Secret,
+    app_id: String,
+) {
+    let permits = Arc::new(Semaphore::new(SERVING));
+    let (secret, app_id) = (Arc::new(secret), Arc::new(app_id));
+    while let Some(incoming) = endpoint.accept().await {
+        let (core, secret, app_id, permits) = (core.clone(), secret.clone(), app_id.clone(), permits.clone());
+        tokio::spawn(
+            async move {
+                let Ok(connection) = incoming.await else { return };
+                if let Err(e) = serve_peer(&connection, core, &secret, &app_id, permits).await {
+                    tracing::debug!(error = %e, "peer connection ended");
+                }
+            }
+            .instrument(tracing::debug_span!("peer")),
+        );
+    }
+}
+
+async fn serve_peer(
+    connection: &quinn::Connection,
+    core: Weak<ExecutorCore>,
+    secret: &Secret,
+    app_id: &str,
+    permits: Arc<Semaphore>,
+) -> Result<(), flint_net::FrameError> {
+    let (mut send, mut recv) =
+        connection.accept_bi().await.map_err(|e| flint_net::FrameError::Io(e.into()))?;
+    let hello: Option<PeerHello> = read_frame_within(&mut recv, MAX_HELLO).await?;
+    let verdict = match hello {
+        None => return Ok(()),
+        Some(h) if h.protocol_version != PROTOCOL_VERSION => {
+            Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: h.protocol_version })
+        }
+        Some(h) if h.app_id != app_id => Err(Rejection::WrongApp { expected: app_id.to_owned() }),
+        Some(h) if !flint_net::verify_proof(secret, connection, &h.proof) => Err(Rejection::NotAuthenticated),
+        Some(_) => Ok(()),
+    };
+    if let Err(rejection) = verdict {
+        tracing::warn!(remote = %connection.remote_address(), %rejection, "a peer was refused");
+        write_frame(&mut send, &PeerHelloReply::Rejected(rejection)).await?;
+        let _ = send.finish();
+        connection.close(1u32.into(), b"rejected");
+        return Ok(());
+    }
+    flint_net::open_up(connection);
+    write_frame(&mut send, &PeerHelloReply::Welcome).await?;
+    loop {
+        let Ok((mut send, mut recv)) = connection.accept_bi().await else { return Ok(()) };
+        let (core, permits) = (core.clone(), permits.clone());
+        tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            if let Err(e) = answer(&mut send, &mut recv, core).await {
+                tracing::debug!(error = %e, "a slice request failed");
+            }
+        });
+    }
+}
+
+/// One request: its slices, read off the async threads, or a typed refusal.
+async fn answer(
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+    core: Weak<ExecutorCore>,
+) -> Result<(), flint_net::FrameError> {
+    let Some(request) = read_frame::<SliceRequest>(recv).await? else { return Ok(()) };
+    let reply = if request.maps.len() > MAX_MAPS {
+        Err(SliceRefusal::Malformed(format!(
+            "{} maps in one request; at most {MAX_MAPS}",
+            request.maps.len()
+        )))
+    } else {
+        let read = tokio::task::spawn_blocking(move || {
+            let core = core.upgrade()?;
+            Some(core.serve_slices(request.job, &request.token, request.partition, &request.maps))
+        });
+        match read.await.ok().flatten() {
+            None => {
+                Err(SliceRefusal::Unreadable { maps: Vec::new(), reason: "the executor is stopping".into() })
+            }
+            Some(Ok(slices)) => Ok(slices),
+            Some(Err(Refusal::UnknownJob(job))) => Err(SliceRefusal::UnknownJob(job)),
+            Some(Err(Refusal::BadToken(job))) => Err(SliceRefusal::BadToken(job)),
+            Some(Err(Refusal::Unreadable(e))) => {
+                Err(SliceRefusal::Unreadable { maps: e.maps, reason: e.reason })
+            }
+        }
+    };
+    match reply {
+        Err(refusal) => write_frame(send, &SliceReply::Refused(refusal)).await?,
+        Ok(slices) => {
+            write_frame(send, &SliceReply::Slices(slices.len() as u32)).await?;
+            for slice in slices {
+                let header = SliceHeader { map: slice.map, crc: slice.crc, len: slice.bytes.len() as u64 };
+                write_frame(send, &header).await?;
+                write_payload(send, &slice.bytes).await?;
+            }
+        }
+    }
+    let _ = send.finish();
+    Ok(())
+}
+
+/// A reducer's side: one connection per peer incarnation, kept while it works.
+pub struct PeerFetch {
+    endpoint: quinn::Endpoint,
+    handle: tokio::runtime::Handle,
+    secret: Secret,
+    app_id: String,
+    idle_timeout: Duration,
+    /// How long a peer may take to answer before its maps count as lost.
+    network_timeout: Duration,
+    connections: Mutex<HashMap<(ExecutorId, u64), quinn::Connection>>,
+}
+
+impl PeerFetch {
+    pub fn new(
+        endpoint: quinn::Endpoint,
+        handle: tokio::runtime::Handle,
+        secret: Secret,
+        app_id: String,
+        (idle_timeout, network_timeout): (Duration, Duration),
+    ) -> PeerFetch {
+        PeerFetch {
+            endpoint,
+            handle,
+            secret,
+            app_id,
+            idle_timeout,
+            network_timeout,
+            connections: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn connect(&self, peer: &ShuffleEndpoint) -> Result<quinn::Connection, String> {
+        let addr: SocketAddr = match tokio::net::lookup_host(peer.address.as_str()).await {
+            Ok(mut addrs) => addrs.next().ok_or("the address resolves to nothing")?,
+            Err(e) => return Err(format!("cannot resolve {}: {e}", peer.address)),
+        };
+        let config = flint_net::pinned_client_config(peer.fingerprint, self.idle_timeout)
+            .map_err(|e| e.to_string())?;
+        let connecting =
+            self.endpoint.connect_with(config, addr, "flint-executor").map_err(|e| e.to_string())?;
+        let connection = connecting.await.map_err(|e| e.to_string())?;
+        let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
+        let hello = PeerHello {
+            protocol_version: PROTOCOL_VERSION,
+            app_id: self.app_id.clone(),
+            proof: flint_net::proof(&self.secret, &connection),
+        };
+        write_frame(&mut send, &hello).await.map_err(|e| e.to_string())?;
+        match read_frame::<PeerHelloReply>(&mut recv).await.map_err(|e| e.to_string())? {
+            Some(PeerHelloReply::Welcome) => Ok(connection),
+            Some(PeerHelloReply::Rejected(r)) => Err(format!("the peer refused this executor: {r}")),
+            None => Err("the peer closed the connection".into()),
+        }
+    }
+
+    async fn request(&self, source: &MapSource, request: SliceRequest) -> Result<Vec<Slice>, String> {
+        let peer = source.address.as_ref().ok_or("the executor serves no map outputs over the network")?;
+        let key = (source.executor.clone(), source.incarnation);
+        let known = self.connections.lock().expect("connections lock").get(&key).cloned();
+        let connection = match known.filter(|c| c.close_reason().is_none()) {
+            Some(c) => c,
+            None => {
+                let c = self.connect(peer).await?;
+                self.connections.lock().expect("connections lock").insert(key, c.clone());
+                c
+            }
+        };
+        let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
+        write_frame(&mut send, &request).await.map_err(|e| e.to_string())?;
+        let _ = send.finish();
+        match read_frame::<SliceReply>(&mut recv).await.map_err(|e| e.to_string())? {
+            Some(SliceReply::Slices(count)) => {
+                if count as usize > request.maps.len() {
+                    return Err(format!("the peer sent {count} slices for {} maps", request.maps.len()));
+                }
+                let mut slices = Vec::with_capacity(count as usize);
+                for _ in 0..count {
+                    let header: SliceHeader = read_frame(&mut recv)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .ok_or("the reply was cut short")?;
+                    // No more than the tracker's bound for the slice (10% above its size).
+                    let bound = source.maps.iter().find(|(m, _)| *m == header.map).map(|(_, b)| *b);
+                    match bound {
+                        Some(b) if header.len <= b => {}
+                        _ => {
+                            return Err(format!("the peer sent {} bytes for map {}", header.len, header.map));
+                        }
+                    }
+                    let bytes = read_payload_exact(&mut recv, header.len).await.map_err(|e| e.to_string())?;
+                    slices.push(Slice { map: header.map, crc: header.crc, bytes });
+                }
+                Ok(slices)
+            }
+            Some(SliceReply::Refused(refusal)) => Err(format!("refused: {refusal}")),
+            None => Err("the peer closed the stream".into()),
+        }
+    }
+}
+
+impl ShuffleFetch for PeerFetch {
+    fn fetch(
+        &self,
+        job: JobId,
+        token: &[u8; 32],
+        partition: u32,
+        source: &MapSource,
+        deadline: Instant,
+    ) -> Result<Vec<Slice>, FetchError> {
+        let maps: Vec<u32> = source.maps.iter().map(|(m, _)| *m).collect();
+        let request = SliceRequest { job, token: *token, partition, maps: maps.clone() };
+        let limit = (Instant::now() + self.network_timeout).min(deadline);
+        // On the runtime's thread, which takes the packets off the wire; this slot
+        // thread waits once for the whole answer.
+        let result = self.handle.block_on(async {
+            tokio::time::timeout_at(limit.into(), self.request(source, request)).await.unwrap_or_else(|_| {
+                Err("no answer in time (flint.network.timeout or the task's deadline)".into())
+            })
+        });
+        result.map_err(|reason| {
+            self.connections
+                .lock()
+                .expect("connections lock")
+                .remove(&(source.executor.clone(), source.incarnation));
+            FetchError { maps, reason: format!("fetching from {}: {reason}", source.executor) }
+        })
+    }
+}

@@ -2441,3 +2441,175 @@ fn a_job_runs_while_its_file_arrives_and_one_that_stops_fails_it_by_name() {
         "both jobs' first split, the second's last: {metrics}"
     );
 }
+
+/// A map/reduce word count over two executors whose reduce tasks hold back 1.5 s once
+/// they have their input: the maps' outputs are all written and read across executors.
+fn paused_map_reduce(cluster: &Cluster, reduces: &str) -> (std::process::Child, Vec<String>) {
+    let input = cluster.dir.path().join("inputs/corpus.txt");
+    corpus(&input, 3 << 20);
+    let input = input.to_str().unwrap().to_owned();
+    let args = [
+        "examples/word-count-mr",
+        "--input",
+        &input,
+        "--partitions",
+        "6",
+        "--reduce-partitions",
+        reduces,
+        "--conf",
+        "reduce_pause_ms=1500",
+        "--json",
+    ];
+    let mut cmd = command(&[&["submit"][..], &args].concat());
+    cmd.args(["--driver-url", &cluster.url]).env("FLINT_SECRET", SECRET);
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    (child, vec![input])
+}
+
+/// The running job's done count once every one of its six maps is done.
+fn wait_for_maps(cluster: &Cluster) {
+    let done = eventually(Duration::from_secs(30), || {
+        let jobs = cluster.status()["jobs"].as_array().unwrap().clone();
+        jobs.iter()
+            .any(|j| j["state"] == "running" && j["progress"]["done"].as_u64() >= Some(6))
+            .then_some(())
+    });
+    assert!(done.is_some(), "the maps ended: {}", cluster.status());
+}
+
+/// The reference answer: `word-count` over the same input, in process.
+fn word_count_of(input: &str) -> Value {
+    ok_json(&flint(&["run", "examples/word-count", "--input", input, "--json"]))["result"].clone()
+}
+
+#[test]
+fn a_killed_executor_costs_exactly_the_maps_it_held_and_the_answer_stays_exact() {
+    let mut cluster = Cluster::start(&[]);
+    let work = |n: usize| cluster.dir.path().join(format!("work-{n}")).to_string_lossy().into_owned();
+    let (w0, w1) = (work(0), work(1));
+    cluster.executor(&["--cores", "2", "--executor-id", "keep", "--work-dir", &w0]);
+    cluster.executor(&["--cores", "2", "--executor-id", "doomed", "--work-dir", &w1]);
+    cluster.wait_live(2);
+    let (child, inputs) = paused_map_reduce(&cluster, "4");
+    wait_for_maps(&cluster);
+    // Reducers hold their input now; none has ended: what `doomed` has done is maps.
+    let held = cluster.executor_status("doomed")["tasks_done"].as_u64().unwrap();
+    assert!(held > 0, "both executors ran maps: {}", cluster.status());
+    cluster.executors[1].signal("KILL");
+    let report = ok_json(&child.wait_with_output().unwrap());
+    assert_eq!(report["result"], word_count_of(&inputs[0]));
+    assert_eq!(report["maps_rerun"], held, "exactly the maps it held ran again: {report}");
+    // The survivor's shuffle files went with the job.
+    let left: Vec<_> = std::fs::read_dir(&w0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("flint-shuffle-"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten().map(|f| f.file_name()))
+        .filter(|name| name != "lock")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exact() {
+    let mut cluster = Cluster::start(&[]);
+    let work = cluster.dir.path().join("work");
+    let w = work.to_string_lossy().into_owned();
+    cluster.executor(&["--cores", "2", "--work-dir", &w]);
+    cluster.wait_live(1);
+    // Eight reducers on two slots: six wait while the first two hold back.
+    let (child, inputs) = paused_map_reduce(&cluster, "8");
+    wait_for_maps(&cluster);
+    let data: Vec<std::path::PathBuf> = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("flint-shuffle-"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("job-"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten().map(|f| f.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "data"))
+        .collect();
+    assert_eq!(data.len(), 6, "one data file per map: {data:?}");
+    let victim = &data[0];
+    let size = std::fs::metadata(victim).unwrap().len() as usize;
+    std::fs::write(victim, vec![0x5a; size]).unwrap();
+    let report = ok_json(&child.wait_with_output().unwrap());
+    assert_eq!(report["result"], word_count_of(&inputs[0]));
+    assert_eq!(report["maps_rerun"], 1, "the one map whose file was spoilt: {report}");
+    let failures = report["task_failures"].as_array().unwrap();
+    assert!(
+        failures.iter().any(|f| f["failure"]["kind"] == "fetch-failed"
+            && f["failure"]["reason"].as_str().unwrap().contains("checksum")),
+        "{report}"
+    );
+}
+
+/// What an executor's log says of where it serves its map outputs.
+fn shuffle_endpoint(log: &str) -> (std::net::SocketAddr, [u8; 32]) {
+    let line = log.lines().find(|l| l.contains("serving map outputs")).expect("the executor says where");
+    let field =
+        |name: &str| line.split(&format!("{name}=")).nth(1).unwrap().split_whitespace().next().unwrap();
+    let hex = field("fingerprint");
+    let mut fingerprint = [0u8; 32];
+    for (i, b) in fingerprint.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    (field("address").parse().unwrap(), fingerprint)
+}
+
+#[test]
+fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_token() {
+    use flint_proto::wire::{PeerHello, PeerHelloReply, SliceRefusal, SliceReply, SliceRequest};
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let (child, _) = paused_map_reduce(&cluster, "4");
+    wait_for_maps(&cluster);
+    let (addr, fingerprint) = shuffle_endpoint(&cluster.executors[0].log_text());
+    let job = cluster.status()["jobs"].as_array().unwrap()[0]["job"].as_u64().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let config = flint_net::pinned_client_config(fingerprint, Duration::from_secs(5)).unwrap();
+        let hello = |secret: &str, conn: &quinn::Connection| PeerHello {
+            protocol_version: flint_proto::wire::PROTOCOL_VERSION,
+            app_id: APP.into(),
+            proof: flint_net::proof(&flint_net::Secret::new(secret.as_bytes()), conn),
+        };
+        // Without the application secret, nothing.
+        let conn = endpoint.connect_with(config.clone(), addr, "flint-executor").unwrap().await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        flint_net::write_frame(&mut send, &hello("not-the-secret-at-all", &conn)).await.unwrap();
+        let reply = flint_net::read_frame::<PeerHelloReply>(&mut recv).await.unwrap();
+        assert!(
+            matches!(reply, Some(PeerHelloReply::Rejected(flint_proto::wire::Rejection::NotAuthenticated))),
+            "{reply:?}"
+        );
+        // With it: requests are still checked against the job's token.
+        let conn = endpoint.connect_with(config, addr, "flint-executor").unwrap().await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        flint_net::write_frame(&mut send, &hello(SECRET, &conn)).await.unwrap();
+        let reply = flint_net::read_frame::<PeerHelloReply>(&mut recv).await.unwrap();
+        assert_eq!(reply, Some(PeerHelloReply::Welcome));
+        let ask = |job: u64, token: [u8; 32]| SliceRequest {
+            job: flint_proto::JobId(job),
+            token,
+            partition: 0,
+            maps: vec![0, 1, 2],
+        };
+        for (request, expected) in [
+            (ask(job, [7; 32]), SliceRefusal::BadToken(flint_proto::JobId(job))),
+            (ask(job + 40, [7; 32]), SliceRefusal::UnknownJob(flint_proto::JobId(job + 40))),
+        ] {
+            let (mut send, mut recv) = conn.open_bi().await.unwrap();
+            flint_net::write_frame(&mut send, &request).await.unwrap();
+            let _ = send.finish();
+            let reply = flint_net::read_frame::<SliceReply>(&mut recv).await.unwrap();
+            assert_eq!(reply, Some(SliceReply::Refused(expected)));
+        }
+    });
+    // The job itself was not disturbed.
+    let report = ok_json(&child.wait_with_output().unwrap());
+    assert_eq!(report["status"], "succeeded");
+    assert_eq!(report["maps_rerun"], 0);
+}

@@ -96,8 +96,9 @@ impl ControlCore {
     }
 
     /// Outputs that are gone run again: the scheduler requeues those maps and holds
-    /// back the reducers that read them.
-    fn outputs_gone(&mut self, now: Instant, gone: Vec<Gone>, actions: &mut Vec<Action>) {
+    /// back the reducers that read them. With `launch` false nothing is placed yet (the
+    /// caller's next step will).
+    fn outputs_gone(&mut self, now: Instant, gone: Vec<Gone>, launch: bool, actions: &mut Vec<Action>) {
         let mut by_job: BTreeMap<JobId, Vec<u32>> = BTreeMap::new();
         for g in gone {
             by_job.entry(g.shuffle.job).or_default().push(g.map);
@@ -106,7 +107,13 @@ impl ControlCore {
             if let Some(counts) = self.jobs.get_mut(&job) {
                 counts.maps_rerun += tasks.len() as u32;
             }
-            self.step(now, Input::OutputsLost { job, tasks }, actions);
+            match launch {
+                true => self.step(now, Input::OutputsLost { job, tasks }, actions),
+                false => {
+                    let outputs = self.scheduler.forget_outputs(job, &tasks);
+                    self.apply_outputs(now, outputs, actions);
+                }
+            }
         }
     }
 
@@ -291,7 +298,7 @@ impl ControlCore {
                         if let Ok(gone) =
                             self.outputs.fetch_failed(shuffle, Incarnation(*holder), maps, reason)
                         {
-                            self.outputs_gone(now, gone, &mut actions);
+                            self.outputs_gone(now, gone, false, &mut actions);
                         }
                     }
                     if counts && let Some(counts) = self.jobs.get_mut(&attempt.job) {
@@ -534,12 +541,13 @@ impl ControlCore {
             allocator.removed(&id);
         }
         actions.push(Action::ExecutorRemoved { executor: id.clone(), incarnation, reason: reason.clone() });
+        // One loss, one event: every map output it held is gone at once, before its
+        // attempts are placed elsewhere, so no reducer starts without them.
         let gone = self.outputs.executor_lost(&id, incarnation);
+        self.outputs_gone(now, gone, entry.state == Lifecycle::Pending, actions);
         if entry.state != Lifecycle::Pending {
             self.step(now, Input::ExecutorLost { id, reason }, actions);
         }
-        // One loss, one event: every map output it held runs again at once.
-        self.outputs_gone(now, gone, actions);
         // The last executor went and no other can be started: nothing will run.
         if let Some(reason) = self.allocation_given_up().map(str::to_owned) {
             self.give_up(now, reason, actions);

@@ -543,6 +543,15 @@ impl Scheduler {
         }
     }
 
+    /// Done tasks whose outputs are gone are queued again, and the stages reading them
+    /// wait, without launching anything yet: for a caller with more to tell first (an
+    /// executor lost with the outputs it held, so that nothing is placed on it).
+    pub fn forget_outputs(&mut self, job: JobId, tasks: &[u32]) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.outputs_lost(job, tasks, &mut out);
+        out
+    }
+
     /// Done tasks whose outputs are gone run again; stages reading them wait.
     fn outputs_lost(&mut self, job: JobId, tasks: &[u32], out: &mut Vec<Output>) {
         let Some(state) = self.jobs.get_mut(&job) else { return };

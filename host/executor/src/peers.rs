@@ -72,6 +72,8 @@ async fn serve_peer(
         tracing::warn!(remote = %connection.remote_address(), %rejection, "a peer was refused");
         write_frame(&mut send, &PeerHelloReply::Rejected(rejection)).await?;
         let _ = send.finish();
+        // The peer reads why, then goes; one that lingers is closed on.
+        let _ = tokio::time::timeout(Duration::from_secs(2), connection.closed()).await;
         connection.close(1u32.into(), b"rejected");
         return Ok(());
     }

@@ -3,7 +3,7 @@
 //! stopped through the backend, tokens fetched and pushed, jobs ended.
 
 use flint_core::{Action, Decided, Event as CoreEvent};
-use flint_proto::{ExecutorId, MapSource, PartitionSpec, ShuffleEndpoint, TaskLaunch};
+use flint_proto::{ExecutorId, MapSource, PartitionSpec, ShuffleEndpoint, TaskFailure, TaskLaunch};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -38,6 +38,8 @@ impl EventLoop {
                     let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) else {
                         continue;
                     };
+                    // Reduce attempts whose inputs the tracker does not have all of.
+                    let mut unsourced = Vec::new();
                     let batch: Vec<TaskLaunch> = attempts
                         .into_iter()
                         .filter_map(|attempt| {
@@ -61,10 +63,14 @@ impl EventLoop {
                                 PartitionSpec::Reduce { partition, .. } => {
                                     let sources = match self.core.reduce_sources(attempt.job, *partition) {
                                         Ok(holders) => holders.into_iter().map(|h| map_source(&self.shuffle_addresses, h)).collect(),
-                                        // Launched only once every map output is there.
+                                        // The scheduler places a reducer only once every
+                                        // map output is there; should it not be, the
+                                        // attempt fails as unable to read them, never
+                                        // runs on part of its input.
                                         Err(e) => {
-                                            tracing::error!(%attempt, error = %e, "reduce task launched before its inputs");
-                                            Vec::new()
+                                            tracing::error!(%attempt, error = %e, "a reduce task was placed before its inputs");
+                                            unsourced.push((attempt, e.to_string()));
+                                            return None;
                                         }
                                     };
                                     PartitionSpec::Reduce { partition: *partition, sources }
@@ -75,6 +81,17 @@ impl EventLoop {
                         })
                         .collect();
                     link.launch(batch);
+                    for (attempt, reason) in unsourced {
+                        let failure = TaskFailure::FetchFailed {
+                            executor: executor.clone(),
+                            incarnation: 0,
+                            maps: Vec::new(),
+                            reason,
+                        };
+                        let event =
+                            CoreEvent::TaskFailed { id: executor.clone(), incarnation, attempt, failure };
+                        self.feed(std::time::Instant::now(), event);
+                    }
                 }
                 Action::Decided(Decided::TaskDone { attempt }) => {
                     if let (Some(job), Some(Charged { bytes, charge })) =

@@ -676,15 +676,29 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
         check(&summary, "cluster");
         time
     };
-    // Rounds of all three, so that each sees the machine as the others did.
+    // The same count as map/reduce: maps emit (word, 1) combined where they run, eight
+    // reduce partitions sum them; its answer must be word-count's.
+    let mr_job = root().join("examples/word-count-mr");
+    let mr_job = mr_job.to_str().unwrap();
+    let mr = |command: &[&str]| {
+        let common = ["--input", input, "--partitions", "32", "--reduce-partitions", "8", "--json"];
+        let (summary, time) = flint_word_count(&[command, &[mr_job], &common].concat());
+        check(&summary, &format!("map/reduce {}", command[0]));
+        time
+    };
+    // Rounds of all of them, so that each sees the machine as the others did.
     let (mut natives, mut embeddeds, mut clusters, mut uncombined) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut mr_runs, mut mr_clusters) = (Vec::new(), Vec::new());
     for _ in 0..3 {
         natives.push(native_word_count(&path, 32, 2).1);
         embeddeds.push(run("32"));
         clusters.push(submit());
         uncombined.push(run_with("32", false));
+        mr_runs.push(mr(&["run", "--cores", "2"]));
+        mr_clusters.push(mr(&["submit", "--driver-url", &url]));
     }
+    let (mr_run, mr_cluster) = (median(mr_runs), median(mr_clusters));
     let (native, embedded, cluster) = (median(natives), median(embeddeds), median(clusters));
     let uncombined = median(uncombined);
     let rate = |d: Duration| mib / d.as_secs_f64();
@@ -701,6 +715,19 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
         rate(uncombined),
         native.as_secs_f64() / uncombined.as_secs_f64(),
         uncombined.as_secs_f64() / embedded.as_secs_f64(),
+    );
+    println!(
+        "map/reduce word count (word-count-mr, 32 maps into 8 reduce partitions), 256 MiB: flint run {:.0} MiB/s ({:.2}× native), cluster of one executor {:.0} MiB/s ({:.2}× native) (target ≥ 0.5× native)",
+        rate(mr_run),
+        native.as_secs_f64() / mr_run.as_secs_f64(),
+        rate(mr_cluster),
+        native.as_secs_f64() / mr_cluster.as_secs_f64(),
+    );
+    results.insert(
+        "map_reduce_word_count_mib_per_s".into(),
+        json!({ "flint_run": rate(mr_run), "cluster": rate(mr_cluster), "native": rate(native),
+                "ratio_flint_run": native.as_secs_f64() / mr_run.as_secs_f64(),
+                "ratio_cluster": native.as_secs_f64() / mr_cluster.as_secs_f64(), "target_ratio": 0.5 }),
     );
     let sweep: Vec<(u32, f64)> = [2u32, 8, 32, 64]
         .iter()

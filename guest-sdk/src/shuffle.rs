@@ -8,16 +8,16 @@
 
 use crate::map_reduce_bindings::flint::task::shuffle::{Emitter as WitEmitter, SortedInput};
 use crate::{Error, Partition};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::collections::HashMap;
 
 /// The layout's record header: partition, key length, value length (u32 LE each).
 const HEADER: usize = 12;
 /// A batch is sent once it holds this many bytes.
 const BATCH: usize = 1 << 20;
 /// A combining table is emitted once it holds this many keys (and at the task's end).
-const COMBINE_KEYS: usize = 1 << 16;
+const COMBINE_KEYS: usize = 1 << 17;
 /// What one reduce read asks for.
 const READ: u32 = 1 << 20;
 
@@ -97,7 +97,7 @@ pub struct Emitter<'a, J: MapReduce> {
     batch: Vec<u8>,
     key: Vec<u8>,
     /// For a combining job: values by encoded key, each with its partition.
-    table: HashMap<Vec<u8>, (u32, J::Value)>,
+    table: FxHashMap<Vec<u8>, (u32, J::Value)>,
 }
 
 impl<J: MapReduce> Emitter<'_, J> {
@@ -117,6 +117,12 @@ impl<J: MapReduce> Emitter<'_, J> {
         let key_bytes = postcard::to_extend(key, std::mem::take(&mut self.key))
             .map_err(|e| Error::fatal(format!("cannot encode a key: {e}")))?;
         self.key = key_bytes;
+        // A key already in the combining table has its partition.
+        if J::COMBINE
+            && let Some((_, acc)) = self.table.get_mut(self.key.as_slice())
+        {
+            return J::combine(acc, value);
+        }
         let partition = J::partition(&self.key, self.partitions);
         if partition >= self.partitions {
             return Err(Error::fatal(format!(
@@ -125,9 +131,6 @@ impl<J: MapReduce> Emitter<'_, J> {
             )));
         }
         if J::COMBINE {
-            if let Some((_, acc)) = self.table.get_mut(self.key.as_slice()) {
-                return J::combine(acc, value);
-            }
             self.table.insert(self.key.clone(), (partition, value));
             if self.table.len() >= COMBINE_KEYS {
                 self.drain_table()?;
@@ -158,9 +161,12 @@ impl<J: MapReduce> Emitter<'_, J> {
     }
 
     fn drain_table(&mut self) -> Result<(), Error> {
-        for (key, (partition, value)) in std::mem::take(&mut self.table) {
+        // Drained, not replaced: the table keeps its room for the next keys.
+        let mut table = std::mem::take(&mut self.table);
+        for (key, (partition, value)) in table.drain() {
             self.push(partition, &key, &value)?;
         }
+        self.table = table;
         Ok(())
     }
 
@@ -179,7 +185,7 @@ pub(crate) fn run_map<J: MapReduce>(input: Partition, out: &WitEmitter) -> Resul
         partitions: out.partitions(),
         batch: Vec::new(),
         key: Vec::new(),
-        table: HashMap::new(),
+        table: FxHashMap::default(),
     };
     J::map(input, &mut emitter)?;
     emitter.drain_table()?;

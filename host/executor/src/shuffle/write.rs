@@ -15,7 +15,24 @@ use std::path::PathBuf;
 const LEVEL: i32 = 1;
 
 /// Each record kept in memory costs its bytes and one index entry.
-const ENTRY: usize = std::mem::size_of::<(u32, usize)>();
+const ENTRY: usize = std::mem::size_of::<Entry>();
+
+/// A record's place in memory, with what sorts most records without touching their
+/// bytes: its partition and its key's first eight bytes, big-endian (Spark's prefix
+/// sort); the full keys are compared only on a tie.
+#[derive(Clone, Copy)]
+struct Entry {
+    partition: u32,
+    prefix: u64,
+    offset: usize,
+}
+
+fn prefix_of(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
 
 /// A map task's output while it is written.
 pub struct MapWriter {
@@ -27,8 +44,8 @@ pub struct MapWriter {
     budget: usize,
     /// Records as the guest laid them out (header, key, value), in emit order.
     data: Vec<u8>,
-    /// (partition, offset into `data`) for each record.
-    index: Vec<(u32, usize)>,
+    /// Where each record is in `data`, in emit order until sorted.
+    index: Vec<Entry>,
     /// Sorted runs on disk: the file and each partition's byte range in it.
     pub(super) spills: Vec<(PathBuf, Vec<u64>)>,
     pub(super) records: u64,
@@ -64,11 +81,16 @@ impl MapWriter {
         }
     }
 
-    /// Sorts what is in memory by (partition, key), stable, so values of one key stay
-    /// in the order they were emitted.
+    /// Sorts what is in memory by (partition, key), values of one key in the order
+    /// they were emitted (their offsets grow with it: the unstable sort keeps it).
     fn sort(&mut self) {
         let data = &self.data;
-        self.index.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| key_of(data, a.1).cmp(key_of(data, b.1))));
+        self.index.sort_unstable_by(|a, b| {
+            (a.partition, a.prefix)
+                .cmp(&(b.partition, b.prefix))
+                .then_with(|| key_of(data, a.offset).cmp(key_of(data, b.offset)))
+                .then(a.offset.cmp(&b.offset))
+        });
     }
 
     /// Writes the sorted records in memory as one zstd frame per partition into `out`,
@@ -87,7 +109,7 @@ impl MapWriter {
         for partition in 0..self.reduces {
             offsets.push(written);
             frame.clear();
-            while let Some(&(p, offset)) = self.index.get(at) {
+            while let Some(&Entry { partition: p, offset, .. }) = self.index.get(at) {
                 if p != partition {
                     break;
                 }
@@ -261,7 +283,8 @@ impl RecordSink for MapWriter {
             let end = at.checked_add(RECORD_HEADER + klen).and_then(|e| e.checked_add(vlen));
             match end {
                 Some(end) if end <= batch.len() => {
-                    entries.push((partition, base + at));
+                    let key = &batch[at + RECORD_HEADER..at + RECORD_HEADER + klen];
+                    entries.push(Entry { partition, prefix: prefix_of(key), offset: base + at });
                     at = end;
                 }
                 _ => return Err(bad(format!("a record at byte {at} runs past the end of its batch"))),

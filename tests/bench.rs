@@ -33,6 +33,8 @@
 
 #[path = "../examples/pi/src/count.rs"]
 mod pi_kernel;
+#[path = "../examples/sort/src/records.rs"]
+mod sort_records;
 #[path = "../examples/word-count/src/count.rs"]
 mod word_kernel;
 
@@ -193,6 +195,9 @@ fn main() {
     }
     if wanted("wire") {
         wire_figures(&mut results);
+    }
+    if wanted("sort") {
+        sort_figures(&mut results);
     }
 
     let dir = root().join("target/bench");
@@ -608,6 +613,104 @@ fn next_line_start(file: &std::fs::File, mut at: u64, size: u64) -> u64 {
         at += n as u64;
     }
     size
+}
+
+/// The sort example over about 1 GiB of generated 100-byte records (16 maps into 8
+/// range partitions) against the same records generated and sorted natively on two
+/// threads; the whole `flint run` process timed and its peak resident memory read as it
+/// runs, beside the in-job time.
+fn sort_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    use rayon::prelude::*;
+    const MAPS: u32 = 16;
+    const PER_MAP: u64 = 671_089; // 16 × 671,089 × 100 bytes ≈ 1 GiB
+    let bytes = f64::from(MAPS) * PER_MAP as f64 * 100.0;
+    let mib = bytes / f64::from(1 << 20);
+    let native = || {
+        let started = Instant::now();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let (sorted, checksum) = pool.install(|| {
+            let mut records: Vec<[u8; 100]> = (0..MAPS)
+                .into_par_iter()
+                .flat_map_iter(|map| {
+                    let mut out = Vec::with_capacity(PER_MAP as usize);
+                    sort_records::generate(map, PER_MAP, |k, v| {
+                        let mut r = [0u8; 100];
+                        r[..10].copy_from_slice(k);
+                        r[10..].copy_from_slice(v);
+                        out.push(r);
+                    });
+                    out
+                })
+                .collect();
+            records.par_sort_unstable_by(|a, b| a[..10].cmp(&b[..10]));
+            let checksum =
+                records.iter().fold(0u64, |acc, r| acc.wrapping_add(sort_records::share(&r[..10], &r[10..])));
+            (records.len(), checksum)
+        });
+        (started.elapsed(), sorted, checksum)
+    };
+    let job = root().join("examples/sort");
+    let per_map = format!("records_per_map={PER_MAP}");
+    let run = || {
+        let mut child = flint()
+            .args([
+                "run",
+                job.to_str().unwrap(),
+                "--partitions",
+                &MAPS.to_string(),
+                "--reduce-partitions",
+                "8",
+            ])
+            .args(["--cores", "2", "--conf", &per_map, "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let status = format!("/proc/{}/status", child.id());
+        let mut peak_kib = 0u64;
+        while child.try_wait().unwrap().is_none() {
+            if let Ok(text) = std::fs::read_to_string(&status)
+                && let Some(line) = text.lines().find(|l| l.starts_with("VmHWM:"))
+            {
+                peak_kib = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).unwrap_or(peak_kib);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let wall = started.elapsed();
+        let out = child.wait_with_output().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["status"], "succeeded", "{report}");
+        let in_job = Duration::from_secs_f64(report["elapsed_ms"].as_f64().unwrap() / 1e3);
+        (report["result"].clone(), wall, in_job, peak_kib)
+    };
+    let (mut natives, mut walls, mut in_jobs, mut peaks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (time, count, checksum) = native();
+        natives.push(time);
+        let (result, wall, in_job, peak) = run();
+        assert_eq!(result["ordered"], true);
+        assert_eq!(result["records"], count as u64);
+        assert_eq!(result["checksum"], format!("{checksum:016x}"), "the sort keeps every record");
+        walls.push(wall);
+        in_jobs.push(in_job);
+        peaks.push(peak);
+    }
+    let (native, wall, in_job) = (median(natives), median(walls), median(in_jobs));
+    let peak_mib = *peaks.iter().max().unwrap() as f64 / 1024.0;
+    let rate = |d: Duration| mib / d.as_secs_f64();
+    println!(
+        "sort, {mib:.0} MiB of 100-byte records (16 maps into 8 range partitions), flint run on 2 cores: {:.0} MiB/s whole process ({:.2}× native), {:.0} MiB/s in the job; native generate + parallel sort {:.0} MiB/s (target ≥ 0.4× native); peak resident {peak_mib:.0} MiB; one fetch request per (reducer, holding executor)",
+        rate(wall),
+        native.as_secs_f64() / wall.as_secs_f64(),
+        rate(in_job),
+        rate(native),
+    );
+    results.insert(
+        "sort_mib_per_s".into(),
+        json!({ "flint_run_process": rate(wall), "flint_run_in_job": rate(in_job), "native": rate(native),
+                "ratio": native.as_secs_f64() / wall.as_secs_f64(), "target_ratio": 0.4, "peak_rss_mib": peak_mib }),
+    );
 }
 
 /// A word count job's report: its time and its summary.

@@ -468,3 +468,34 @@ fn map_reduce_word_count_equals_word_count_and_leaves_no_shuffle_files() {
     let left: Vec<_> = std::fs::read_dir(&local).unwrap().flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "shuffle folders left behind: {left:?}");
 }
+
+#[path = "../examples/sort/src/records.rs"]
+#[allow(dead_code)]
+mod sort_records;
+
+/// The sort example, TeraSort-style: every key arrives in global order across range
+/// partitions, and the checksum of what the reducers saw is the checksum of what the
+/// maps generated (recomputed here, natively). Maps of ~50 MB on executors of 128 MiB
+/// spill sorted runs and merge them.
+#[test]
+fn sort_puts_every_record_in_global_order_and_loses_none() {
+    let (maps, per_map) = (3u32, 400_000u64);
+    let mut expected = 0u64;
+    for map in 0..maps {
+        sort_records::generate(map, per_map, |k, v| {
+            expected = expected.wrapping_add(sort_records::share(k, v))
+        });
+    }
+    let per_map = format!("records_per_map={per_map}");
+    let maps_arg = maps.to_string();
+    let args =
+        ["run", "examples/sort", "--partitions", &maps_arg, "--reduce-partitions", "4", "--conf", &per_map];
+    let out =
+        flint(&[&args[..], &["--executors", "2", "--cores", "2", "--memory", "128m", "--json"]].concat());
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["result"]["ordered"], true, "{report}");
+    assert_eq!(report["result"]["records"], u64::from(maps) * 400_000);
+    assert_eq!(report["result"]["checksum"], format!("{expected:016x}"));
+    assert_eq!(report["tasks"], maps + 4);
+}

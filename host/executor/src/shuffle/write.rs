@@ -12,7 +12,7 @@ use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 /// zstd's fastest level: the shuffle is bound by CPU on these machines, not by disk.
-const LEVEL: i32 = 1;
+const LEVEL: i32 = -1;
 
 /// Each record kept in memory costs its bytes and one index entry.
 const ENTRY: usize = std::mem::size_of::<Entry>();

@@ -55,16 +55,25 @@ impl ShuffleFetch for InProcessPeers {
         partition: u32,
         source: &MapSource,
         _deadline: Instant,
-    ) -> Result<Vec<Slice>, FetchError> {
+        each: &mut dyn FnMut(Slice) -> Result<(), FetchError>,
+    ) -> Result<(), FetchError> {
         let maps: Vec<u32> = source.maps.iter().map(|(m, _)| *m).collect();
         let Some(peer) = self.0.iter().filter_map(|c| c.upgrade()).find(|c| *c.id() == source.executor)
         else {
             return Err(FetchError { maps, reason: format!("no executor {}", source.executor) });
         };
-        peer.serve_slices(job, token, partition, &maps).map_err(|e| match e {
+        let slices = peer.serve_slices(job, token, partition, &maps).map_err(|e| match e {
             Refusal::Unreadable(e) => e,
             other => FetchError { maps, reason: other.to_string() },
-        })
+        })?;
+        for located in slices {
+            let slice = located.read().map_err(|e| FetchError {
+                maps: vec![located.map],
+                reason: format!("map {}'s output: {e}", located.map),
+            })?;
+            each(slice)?;
+        }
+        Ok(())
     }
 }
 

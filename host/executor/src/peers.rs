@@ -122,9 +122,19 @@ async fn answer(
     };
     match reply {
         Err(refusal) => write_frame(send, &SliceReply::Refused(refusal)).await?,
-        Ok(slices) => {
-            write_frame(send, &SliceReply::Slices(slices.len() as u32)).await?;
-            for slice in slices {
+        Ok(located) => {
+            // One slice in memory at a time, read off the async threads.
+            write_frame(send, &SliceReply::Slices(located.len() as u32)).await?;
+            for at in located {
+                let slice = match tokio::task::spawn_blocking(move || at.read()).await {
+                    Ok(Ok(slice)) => slice,
+                    // Found a moment ago and unreadable now: the reader sees the stream
+                    // end early and counts this holder's maps as lost.
+                    _ => {
+                        let _ = send.reset(2u32.into());
+                        return Ok(());
+                    }
+                };
                 let header = SliceHeader { map: slice.map, crc: slice.crc, len: slice.bytes.len() as u64 };
                 write_frame(send, &header).await?;
                 write_payload(send, &slice.bytes).await?;
@@ -133,6 +143,25 @@ async fn answer(
     }
     let _ = send.finish();
     Ok(())
+}
+
+/// Why a request ended early: the peer (its maps count as lost), or the reader's own
+/// verdict on what it sent.
+enum Failure {
+    Peer(String),
+    Reader(FetchError),
+}
+
+impl From<String> for Failure {
+    fn from(reason: String) -> Failure {
+        Failure::Peer(reason)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(reason: &str) -> Failure {
+        Failure::Peer(reason.to_owned())
+    }
 }
 
 /// A reducer's side: one connection per peer incarnation, kept while it works.
@@ -190,8 +219,18 @@ impl PeerFetch {
         }
     }
 
-    async fn request(&self, source: &MapSource, request: SliceRequest) -> Result<Vec<Slice>, String> {
-        let peer = source.address.as_ref().ok_or("the executor serves no map outputs over the network")?;
+    /// One request to a holder; each slice goes to `each` as it arrives. An error from
+    /// `each` is the reader's own and ends the request as it is.
+    async fn request(
+        &self,
+        source: &MapSource,
+        request: SliceRequest,
+        each: &mut dyn FnMut(Slice) -> Result<(), FetchError>,
+    ) -> Result<(), Failure> {
+        let peer = source
+            .address
+            .as_ref()
+            .ok_or(Failure::Peer("the executor serves no map outputs over the network".into()))?;
         let key = (source.executor.clone(), source.incarnation);
         let known = self.connections.lock().expect("connections lock").get(&key).cloned();
         let connection = match known.filter(|c| c.close_reason().is_none()) {
@@ -208,9 +247,9 @@ impl PeerFetch {
         match read_frame::<SliceReply>(&mut recv).await.map_err(|e| e.to_string())? {
             Some(SliceReply::Slices(count)) => {
                 if count as usize > request.maps.len() {
-                    return Err(format!("the peer sent {count} slices for {} maps", request.maps.len()));
+                    let said = format!("the peer sent {count} slices for {} maps", request.maps.len());
+                    return Err(said.into());
                 }
-                let mut slices = Vec::with_capacity(count as usize);
                 for _ in 0..count {
                     let header: SliceHeader = read_frame(&mut recv)
                         .await
@@ -221,15 +260,16 @@ impl PeerFetch {
                     match bound {
                         Some(b) if header.len <= b => {}
                         _ => {
-                            return Err(format!("the peer sent {} bytes for map {}", header.len, header.map));
+                            let said = format!("the peer sent {} bytes for map {}", header.len, header.map);
+                            return Err(said.into());
                         }
                     }
                     let bytes = read_payload_exact(&mut recv, header.len).await.map_err(|e| e.to_string())?;
-                    slices.push(Slice { map: header.map, crc: header.crc, bytes });
+                    each(Slice { map: header.map, crc: header.crc, bytes }).map_err(Failure::Reader)?;
                 }
-                Ok(slices)
+                Ok(())
             }
-            Some(SliceReply::Refused(refusal)) => Err(format!("refused: {refusal}")),
+            Some(SliceReply::Refused(refusal)) => Err(format!("refused: {refusal}").into()),
             None => Err("the peer closed the stream".into()),
         }
     }
@@ -243,23 +283,30 @@ impl ShuffleFetch for PeerFetch {
         partition: u32,
         source: &MapSource,
         deadline: Instant,
-    ) -> Result<Vec<Slice>, FetchError> {
+        each: &mut dyn FnMut(Slice) -> Result<(), FetchError>,
+    ) -> Result<(), FetchError> {
         let maps: Vec<u32> = source.maps.iter().map(|(m, _)| *m).collect();
         let request = SliceRequest { job, token: *token, partition, maps: maps.clone() };
         let limit = (Instant::now() + self.network_timeout).min(deadline);
-        // On the runtime's thread, which takes the packets off the wire; this slot
-        // thread waits once for the whole answer.
+        // Polled on this slot thread (the runtime's own thread drives the connection),
+        // so each slice is kept or spilled here as it arrives.
         let result = self.handle.block_on(async {
-            tokio::time::timeout_at(limit.into(), self.request(source, request)).await.unwrap_or_else(|_| {
-                Err("no answer in time (flint.network.timeout or the task's deadline)".into())
-            })
+            tokio::time::timeout_at(limit.into(), self.request(source, request, each)).await.unwrap_or_else(
+                |_| {
+                    Err(Failure::Peer(
+                        "no answer in time (flint.network.timeout or the task's deadline)".into(),
+                    ))
+                },
+            )
         });
-        result.map_err(|reason| {
-            self.connections
-                .lock()
-                .expect("connections lock")
-                .remove(&(source.executor.clone(), source.incarnation));
-            FetchError { maps, reason: format!("fetching from {}: {reason}", source.executor) }
-        })
+        match result {
+            Ok(()) => Ok(()),
+            Err(Failure::Reader(e)) => Err(e),
+            Err(Failure::Peer(reason)) => {
+                let key = (source.executor.clone(), source.incarnation);
+                self.connections.lock().expect("connections lock").remove(&key);
+                Err(FetchError { maps, reason: format!("fetching from {}: {reason}", source.executor) })
+            }
+        }
     }
 }

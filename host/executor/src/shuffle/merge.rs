@@ -72,7 +72,9 @@ impl<R: Read + Send> Run for FramedReader<R> {
 }
 
 /// A k-way merge of sorted runs, smallest key first, earlier run first among equals.
+/// Files it was given to own (a reducer's spills) are deleted when it goes.
 pub(crate) struct SortedRuns {
+    owned: Vec<std::path::PathBuf>,
     runs: Vec<Box<dyn Run>>,
     /// A binary min-heap of indices into `runs` (runs that still have a record).
     heap: Vec<usize>,
@@ -83,7 +85,12 @@ pub(crate) struct SortedRuns {
 
 impl SortedRuns {
     pub(crate) fn new(partition: u32) -> SortedRuns {
-        SortedRuns { runs: Vec::new(), heap: Vec::new(), partition, failed: false }
+        SortedRuns { owned: Vec::new(), runs: Vec::new(), heap: Vec::new(), partition, failed: false }
+    }
+
+    /// Deletes `path` when the merge is dropped.
+    pub(crate) fn own(&mut self, path: std::path::PathBuf) {
+        self.owned.push(path);
     }
 
     /// Adds a run in its order (each later run loses ties to earlier ones).
@@ -142,6 +149,15 @@ impl SortedRuns {
         }
         self.sift_down(0);
         Ok(true)
+    }
+}
+
+impl Drop for SortedRuns {
+    fn drop(&mut self) {
+        self.runs.clear();
+        for path in &self.owned {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 

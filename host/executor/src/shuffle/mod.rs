@@ -16,7 +16,7 @@ pub(crate) mod tasks;
 pub(crate) mod write;
 
 pub use files::{ShuffleFiles, local_dirs};
-pub use read::{FetchError, ShuffleFetch, Slice};
+pub use read::{FetchError, Located, ShuffleFetch, Slice};
 pub use tasks::Refusal;
 pub use write::MapWriter;
 

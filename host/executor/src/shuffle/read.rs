@@ -39,7 +39,8 @@ pub struct FetchError {
 }
 
 /// Fetches the slices of a reduce partition that another executor holds: one request
-/// per holder, carrying every map it holds for the partition.
+/// per holder, carrying every map it holds for the partition. Each slice goes to `each`
+/// as it arrives, so that the reader decides where it waits (in memory or spilled).
 pub trait ShuffleFetch: Send + Sync {
     fn fetch(
         &self,
@@ -48,10 +49,86 @@ pub trait ShuffleFetch: Send + Sync {
         partition: u32,
         source: &MapSource,
         deadline: Instant,
-    ) -> Result<Vec<Slice>, FetchError>;
+        each: &mut dyn FnMut(Slice) -> Result<(), FetchError>,
+    ) -> Result<(), FetchError>;
+}
+
+/// The CRC-32 of `len` bytes of `path` from `start`, read a piece at a time.
+pub(crate) fn file_crc(path: &std::path::Path, start: u64, len: u64) -> std::io::Result<u32> {
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut piece = vec![0u8; (1 << 20).min(len as usize)];
+    let mut left = len;
+    while left > 0 {
+        let n = piece.len().min(left as usize);
+        file.read_exact(&mut piece[..n])?;
+        hasher.update(&piece[..n]);
+        left -= n as u64;
+    }
+    Ok(hasher.finalize())
+}
+
+/// Where one stored slice is: read it when it is to be sent, not before.
+#[derive(Debug, Clone)]
+pub struct Located {
+    pub map: u32,
+    pub crc: u32,
+    path: std::path::PathBuf,
+    start: u64,
+    len: u64,
+}
+
+impl Located {
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The slice's bytes, as stored.
+    pub fn read(&self) -> std::io::Result<Slice> {
+        let mut file = File::open(&self.path)?;
+        file.seek(SeekFrom::Start(self.start))?;
+        let mut bytes = vec![0; self.len as usize];
+        file.read_exact(&mut bytes)?;
+        Ok(Slice { map: self.map, crc: self.crc, bytes })
+    }
 }
 
 impl ShuffleFiles {
+    /// Where the stored slices of `partition` from `maps`' outputs are. A map whose
+    /// files are missing or unreadable fails the whole, named.
+    pub fn locate_slices(
+        &self,
+        job: JobId,
+        partition: u32,
+        maps: &[u32],
+    ) -> Result<Vec<Located>, FetchError> {
+        let mut located = Vec::with_capacity(maps.len());
+        let mut failed = Vec::new();
+        let mut reason = String::new();
+        for &map in maps {
+            match self.slice_location(job, partition, map) {
+                Ok((path, start, end, crc)) => {
+                    located.push(Located { map, crc, path, start, len: end - start })
+                }
+                Err(e) => {
+                    if failed.is_empty() {
+                        reason = format!("map {map}'s output: {e}");
+                    }
+                    failed.push(map);
+                }
+            }
+        }
+        match failed.is_empty() {
+            true => Ok(located),
+            false => Err(FetchError { maps: failed, reason }),
+        }
+    }
+
     /// The stored slices of `partition` from `maps`' outputs here. A map whose files
     /// are missing or unreadable fails the read, named.
     pub fn read_slices(&self, job: JobId, partition: u32, maps: &[u32]) -> Result<Vec<Slice>, FetchError> {
@@ -76,6 +153,22 @@ impl ShuffleFiles {
     }
 
     fn read_slice(&self, job: JobId, partition: u32, map: u32) -> std::io::Result<Slice> {
+        let (data_path, start, end, crc) = self.slice_location(job, partition, map)?;
+        let mut file = File::open(&data_path)?;
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = vec![0; (end - start) as usize];
+        file.read_exact(&mut bytes)?;
+        Ok(Slice { map, crc, bytes })
+    }
+
+    /// Where a map's slice of `partition` is on this executor's disk: its data file,
+    /// byte range and CRC, from the map's index.
+    pub(crate) fn slice_location(
+        &self,
+        job: JobId,
+        partition: u32,
+        map: u32,
+    ) -> std::io::Result<(std::path::PathBuf, u64, u64, u32)> {
         let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
         let (data_path, index_path) = self.paths(job, map);
         let index = std::fs::read(&index_path)?;
@@ -96,10 +189,6 @@ impl ShuffleFiles {
         if end < start {
             return Err(invalid("its index is out of order"));
         }
-        let mut file = File::open(&data_path)?;
-        file.seek(SeekFrom::Start(start))?;
-        let mut bytes = vec![0; (end - start) as usize];
-        file.read_exact(&mut bytes)?;
-        Ok(Slice { map, crc, bytes })
+        Ok((data_path, start, end, crc))
     }
 }

@@ -4,13 +4,93 @@
 //! secret.
 
 use super::merge::SortedRuns;
-use super::read::{FetchError, Slice};
+use super::read::{FetchError, Located, Slice, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
 use flint_proto::{JobId, MapSource, TaskFailure, TaskLaunch, TaskOutput, TaskState};
 use flint_runtime::{TaskContext, TaskInput};
-use std::io::Cursor;
+use std::fs::File;
+use std::io::{Cursor, Read, Seek, SeekFrom, Write};
+use std::path::PathBuf;
 use std::time::Instant;
+
+/// Where one slice of a reduce task's input waits until the merge reads it.
+enum Waiting {
+    Memory(Vec<u8>),
+    /// A byte range of a file: this executor's own map output, or the task's spill.
+    File {
+        path: PathBuf,
+        start: u64,
+        len: u64,
+    },
+}
+
+/// A reduce task's slices as they are gathered: in memory up to its budget, then
+/// appended to a spill file of its own (deleted with the merge).
+struct Gathered {
+    slices: Vec<(u32, Waiting)>,
+    in_memory: u64,
+    budget: u64,
+    spill: Option<(PathBuf, File, u64)>,
+    dir: PathBuf,
+    attempt: u32,
+}
+
+impl Gathered {
+    fn new(dir: PathBuf, attempt: u32, budget: u64) -> Gathered {
+        Gathered { slices: Vec::new(), in_memory: 0, budget, spill: None, dir, attempt }
+    }
+
+    fn in_place(&mut self, map: u32, path: PathBuf, start: u64, len: u64) {
+        if len > 0 {
+            self.slices.push((map, Waiting::File { path, start, len }));
+        }
+    }
+
+    fn keep(&mut self, slice: Slice) -> Result<(), String> {
+        let len = slice.bytes.len() as u64;
+        if len == 0 {
+            return Ok(());
+        }
+        if self.in_memory + len <= self.budget {
+            self.in_memory += len;
+            self.slices.push((slice.map, Waiting::Memory(slice.bytes)));
+            return Ok(());
+        }
+        if self.spill.is_none() {
+            std::fs::create_dir_all(&self.dir).map_err(|e| format!("cannot make the spill folder: {e}"))?;
+            let path = self.dir.join(format!("fetched-{}-{:016x}", self.attempt, rand::random::<u64>()));
+            let file = File::create(&path).map_err(|e| format!("cannot spill fetched slices: {e}"))?;
+            self.spill = Some((path, file, 0));
+        }
+        let (path, file, at) = self.spill.as_mut().expect("made above");
+        file.write_all(&slice.bytes).map_err(|e| format!("cannot spill fetched slices: {e}"))?;
+        self.slices.push((slice.map, Waiting::File { path: path.clone(), start: *at, len }));
+        *at += len;
+        Ok(())
+    }
+
+    /// The merge of every slice, in map order (ties to the lower map).
+    fn into_runs(mut self, partition: u32) -> std::io::Result<SortedRuns> {
+        let mut runs = SortedRuns::new(partition);
+        if let Some((path, mut file, _)) = self.spill.take() {
+            file.flush()?;
+            runs.own(path);
+        }
+        self.slices.sort_by_key(|(map, _)| *map);
+        for (_, waiting) in self.slices {
+            match waiting {
+                Waiting::Memory(bytes) => runs.push(zstd::Decoder::new(Cursor::new(bytes))?)?,
+                Waiting::File { path, start, len } => {
+                    let mut file = File::open(&path)?;
+                    file.seek(SeekFrom::Start(start))?;
+                    runs.push(zstd::Decoder::new(file.take(len))?)?;
+                }
+            }
+        }
+        Ok(runs)
+    }
+}
 
 /// Why an executor would not serve map outputs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,10 +160,12 @@ impl ExecutorCore {
         (state, outcome.log)
     }
 
-    /// Gathers a reduce partition's slices from every source (this executor's own
-    /// files, or one request to each other holder), checks each against its CRC and
-    /// the maps asked for, and merges them in map order. A source that cannot give
-    /// them fails the task as `fetch-failed`, naming its maps, so those run again.
+    /// Gathers a reduce partition's slices from every source and merges them in map
+    /// order. This executor's own slices are checked against their CRCs and read in
+    /// place; other holders are asked once each, and what they send is kept in memory up
+    /// to the host's share for a task, then spilled to this executor's disk. A source
+    /// that cannot give its slices, or one that fails its CRC, fails the task as
+    /// `fetch-failed`, naming those maps, so that they run again.
     pub(crate) fn reduce_input(
         &self,
         launch: &TaskLaunch,
@@ -91,70 +173,86 @@ impl ExecutorCore {
         sources: &[MapSource],
         deadline: Instant,
     ) -> Result<SortedRuns, TaskFailure> {
-        let Some(spec) = &launch.job.shuffle else {
-            return Err(TaskFailure::Host { message: "a reduce task of a job without a shuffle".into() });
+        let (Some(spec), Some(files)) = (&launch.job.shuffle, &self.shuffle) else {
+            return Err(TaskFailure::Host {
+                message: "a reduce task on an executor without shuffle files".into(),
+            });
         };
-        let mut slices: Vec<Slice> = Vec::new();
+        let job = launch.job.job;
+        let budget = self.blocks().limit() / u64::from(self.runtime().slots());
+        let mut gathered = Gathered::new(files.spill_dir(job, partition), launch.attempt.number, budget);
         for source in sources {
             let maps: Vec<u32> = source.maps.iter().map(|(m, _)| *m).collect();
-            let fetched = if source.executor == *self.id() {
-                match &self.shuffle {
-                    Some(files) => files.read_slices(launch.job.job, partition, &maps),
-                    None => Err(FetchError { maps: maps.clone(), reason: "no shuffle folder here".into() }),
-                }
-            } else {
-                let fetcher = self.fetcher.read().expect("fetcher lock").clone();
-                match fetcher {
-                    Some(fetcher) => fetcher.fetch(launch.job.job, &spec.token, partition, source, deadline),
-                    None => Err(FetchError {
-                        maps: maps.clone(),
-                        reason: "this executor cannot reach its peers".into(),
-                    }),
-                }
-            };
             let failed = |maps: Vec<u32>, reason: String| TaskFailure::FetchFailed {
                 executor: source.executor.clone(),
                 incarnation: source.incarnation,
                 maps,
                 reason,
             };
-            let got = fetched.map_err(|e| failed(e.maps, e.reason))?;
-            // Exactly the maps asked for, each once and intact.
-            let mut named: Vec<u32> = got.iter().map(|s| s.map).collect();
-            named.sort_unstable();
-            if named != maps {
-                return Err(failed(
-                    maps,
-                    format!("asked for {} slices, got {}", source.maps.len(), got.len()),
-                ));
+            let mut seen = Vec::with_capacity(maps.len());
+            if source.executor == *self.id() {
+                for &map in &maps {
+                    let located = files.slice_location(job, partition, map);
+                    let (path, start, end, crc) =
+                        located.map_err(|e| failed(vec![map], format!("map {map}'s output: {e}")))?;
+                    match file_crc(&path, start, end - start) {
+                        Ok(found) if found == crc => gathered.in_place(map, path, start, end - start),
+                        Ok(_) => return Err(failed(vec![map], "a slice does not match its checksum".into())),
+                        Err(e) => return Err(failed(vec![map], format!("map {map}'s output: {e}"))),
+                    }
+                    seen.push(map);
+                }
+            } else {
+                let fetcher = self.fetcher.read().expect("fetcher lock").clone();
+                let Some(fetcher) = fetcher else {
+                    return Err(failed(maps, "this executor cannot reach its peers".into()));
+                };
+                let mut each = |slice: Slice| {
+                    let map = slice.map;
+                    if !maps.contains(&map) || seen.contains(&map) {
+                        return Err(FetchError {
+                            maps: maps.clone(),
+                            reason: format!("a slice of map {map}, not asked for"),
+                        });
+                    }
+                    if !slice.intact() {
+                        return Err(FetchError {
+                            maps: vec![map],
+                            reason: "a slice does not match its checksum".into(),
+                        });
+                    }
+                    seen.push(map);
+                    gathered.keep(slice).map_err(|e| FetchError { maps: Vec::new(), reason: e })
+                };
+                let fetched = fetcher.fetch(job, &spec.token, partition, source, deadline, &mut each);
+                match fetched {
+                    // This executor's own disk failed it: not the holder's maps' fault.
+                    Err(e) if e.maps.is_empty() => return Err(TaskFailure::Host { message: e.reason }),
+                    Err(e) => return Err(failed(e.maps, e.reason)),
+                    Ok(()) => {}
+                }
             }
-            let broken: Vec<u32> = got.iter().filter(|s| !s.intact()).map(|s| s.map).collect();
-            if !broken.is_empty() {
-                return Err(failed(broken, "a slice does not match its checksum".into()));
+            seen.sort_unstable();
+            if seen != maps {
+                let missing: Vec<u32> = maps.iter().filter(|m| !seen.contains(m)).copied().collect();
+                return Err(failed(missing, format!("asked for {} slices, got {}", maps.len(), seen.len())));
             }
-            slices.extend(got);
         }
-        slices.sort_by_key(|s| s.map);
-        let mut runs = SortedRuns::new(partition);
-        for slice in slices {
-            let map = slice.map;
-            let decoder = zstd::Decoder::new(Cursor::new(slice.bytes))
-                .map_err(|e| TaskFailure::Host { message: format!("cannot read map {map}'s slice: {e}") })?;
-            runs.push(decoder)
-                .map_err(|e| TaskFailure::Host { message: format!("cannot read map {map}'s slice: {e}") })?;
-        }
-        Ok(runs)
+        gathered
+            .into_runs(partition)
+            .map_err(|e| TaskFailure::Host { message: format!("cannot read the slices: {e}") })
     }
 
-    /// The slices of `partition` from `maps`' outputs held here, for a reducer that
-    /// shows the job's shuffle secret.
+    /// Where the slices of `partition` from `maps`' outputs held here are, for a
+    /// reducer that shows the job's shuffle secret: the server reads and sends them one
+    /// at a time.
     pub fn serve_slices(
         &self,
         job: JobId,
         token: &[u8; 32],
         partition: u32,
         maps: &[u32],
-    ) -> Result<Vec<Slice>, Refusal> {
+    ) -> Result<Vec<Located>, Refusal> {
         let known = self.shuffle_tokens.lock().expect("tokens lock").get(&job).copied();
         let Some(secret) = known else { return Err(Refusal::UnknownJob(job)) };
         // Compared in constant time: the secret must not leak through timing.
@@ -165,6 +263,6 @@ impl ExecutorCore {
         let files = self.shuffle.as_ref().ok_or_else(|| {
             Refusal::Unreadable(FetchError { maps: maps.to_vec(), reason: "no shuffle folder here".into() })
         })?;
-        files.read_slices(job, partition, maps).map_err(Refusal::Unreadable)
+        files.locate_slices(job, partition, maps).map_err(Refusal::Unreadable)
     }
 }

@@ -94,43 +94,32 @@ impl MapWriter {
     }
 
     /// Writes the sorted records in memory as one zstd frame per partition into `out`,
-    /// returning each partition's start offset (and the end), and feeding each
-    /// partition's framed bytes to `seen`.
-    fn write_sorted(
+    /// streamed (no copy of a partition is made), returning each partition's start
+    /// offset (and the end), and each slice's CRC; `digest` sees every record.
+    fn write_sorted<W: Write>(
         &mut self,
-        out: &mut impl Write,
-        mut seen: impl FnMut(u32, &[u8]),
-    ) -> io::Result<Vec<u64>> {
+        out: &mut Slices<W>,
+        mut digest: Option<&mut Sha256>,
+    ) -> io::Result<()> {
         self.sort();
-        let mut offsets = Vec::with_capacity(self.reduces as usize + 1);
-        let mut written = 0u64;
         let mut at = 0;
-        let mut frame = Vec::new();
         for partition in 0..self.reduces {
-            offsets.push(written);
-            frame.clear();
+            let mut frame = out.begin();
             while let Some(&Entry { partition: p, offset, .. }) = self.index.get(at) {
                 if p != partition {
                     break;
                 }
                 let (_, klen, vlen) = header(&self.data, offset);
-                frame.extend_from_slice(&self.data[offset + 4..offset + RECORD_HEADER]);
-                frame.extend_from_slice(
-                    &self.data[offset + RECORD_HEADER..offset + RECORD_HEADER + klen + vlen],
-                );
+                let key = &self.data[offset + RECORD_HEADER..offset + RECORD_HEADER + klen];
+                let value = &self.data[offset + RECORD_HEADER + klen..offset + RECORD_HEADER + klen + vlen];
+                frame.record(partition, key, value, digest.as_deref_mut())?;
                 at += 1;
             }
-            if !frame.is_empty() {
-                seen(partition, &frame);
-                let stored = zstd::bulk::compress(&frame, LEVEL)?;
-                out.write_all(&stored)?;
-                written += stored.len() as u64;
-            }
+            frame.end()?;
         }
-        offsets.push(written);
         self.data = Vec::new();
         self.index = Vec::new();
-        Ok(offsets)
+        Ok(())
     }
 
     fn spill(&mut self) -> Result<(), ShuffleError> {
@@ -138,9 +127,9 @@ impl MapWriter {
         std::fs::create_dir_all(&dir).map_err(|e| host_error("cannot make the spill folder", e))?;
         let path = dir.join(format!("run-{}-{}", self.spills.len(), rand::random::<u64>()));
         let file = File::create(&path).map_err(|e| host_error("cannot spill", e))?;
-        let mut out = BufWriter::new(file);
-        let offsets = self.write_sorted(&mut out, |_, _| {}).map_err(|e| host_error("cannot spill", e))?;
-        out.flush().map_err(|e| host_error("cannot spill", e))?;
+        let mut out = Slices::new(BufWriter::new(file));
+        self.write_sorted(&mut out, None).map_err(|e| host_error("cannot spill", e))?;
+        let (offsets, _) = out.finish().map_err(|e| host_error("cannot spill", e))?;
         tracing::debug!(
             map = self.map,
             run = self.spills.len(),
@@ -162,15 +151,13 @@ impl MapWriter {
         for (path, _) in &self.spills {
             let _ = std::fs::remove_file(path);
         }
-        let (offsets, digest) = match result {
+        let (offsets, crcs, digest) = match result {
             Ok(done) => done,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp_data);
                 return Err(host_error("cannot write the map output", e));
             }
         };
-        let crcs =
-            slice_crcs(&tmp_data, &offsets).map_err(|e| host_error("cannot read back the map output", e))?;
         let mut index = Vec::with_capacity(16 + offsets.len() * 8 + crcs.len() * 4);
         index.extend_from_slice(INDEX_MAGIC);
         index.extend_from_slice(&self.reduces.to_le_bytes());
@@ -192,25 +179,16 @@ impl MapWriter {
     /// Writes the data file: straight from memory, or by merging the spilled runs
     /// (what is still in memory spilled last). Returns the partitions' offsets and the
     /// digest of the framed records.
-    fn write_files(&mut self, path: &PathBuf) -> io::Result<(Vec<u64>, [u8; 32])> {
-        let mut out = BufWriter::new(File::create(path)?);
+    fn write_files(&mut self, path: &PathBuf) -> io::Result<(Vec<u64>, Vec<u32>, [u8; 32])> {
+        let mut out = Slices::new(BufWriter::new(File::create(path)?));
         let mut digest = Sha256::new();
-        let mut seen = |partition: u32, frame: &[u8]| {
-            digest.update(partition.to_le_bytes());
-            digest.update((frame.len() as u64).to_le_bytes());
-            digest.update(frame);
-        };
-        let offsets = if self.spills.is_empty() {
-            self.write_sorted(&mut out, &mut seen)?
+        if self.spills.is_empty() {
+            self.write_sorted(&mut out, Some(&mut digest))?;
         } else {
             if !self.index.is_empty() {
                 self.spill().map_err(|e| io::Error::other(e.message))?;
             }
-            let mut offsets = Vec::with_capacity(self.reduces as usize + 1);
-            let mut written = 0u64;
-            let mut frame = Vec::new();
             for partition in 0..self.reduces as usize {
-                offsets.push(written);
                 let mut runs = SortedRuns::new(partition as u32);
                 for (run, bounds) in &self.spills {
                     let (start, end) = (bounds[partition], bounds[partition + 1]);
@@ -220,42 +198,115 @@ impl MapWriter {
                         runs.push(zstd::Decoder::new(file.take(end - start))?)?;
                     }
                 }
-                // One partition's records framed in memory, then compressed: a
-                // partition of one map is what a reducer reads whole anyway.
-                frame.clear();
+                let mut frame = out.begin();
+                let mut failed = None;
                 while runs.pop(|key, value| {
-                    frame.extend_from_slice(&(key.len() as u32).to_le_bytes());
-                    frame.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                    frame.extend_from_slice(key);
-                    frame.extend_from_slice(value);
+                    if failed.is_none()
+                        && let Err(e) = frame.record(partition as u32, key, value, Some(&mut digest))
+                    {
+                        failed = Some(e);
+                    }
                 })? {}
-                if !frame.is_empty() {
-                    seen(partition as u32, &frame);
-                    let stored = zstd::bulk::compress(&frame, LEVEL)?;
-                    out.write_all(&stored)?;
-                    written += stored.len() as u64;
+                if let Some(e) = failed {
+                    return Err(e);
                 }
+                frame.end()?;
             }
-            offsets.push(written);
-            offsets
-        };
-        out.flush()?;
-        out.get_ref().sync_data().ok();
-        Ok((offsets, digest.finalize().into()))
+        }
+        let (offsets, crcs) = out.finish()?;
+        Ok((offsets, crcs, digest.finalize().into()))
     }
 }
 
-/// The CRC-32 of each stored slice, read back from the file as written.
-fn slice_crcs(path: &PathBuf, offsets: &[u64]) -> io::Result<Vec<u32>> {
-    let mut file = File::open(path)?;
-    let mut crcs = Vec::with_capacity(offsets.len().saturating_sub(1));
-    let mut buf = Vec::new();
-    for w in offsets.windows(2) {
-        buf.resize((w[1] - w[0]) as usize, 0);
-        file.read_exact(&mut buf)?;
-        crcs.push(crc32fast::hash(&buf));
+/// A data file as it is written: one zstd frame per partition, its start offset and
+/// its CRC-32 (of the stored bytes) kept as it goes.
+struct Slices<W: Write> {
+    out: W,
+    written: u64,
+    crc: crc32fast::Hasher,
+    offsets: Vec<u64>,
+    crcs: Vec<u32>,
+}
+
+/// One partition's frame, begun at its first record (an empty partition stores
+/// nothing).
+struct Frame<'a, W: Write> {
+    slices: &'a mut Slices<W>,
+    encoder: Option<zstd::stream::write::Encoder<'static, Vec<u8>>>,
+}
+
+/// Compressed bytes are handed to the file in pieces of about this size.
+const PIECE: usize = 1 << 20;
+
+impl<W: Write> Slices<W> {
+    fn new(out: W) -> Slices<W> {
+        Slices { out, written: 0, crc: crc32fast::Hasher::new(), offsets: Vec::new(), crcs: Vec::new() }
     }
-    Ok(crcs)
+
+    fn begin(&mut self) -> Frame<'_, W> {
+        self.offsets.push(self.written);
+        self.crc = crc32fast::Hasher::new();
+        Frame { slices: self, encoder: None }
+    }
+
+    fn store(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.crc.update(bytes);
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Each partition's offset (and the end) and CRC.
+    fn finish(mut self) -> io::Result<(Vec<u64>, Vec<u32>)> {
+        self.offsets.push(self.written);
+        self.out.flush()?;
+        Ok((self.offsets, self.crcs))
+    }
+}
+
+impl<W: Write> Frame<'_, W> {
+    fn record(
+        &mut self,
+        partition: u32,
+        key: &[u8],
+        value: &[u8],
+        digest: Option<&mut Sha256>,
+    ) -> io::Result<()> {
+        let lens = [(key.len() as u32).to_le_bytes(), (value.len() as u32).to_le_bytes()];
+        if let Some(digest) = digest {
+            digest.update(partition.to_le_bytes());
+            digest.update(lens.as_flattened());
+            digest.update(key);
+            digest.update(value);
+        }
+        let encoder = match &mut self.encoder {
+            Some(e) => e,
+            None => self.encoder.insert(zstd::stream::write::Encoder::new(Vec::with_capacity(PIECE), LEVEL)?),
+        };
+        encoder.write_all(lens.as_flattened())?;
+        encoder.write_all(key)?;
+        encoder.write_all(value)?;
+        // What the encoder has made so far goes to the file, so a partition never
+        // waits whole in memory.
+        if encoder.get_ref().len() >= PIECE {
+            let piece = std::mem::take(encoder.get_mut());
+            self.slices.store(&piece)?;
+            *encoder.get_mut() = piece;
+            encoder.get_mut().clear();
+        }
+        Ok(())
+    }
+
+    fn end(self) -> io::Result<()> {
+        let Frame { slices, encoder } = self;
+        if let Some(encoder) = encoder {
+            let rest = encoder.finish()?;
+            slices.store(&rest)?;
+        }
+        let crc = std::mem::replace(&mut slices.crc, crc32fast::Hasher::new()).finalize();
+        slices.crcs.push(crc);
+        Ok(())
+    }
 }
 
 impl RecordSink for MapWriter {

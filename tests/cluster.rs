@@ -2499,6 +2499,9 @@ fn a_killed_executor_costs_exactly_the_maps_it_held_and_the_answer_stays_exact()
     let report = ok_json(&child.wait_with_output().unwrap());
     assert_eq!(report["result"], word_count_of(&inputs[0]));
     assert_eq!(report["maps_rerun"], held, "exactly the maps it held ran again: {report}");
+    // The status says so too, beside the job.
+    let jobs = cluster.status()["jobs"].clone();
+    assert_eq!(jobs[0]["progress"]["outputs_lost"], held, "{jobs}");
     // The survivor's shuffle files went with the job.
     let left: Vec<_> = std::fs::read_dir(&w0)
         .unwrap()

@@ -579,7 +579,12 @@ impl ControlCore {
                         Decided::TaskDone { attempt } => {
                             self.count_done(attempt.job, |d| d.saturating_add(1))
                         }
-                        Decided::TaskLost { job, .. } => self.count_done(*job, |d| d.saturating_sub(1)),
+                        Decided::TaskLost { job, .. } => {
+                            self.count_done(*job, |d| d.saturating_sub(1));
+                            if let Some(counts) = self.jobs.get_mut(job) {
+                                counts.outputs_lost += 1;
+                            }
+                        }
                         _ => {}
                     }
                     actions.push(Action::Decided(decided));

@@ -356,6 +356,7 @@ impl Store {
                 {
                     record.state = AttemptState::Lost;
                     entry.status.progress.done = entry.status.progress.done.saturating_sub(1);
+                    entry.status.progress.outputs_lost += 1;
                 }
             }
             AppEvent::TokenRenewed { .. } | AppEvent::TokenRenewalFailed { .. } => {}

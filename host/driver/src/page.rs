@@ -172,13 +172,19 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
     let ended = entry.ended_ms.unwrap_or_else(crate::journal::now_ms);
     let _ = write!(
         out,
-        "<h2>Job {id}: {name}</h2><p id=job-state>{state} · {done} of {total} tasks done · {failed} failed attempts · {duration}</p>",
+        "<h2>Job {id}: {name}</h2><p id=job-state>{state} · {done} of {total} tasks done · {failed} failed attempts{lost} · {duration}</p>",
         id = s.job,
         name = esc(&s.name),
         state = s.state,
         done = s.progress.done,
         total = s.progress.total,
         failed = s.progress.failed_attempts,
+        lost = match s.progress.outputs_lost {
+            0 => String::new(),
+            n => format!(
+                " · <span id=outputs-lost>{n} outputs lost and run again</span> (their executor went, or a reader could not read them: see the failures below)"
+            ),
+        },
         duration = millis(ended.saturating_sub(entry.started_ms)),
     );
     if let Some(error) = &entry.error {

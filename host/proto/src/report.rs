@@ -128,6 +128,10 @@ pub struct JobProgress {
     pub running: u32,
     pub failed_attempts: u32,
     pub executors: u32,
+    /// Done tasks whose outputs were lost (map outputs with their executor, or that a
+    /// reducer could not read) and which ran again.
+    #[serde(default)]
+    pub outputs_lost: u32,
 }
 
 /// A failed attempt, kept for the report.

@@ -200,4 +200,7 @@ pub struct JobCounts {
     pub failed_attempts: u32,
     /// Map outputs lost (their executor gone, or unreadable), so those maps ran again.
     pub maps_rerun: u32,
+    /// Done tasks whose outputs were lost, of any kind (map outputs, combined outputs
+    /// held by an executor), so that they ran again.
+    pub outputs_lost: u32,
 }

@@ -268,5 +268,6 @@ fn progress(c: JobCounts, executors: u32) -> JobProgress {
         running: c.running,
         failed_attempts: c.failed_attempts,
         executors,
+        outputs_lost: c.outputs_lost,
     }
 }

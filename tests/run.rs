@@ -473,6 +473,15 @@ fn map_reduce_word_count_equals_word_count_and_leaves_no_shuffle_files() {
 #[allow(dead_code)]
 mod sort_records;
 
+/// The checksum of every record the sort example's maps generate, computed natively.
+fn sort_checksum(maps: u32, per_map: u64) -> u64 {
+    let mut sum = 0u64;
+    for map in 0..maps {
+        sort_records::generate(map, per_map, |k, v| sum = sum.wrapping_add(sort_records::share(k, v)));
+    }
+    sum
+}
+
 /// The sort example, TeraSort-style: every key arrives in global order across range
 /// partitions, and the checksum of what the reducers saw is the checksum of what the
 /// maps generated (recomputed here, natively). Maps of ~50 MB on executors of 128 MiB
@@ -480,12 +489,7 @@ mod sort_records;
 #[test]
 fn sort_puts_every_record_in_global_order_and_loses_none() {
     let (maps, per_map) = (3u32, 400_000u64);
-    let mut expected = 0u64;
-    for map in 0..maps {
-        sort_records::generate(map, per_map, |k, v| {
-            expected = expected.wrapping_add(sort_records::share(k, v))
-        });
-    }
+    let expected = sort_checksum(maps, per_map);
     let per_map = format!("records_per_map={per_map}");
     let maps_arg = maps.to_string();
     let args =
@@ -507,12 +511,7 @@ fn sort_puts_every_record_in_global_order_and_loses_none() {
 #[test]
 fn a_reduce_partition_ten_times_the_memory_cap_streams_through_bounded_memory() {
     let (maps, per_map) = (4u32, 1_000_000u64);
-    let mut expected = 0u64;
-    for map in 0..maps {
-        sort_records::generate(map, per_map, |k, v| {
-            expected = expected.wrapping_add(sort_records::share(k, v))
-        });
-    }
+    let expected = sort_checksum(maps, per_map);
     let per_map = format!("records_per_map={per_map}");
     let args = ["run", "examples/sort", "--partitions", "4", "--reduce-partitions", "1", "--conf", &per_map];
     let (out, peak) = flint_peak_memory(

@@ -28,6 +28,15 @@ fn join(core: &mut ControlCore, now: Instant, name: &str) -> Incarnation {
     incarnation
 }
 
+/// Submits the job of four maps into two reduce partitions.
+fn submit(core: &mut ControlCore, now: Instant) -> Vec<Action> {
+    let shuffle = Some((MAPS, REDUCES));
+    core.handle(
+        now,
+        Event::JobSubmitted { job: JOB, tasks: MAPS + REDUCES, max_failures: 4, period: None, shuffle },
+    )
+}
+
 fn launched(actions: &[Action]) -> Vec<(ExecutorId, Attempt)> {
     actions
         .iter()
@@ -65,16 +74,7 @@ fn map_done(
 fn a_lost_executor_reruns_its_maps_before_any_reducer_is_placed_again() {
     let (mut core, now) = (core(), Instant::now());
     let (a, b) = (join(&mut core, now, "a"), join(&mut core, now, "b"));
-    let first = core.handle(
-        now,
-        Event::JobSubmitted {
-            job: JOB,
-            tasks: MAPS + REDUCES,
-            max_failures: 4,
-            period: None,
-            shuffle: Some((MAPS, REDUCES)),
-        },
-    );
+    let first = submit(&mut core, now);
     let maps = launched(&first);
     assert_eq!(maps.len(), 4, "the four maps, no reducer: {first:?}");
     assert!(maps.iter().all(|(_, t)| t.index < MAPS));
@@ -108,16 +108,7 @@ fn a_lost_executor_reruns_its_maps_before_any_reducer_is_placed_again() {
 fn a_fetch_failure_reruns_exactly_the_maps_named_and_a_rerun_must_write_the_same_bytes() {
     let (mut core, now) = (core(), Instant::now());
     let a = join(&mut core, now, "a");
-    let first = core.handle(
-        now,
-        Event::JobSubmitted {
-            job: JOB,
-            tasks: MAPS + REDUCES,
-            max_failures: 4,
-            period: None,
-            shuffle: Some((MAPS, REDUCES)),
-        },
-    );
+    let first = submit(&mut core, now);
     let mut pending: Vec<Attempt> = launched(&first).into_iter().map(|(_, t)| t).collect();
     let mut reducers = Vec::new();
     while let Some(attempt) = pending.pop() {

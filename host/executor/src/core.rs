@@ -443,6 +443,18 @@ impl ExecutorCore {
         input: TaskInput,
     ) -> (TaskState, String) {
         let outcome = taken.held().instance.run(ctx, input);
+        self.task_ended(launch, taken, ctx, outcome)
+    }
+
+    /// A task whose output comes back (a plain task's, a reduce task's): the output
+    /// kept, the instance kept for the next task when it may be.
+    pub(crate) fn task_ended(
+        &self,
+        launch: &TaskLaunch,
+        taken: Taken<'_>,
+        ctx: &TaskContext,
+        outcome: flint_runtime::Outcome,
+    ) -> (TaskState, String) {
         let state = match outcome.result {
             Ok(bytes) => self.keep_output(launch, ctx, bytes),
             Err(failure) => TaskState::Failed(failure),

@@ -129,38 +129,6 @@ impl ShuffleFiles {
         }
     }
 
-    /// The stored slices of `partition` from `maps`' outputs here. A map whose files
-    /// are missing or unreadable fails the read, named.
-    pub fn read_slices(&self, job: JobId, partition: u32, maps: &[u32]) -> Result<Vec<Slice>, FetchError> {
-        let mut slices = Vec::with_capacity(maps.len());
-        let mut failed = Vec::new();
-        let mut reason = String::new();
-        for &map in maps {
-            match self.read_slice(job, partition, map) {
-                Ok(slice) => slices.push(slice),
-                Err(e) => {
-                    if failed.is_empty() {
-                        reason = format!("map {map}'s output: {e}");
-                    }
-                    failed.push(map);
-                }
-            }
-        }
-        match failed.is_empty() {
-            true => Ok(slices),
-            false => Err(FetchError { maps: failed, reason }),
-        }
-    }
-
-    fn read_slice(&self, job: JobId, partition: u32, map: u32) -> std::io::Result<Slice> {
-        let (data_path, start, end, crc) = self.slice_location(job, partition, map)?;
-        let mut file = File::open(&data_path)?;
-        file.seek(SeekFrom::Start(start))?;
-        let mut bytes = vec![0; (end - start) as usize];
-        file.read_exact(&mut bytes)?;
-        Ok(Slice { map, crc, bytes })
-    }
-
     /// Where a map's slice of `partition` is on this executor's disk: its data file,
     /// byte range and CRC, from the map's index.
     pub(crate) fn slice_location(

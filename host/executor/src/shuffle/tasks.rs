@@ -152,12 +152,7 @@ impl ExecutorCore {
         runs: SortedRuns,
     ) -> (TaskState, String) {
         let outcome = taken.held().instance.reduce(ctx, partition, runs);
-        let state = match outcome.result {
-            Ok(bytes) => self.keep_output(launch, ctx, bytes),
-            Err(failure) => TaskState::Failed(failure),
-        };
-        self.keep_instance(launch, taken, ctx, &state);
-        (state, outcome.log)
+        self.task_ended(launch, taken, ctx, outcome)
     }
 
     /// Gathers a reduce partition's slices from every source and merges them in map

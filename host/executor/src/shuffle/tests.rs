@@ -32,7 +32,8 @@ fn batches(n: u32, reduces: u32) -> Vec<Vec<u8>> {
 
 /// A partition's records, merged from the slices read back, in order.
 fn records(files: &ShuffleFiles, partition: u32, maps: &[u32]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let slices = files.read_slices(JOB, partition, maps).unwrap();
+    let slices: Vec<_> =
+        files.locate_slices(JOB, partition, maps).unwrap().iter().map(|l| l.read().unwrap()).collect();
     let mut runs = SortedRuns::new(partition);
     for slice in slices {
         assert!(slice.intact(), "{slice:?}");
@@ -127,9 +128,9 @@ fn a_slice_corrupted_on_disk_fails_its_checksum_and_a_missing_one_is_named() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x40;
     std::fs::write(&data, bytes).unwrap();
-    let slices = files.read_slices(JOB, 0, &[3]).unwrap();
-    assert!(!slices[0].intact());
-    let e = files.read_slices(JOB, 0, &[3, 4]).unwrap_err();
+    let slice = files.locate_slices(JOB, 0, &[3]).unwrap()[0].read().unwrap();
+    assert!(!slice.intact());
+    let e = files.locate_slices(JOB, 0, &[3, 4]).unwrap_err();
     assert_eq!(e.maps, [4]);
 }
 

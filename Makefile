@@ -23,7 +23,8 @@ setup-test:
 examples: setup-build
 	cd examples && $(CARGO) build --release
 
-## demo: word count over a few MB of generated text, then Monte Carlo pi
+## demo: word count over a few MB of generated text (folded, then as map/reduce across
+## two executors: the same answer), then Monte Carlo pi
 demo: build
 	@mkdir -p $(DEMO)
 	@echo "generating $(DEMO)/corpus.txt"
@@ -32,6 +33,7 @@ demo: build
 		> $(DEMO)/corpus.txt
 	@ls -l $(DEMO)/corpus.txt
 	$(FLINT) run examples/word-count --input $(DEMO)/corpus.txt --executors 2 --cores 1
+	$(FLINT) run examples/word-count-mr --input $(DEMO)/corpus.txt --executors 2 --cores 1 --reduce-partitions 4
 	$(FLINT) run examples/pi --conf points=10000000 --partitions 16
 
 ## test: unit tests, runtime tests on the real example components, CLI end-to-end tests

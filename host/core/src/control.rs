@@ -453,10 +453,17 @@ impl ControlCore {
 
     /// Steps the allocation policy and carries out what it decides.
     fn allocate(&mut self, now: Instant, actions: &mut Vec<Action>) {
+        // An executor holding map outputs of a running job is not idle: giving it back
+        // would rerun those maps (handing them to a peer first is for later).
+        let holders = self.outputs.holders();
         let view = View {
             pending_tasks: self.scheduler.queued(),
             running_tasks: self.scheduler.running_tasks(),
-            executors: self.scheduler.usable_executors().map(|(id, busy)| (id.clone(), busy)).collect(),
+            executors: self
+                .scheduler
+                .usable_executors()
+                .map(|(id, busy)| (id.clone(), busy || holders.contains(id)))
+                .collect(),
         };
         let Some(allocator) = &mut self.allocator else { return };
         for decision in allocator.step(now, &view) {

@@ -275,6 +275,12 @@ impl MapOutputTracker {
         Ok(self.shuffles.get(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?.reruns)
     }
 
+    /// Executors holding a live map output of a running job: taking one away would
+    /// cost those maps a rerun.
+    pub fn holders(&self) -> std::collections::HashSet<&ExecutorId> {
+        self.held.iter().filter(|(_, outputs)| !outputs.is_empty()).map(|((id, _), _)| id).collect()
+    }
+
     /// Forgets the job's shuffles (it ended): what their outputs held may be deleted.
     pub fn job_ended(&mut self, job: JobId) -> Vec<ShuffleId> {
         let ended: Vec<ShuffleId> = self.shuffles.keys().filter(|s| s.job == job).copied().collect();

@@ -149,3 +149,76 @@ fn a_fetch_failure_reruns_exactly_the_maps_named_and_a_rerun_must_write_the_same
         "{out:?}"
     );
 }
+
+#[test]
+fn dynamic_allocation_never_gives_back_an_executor_holding_a_running_jobs_map_outputs() {
+    use flint_core::AllocationConfig;
+    use flint_proto::DynamicAllocation;
+    let idle = Duration::from_secs(1);
+    let mut core = ControlCore::new(CoreConfig {
+        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None },
+        heartbeat_timeout: Duration::from_secs(120),
+        bootstrap_timeout: Duration::from_secs(60),
+        allocation: Some(AllocationConfig {
+            policy: DynamicAllocation {
+                enabled: true,
+                min_executors: 0,
+                max_executors: 2,
+                initial_executors: Some(2),
+                idle_timeout: idle,
+                cooldown: Duration::ZERO,
+                ..DynamicAllocation::default()
+            },
+            slots_per_executor: 2,
+        }),
+        backend: "local",
+    });
+    let t0 = Instant::now();
+    let ids = core
+        .handle_timeout(t0)
+        .into_iter()
+        .find_map(|a| match a {
+            Action::StartExecutors { ids } => Some(ids),
+            _ => None,
+        })
+        .expect("the initial executors are asked for");
+    let incarnations: Vec<Incarnation> = ids.iter().map(|id| join(&mut core, t0, id.as_str())).collect();
+    let on = |id: &ExecutorId| incarnations[ids.iter().position(|i| i == id).unwrap()];
+    let mut pending: Vec<(ExecutorId, Attempt)> = launched(&submit(&mut core, t0));
+    let mut reducers = Vec::new();
+    while let Some((exec, attempt)) = pending.pop() {
+        for (e, next) in launched(&map_done(&mut core, t0, exec.as_str(), on(&exec), attempt)) {
+            if next.index < MAPS { pending.push((e, next)) } else { reducers.push((e, next)) }
+        }
+    }
+    assert_eq!(reducers.len(), 2);
+    // One reducer ends: an executor may now run nothing, but both hold map outputs.
+    let (done_on, done) = reducers.pop().unwrap();
+    let ok = |core: &mut ControlCore, exec: &ExecutorId, attempt: Attempt, at: Instant| {
+        let event = Event::TaskSucceeded {
+            id: exec.clone(),
+            incarnation: on(exec),
+            attempt,
+            elapsed: Duration::ZERO,
+        };
+        core.handle(at, event)
+    };
+    ok(&mut core, &done_on, done, t0);
+    let released =
+        |actions: &[Action]| actions.iter().filter(|a| matches!(a, Action::Decommission { .. })).count();
+    let mut later = t0;
+    for _ in 0..5 {
+        later += idle;
+        assert_eq!(released(&core.handle_timeout(later)), 0, "no executor holding map outputs is given back");
+    }
+    // The job ends: its outputs are nothing to keep, and idle executors go.
+    let (last_on, last) = reducers.pop().unwrap();
+    let end = ok(&mut core, &last_on, last, later);
+    assert!(end.iter().any(|a| matches!(a, Action::JobSucceeded { .. })), "{end:?}");
+    let mut gone = 0;
+    for _ in 0..5 {
+        later += idle;
+        gone += released(&core.handle_timeout(later));
+    }
+    assert!(gone > 0, "once the job ended, idle executors are given back");
+}

@@ -52,13 +52,20 @@ impl EventLoop {
                 let failure = failure.clone();
                 return self.fail(now, incarnation, update, failure);
             }
-            TaskState::Succeeded(TaskOutput::Map(_))
-                if !self.jobs.get(&update.attempt.job).is_some_and(|j| {
-                    j.descriptor.shuffle.as_ref().is_some_and(|s| s.is_map(update.attempt.index))
-                }) =>
+            // A map task's output is a map status, and only a map task's is: anything else
+            // from an executor is refused, so the tracker and the scheduler never disagree
+            // about which map outputs exist.
+            TaskState::Succeeded(output)
+                if matches!(output, TaskOutput::Map(_))
+                    != self.jobs.get(&update.attempt.job).is_some_and(|j| {
+                        j.descriptor.shuffle.as_ref().is_some_and(|s| s.is_map(update.attempt.index))
+                    }) =>
             {
-                let failure =
-                    TaskFailure::Host { message: "a map output from a task that is not a map".into() };
+                let message = match output {
+                    TaskOutput::Map(_) => "a map output from a task that is not a map",
+                    _ => "a map task's report without its map output",
+                };
+                let failure = TaskFailure::Host { message: message.into() };
                 return self.fail(now, incarnation, update, failure);
             }
             TaskState::Succeeded(TaskOutput::Map(status)) => {

@@ -2616,3 +2616,24 @@ fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_to
     assert_eq!(report["status"], "succeeded");
     assert_eq!(report["maps_rerun"], 0);
 }
+
+#[test]
+fn map_reduce_over_three_executors_reads_every_holder_and_equals_word_count() {
+    let mut cluster = Cluster::start(&[]);
+    for _ in 0..3 {
+        cluster.executor(&["--cores", "1"]);
+    }
+    cluster.wait_live(3);
+    let input = cluster.dir.path().join("inputs/corpus.txt");
+    corpus(&input, 3 << 20);
+    let input = input.to_str().unwrap();
+    let args = ["examples/word-count-mr", "--input", input, "--partitions", "9", "--reduce-partitions", "6"];
+    let report = ok_json(&cluster.submit(&[&args[..], &["--json"]].concat()));
+    assert_eq!(report["result"], word_count_of(input));
+    assert_eq!((&report["tasks"], &report["maps_rerun"]), (&Value::from(15), &Value::from(0)), "{report}");
+    // Maps ran on every executor, so every reducer read from two peers and itself.
+    let status = cluster.status();
+    for e in status["executors"].as_array().unwrap() {
+        assert!(e["tasks_done"].as_u64().unwrap() > 0, "{status}");
+    }
+}

@@ -6,8 +6,8 @@
 //! service, and each renewal mints a new token for every job that reads from here.
 
 use crate::credentials::{Fetch, TokenProvider, now_ms};
-use crate::limited::Limited;
 use flint_data::{Claims, DataKey};
+use flint_net::limited::Limited;
 use flint_proto::wire::{DataRefusal, MAX_INPUT_READ};
 use flint_proto::{FLINT_SERVICE, JobId, Token};
 use std::collections::{HashMap, HashSet};

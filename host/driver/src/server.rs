@@ -4,13 +4,13 @@
 
 use crate::data::Arrival;
 use crate::driver::Driver;
-use crate::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
 use crate::job::{HeldBytes, Uploads};
 use crate::job::{JobRequest, SubmitError};
-use crate::limited::Limited;
 use crate::link::{Blocks, ChannelLink, Fetch};
 use crate::metrics::{Peer, Transfer};
 use flint_core::{ExecutorInfo, Incarnation};
+use flint_net::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
+use flint_net::limited::Limited;
 use flint_net::{
     FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_exact, read_piece,
     verify_proof, write_frame, write_payload, write_payload_from_file,

@@ -8,6 +8,8 @@
 use crate::core::ExecutorCore;
 use crate::shuffle::read::{FetchError, ShuffleFetch, Slice};
 use crate::shuffle::tasks::Refusal;
+use flint_net::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
+use flint_net::limited::Limited;
 use flint_net::{Secret, read_frame, read_frame_within, read_payload_exact, write_frame, write_payload};
 use flint_proto::wire::{
     MAX_HELLO, PROTOCOL_VERSION, PeerHello, PeerHelloReply, Rejection, SliceHeader, SliceRefusal, SliceReply,
@@ -26,50 +28,100 @@ const SERVING: usize = 16;
 /// Slices one request may ask for: a job's maps at most.
 const MAX_MAPS: usize = 100_000;
 
-/// Serves this executor's map outputs on `endpoint` until it closes.
+/// Peers proven at once; past it a new one is refused at its hello.
+const MAX_PEERS: usize = 256;
+
+/// What the accept loop shares with its connections.
+struct Door {
+    gate: Arc<Gate>,
+    /// Places for proven peers.
+    peers: Arc<Semaphore>,
+    /// Requests served at once, all peers together.
+    serving: Arc<Semaphore>,
+    secret: Secret,
+    app_id: String,
+    /// Refusals a stranger can cause as fast as it likes, logged ten a minute.
+    refused: Limited,
+}
+
+/// Serves this executor's map outputs on `endpoint` until it closes. Connections come
+/// in through the same gate as the driver's: a small pool of unproven ones, the
+/// handshake and hello within [`HELLO_DEADLINE`], a retry when many arrive.
 pub async fn serve_peers(
     endpoint: quinn::Endpoint,
     core: Weak<ExecutorCore>,
     secret: Secret,
     app_id: String,
 ) {
-    let permits = Arc::new(Semaphore::new(SERVING));
-    let (secret, app_id) = (Arc::new(secret), Arc::new(app_id));
+    let door = Arc::new(Door {
+        gate: Arc::new(Gate::default()),
+        peers: Arc::new(Semaphore::new(MAX_PEERS)),
+        serving: Arc::new(Semaphore::new(SERVING)),
+        secret,
+        app_id,
+        refused: Limited::default(),
+    });
     while let Some(incoming) = endpoint.accept().await {
-        let (core, secret, app_id, permits) = (core.clone(), secret.clone(), app_id.clone(), permits.clone());
+        let remote = incoming.remote_address();
+        let validated = incoming.remote_address_validated() || !incoming.may_retry();
+        let pass = match door.gate.admit(remote.ip(), validated) {
+            Admit::Accept(pass) => pass,
+            Admit::Retry => {
+                let _ = incoming.retry();
+                continue;
+            }
+            Admit::Refuse(why) => {
+                door.refused.note(|not_logged| tracing::warn!(%remote, not_logged, "peer refused: {why}"));
+                incoming.refuse();
+                continue;
+            }
+        };
+        let (core, door) = (core.clone(), door.clone());
         tokio::spawn(
             async move {
-                let Ok(connection) = incoming.await else { return };
-                if let Err(e) = serve_peer(&connection, core, &secret, &app_id, permits).await {
+                if let Err(e) = serve_peer(incoming, pass, core, &door).await {
                     tracing::debug!(error = %e, "peer connection ended");
                 }
             }
-            .instrument(tracing::debug_span!("peer")),
+            .instrument(tracing::debug_span!("peer", %remote)),
         );
     }
 }
 
 async fn serve_peer(
-    connection: &quinn::Connection,
+    incoming: quinn::Incoming,
+    pass: Pass,
     core: Weak<ExecutorCore>,
-    secret: &Secret,
-    app_id: &str,
-    permits: Arc<Semaphore>,
+    door: &Door,
 ) -> Result<(), flint_net::FrameError> {
-    let (mut send, mut recv) =
-        connection.accept_bi().await.map_err(|e| flint_net::FrameError::Io(e.into()))?;
-    let hello: Option<PeerHello> = read_frame_within(&mut recv, MAX_HELLO).await?;
+    let io = |e: &dyn std::fmt::Display| flint_net::FrameError::Io(std::io::Error::other(e.to_string()));
+    // The handshake and the hello within one deadline, on the gate's pass.
+    let said = async {
+        let connection = incoming.await.map_err(|e| io(&e))?;
+        let (send, mut recv) = connection.accept_bi().await.map_err(|e| io(&e))?;
+        let hello: Option<PeerHello> = read_frame_within(&mut recv, MAX_HELLO).await?;
+        Ok::<_, flint_net::FrameError>((connection, send, hello))
+    };
+    let (connection, mut send, hello) =
+        tokio::time::timeout(HELLO_DEADLINE, said).await.map_err(|_| io(&"no hello in time"))??;
+    let place = door.peers.clone().try_acquire_owned();
     let verdict = match hello {
         None => return Ok(()),
+        Some(_) if place.is_err() => {
+            Err(Rejection::Protocol(format!("this executor serves {MAX_PEERS} peers already")))
+        }
         Some(h) if h.protocol_version != PROTOCOL_VERSION => {
             Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: h.protocol_version })
         }
-        Some(h) if h.app_id != app_id => Err(Rejection::WrongApp { expected: app_id.to_owned() }),
-        Some(h) if !flint_net::verify_proof(secret, connection, &h.proof) => Err(Rejection::NotAuthenticated),
+        Some(h) if h.app_id != door.app_id => Err(Rejection::WrongApp { expected: door.app_id.clone() }),
+        Some(h) if !flint_net::verify_proof(&door.secret, &connection, &h.proof) => {
+            Err(Rejection::NotAuthenticated)
+        }
         Some(_) => Ok(()),
     };
     if let Err(rejection) = verdict {
-        tracing::warn!(remote = %connection.remote_address(), %rejection, "a peer was refused");
+        let remote = connection.remote_address();
+        door.refused.note(|not_logged| tracing::warn!(%remote, %rejection, not_logged, "a peer was refused"));
         write_frame(&mut send, &PeerHelloReply::Rejected(rejection)).await?;
         let _ = send.finish();
         // The peer reads why, then goes; one that lingers is closed on.
@@ -77,11 +129,14 @@ async fn serve_peer(
         connection.close(1u32.into(), b"rejected");
         return Ok(());
     }
-    flint_net::open_up(connection);
+    // Proven: out of the gate's pool, into a place of its own.
+    drop(pass);
+    let _place = place;
+    flint_net::open_up(&connection);
     write_frame(&mut send, &PeerHelloReply::Welcome).await?;
     loop {
         let Ok((mut send, mut recv)) = connection.accept_bi().await else { return Ok(()) };
-        let (core, permits) = (core.clone(), permits.clone());
+        let (core, permits) = (core.clone(), door.serving.clone());
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
             if let Err(e) = answer(&mut send, &mut recv, core).await {

@@ -9,6 +9,8 @@ mod session;
 mod tls;
 mod url;
 
+pub mod gate;
+pub mod limited;
 pub use auth::{Secret, proof, verify_proof};
 pub use frame::{
     FrameError, decode, read_frame, read_frame_within, read_payload, read_payload_exact, read_piece,

@@ -1,5 +1,6 @@
 //! Warnings an outside peer can cause as often as it likes, logged at most ten a minute
-//! each kind: a flood of bad requests costs the driver a counter, not its log.
+//! each kind: a flood of bad requests costs the driver (or an executor) a counter, not
+//! its log.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
-//! The door before authentication. Until a peer's hello proves the secret it gets
-//! almost nothing: one stream and a small receive window (`flint_net::tls`, raised by
+//! The door before authentication, for every QUIC server of Flint's (the driver's
+//! front, an executor's map-output endpoint). Until a peer's hello proves the secret it
+//! gets almost nothing: one stream and a small receive window (`tls`, raised by
 //! `open_up` once it is welcome), a few seconds, and a place in a
 //! small pool of unproven connections, of which one source may hold only a few. When
 //! many arrive at once, a new one must first prove its address (a QUIC retry), so

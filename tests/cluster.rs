@@ -2619,17 +2619,47 @@ fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_to
 
 #[test]
 fn map_reduce_over_three_executors_reads_every_holder_and_equals_word_count() {
-    let mut cluster = Cluster::start(&[]);
+    // The executors write part files where the driver and they all see them.
+    let shared = tempfile::tempdir().unwrap();
+    let roots = format!("flint.output.roots={}", shared.path().display());
+    let mut cluster = Cluster::start(&["--conf", &roots]);
     for _ in 0..3 {
-        cluster.executor(&["--cores", "1"]);
+        cluster.executor(&["--cores", "1", "--conf", &roots]);
     }
     cluster.wait_live(3);
     let input = cluster.dir.path().join("inputs/corpus.txt");
     corpus(&input, 3 << 20);
     let input = input.to_str().unwrap();
+    let output = shared.path().join("counts");
     let args = ["examples/word-count-mr", "--input", input, "--partitions", "9", "--reduce-partitions", "6"];
-    let report = ok_json(&cluster.submit(&[&args[..], &["--json"]].concat()));
-    assert_eq!(report["result"], word_count_of(input));
+    let report =
+        ok_json(&cluster.submit(&[&args[..], &["--output", output.to_str().unwrap(), "--json"]].concat()));
+    let reference = word_count_of(input);
+    assert_eq!(report["result"], reference);
+    let mut names: Vec<String> = std::fs::read_dir(&output)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["_SUCCESS", "part-00000", "part-00001", "part-00002", "part-00003", "part-00004", "part-00005"]
+    );
+    let total: u64 = names[1..]
+        .iter()
+        .flat_map(|n| {
+            std::fs::read_to_string(output.join(n)).unwrap().lines().map(str::to_owned).collect::<Vec<_>>()
+        })
+        .map(|l| l.split_once('\t').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, reference["total_words"].as_u64().unwrap());
+    // Outside the driver's output roots: refused before anything runs.
+    let outside = cluster.dir.path().join("elsewhere");
+    let refused = cluster.submit(&[&args[..], &["--output", outside.to_str().unwrap()]].concat());
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("outside flint.output.roots"), "{refused:?}");
+    assert!(!outside.exists());
     assert_eq!((&report["tasks"], &report["maps_rerun"]), (&Value::from(15), &Value::from(0)), "{report}");
     // Maps ran on every executor, so every reducer read from two peers and itself.
     let status = cluster.status();

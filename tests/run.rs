@@ -469,6 +469,129 @@ fn map_reduce_word_count_equals_word_count_and_leaves_no_shuffle_files() {
     assert!(left.is_empty(), "shuffle folders left behind: {left:?}");
 }
 
+/// Every `word<TAB>value` line of the part files in `dir`, which must hold `parts`
+/// parts, `_SUCCESS`, and nothing else; no word is in two lines.
+fn part_lines(dir: &std::path::Path, parts: u32) -> Vec<(String, String)> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = (0..parts).map(|p| format!("part-{p:05}")).collect();
+    expected.insert(0, "_SUCCESS".into());
+    assert_eq!(names, expected, "what {} holds", dir.display());
+    let mut lines = Vec::new();
+    for name in &names[1..] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let part: Vec<(String, String)> = text
+            .lines()
+            .map(|l| {
+                let (k, v) = l.split_once('\t').expect("word<TAB>value");
+                (k.to_owned(), v.to_owned())
+            })
+            .collect();
+        lines.extend(part);
+    }
+    let words: std::collections::HashSet<&String> = lines.iter().map(|(w, _)| w).collect();
+    assert_eq!(words.len(), lines.len(), "a word in two lines");
+    lines
+}
+
+#[test]
+fn map_reduce_word_count_writes_part_files_that_hold_word_counts_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.txt");
+    corpus(&input, 4 << 20);
+    let input = input.to_string_lossy();
+    let reference = flint(&["run", "examples/word-count", "--input", &input, "--json"]);
+    let reference = json(&reference)["result"].clone();
+    // A relative directory, as a user types it, resolved against the working one.
+    let out_dir = dir.path().join("counts");
+    let job = common::root().join("examples/word-count-mr");
+    let args = ["run", job.to_str().unwrap(), "--input", &input, "--reduce-partitions", "8"];
+    let out = common::command(&[&args[..], &["--output", "counts", "--json"]].concat())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    assert_eq!(json(&out)["result"], reference, "the folded result, as without --output");
+    let lines = part_lines(&out_dir, 8);
+    let total: u64 = lines.iter().map(|(_, n)| n.parse::<u64>().unwrap()).sum();
+    assert_eq!(total, reference["total_words"].as_u64().unwrap());
+    assert_eq!(lines.len() as u64, reference["distinct_words"].as_u64().unwrap());
+    let mut top: Vec<(String, u64)> = lines.into_iter().map(|(w, n)| (w, n.parse().unwrap())).collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    top.truncate(10);
+    assert_eq!(serde_json::to_value(&top).unwrap(), reference["top"]);
+    // The same directory again: refused, and what it holds is left alone.
+    let again = common::command(&[&args[..], &["--output", "counts", "--json"]].concat())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(3), "{}", lossy(&again.stdout));
+    assert!(
+        lossy(&again.stderr).contains("of an earlier job: name a new directory"),
+        "{}",
+        lossy(&again.stderr)
+    );
+    assert_eq!(part_lines(&out_dir, 8).len() as u64, reference["distinct_words"].as_u64().unwrap());
+    // Part files are a map/reduce job's.
+    let other = flint(&[
+        "run",
+        "examples/word-count",
+        "--input",
+        &input,
+        "--output",
+        &format!("{}/x", dir.path().display()),
+    ]);
+    assert_eq!(other.status.code(), Some(3));
+    assert!(lossy(&other.stderr).contains("part files are for map/reduce jobs"), "{}", lossy(&other.stderr));
+}
+
+#[test]
+fn inverted_index_over_several_files_equals_an_independent_index() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let dir = tempfile::tempdir().unwrap();
+    let mut index: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut inputs = Vec::new();
+    let mut seed = 7u64;
+    for doc in 0..5 {
+        let name = format!("doc-{doc}.txt");
+        let mut text = String::new();
+        for line in 0..20_000 {
+            for _ in 0..8 {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                // Words shared by every document, and words of a few only.
+                let word = format!("W{}", (seed >> 33) % (500 + 3000 * doc));
+                index.entry(word.to_lowercase()).or_default().insert(name.clone());
+                text.push_str(&word);
+                text.push(if line % 3 == 0 { ',' } else { ' ' });
+            }
+            text.push('\n');
+        }
+        let path = dir.path().join(&name);
+        std::fs::write(&path, text).unwrap();
+        inputs.extend(["--input".to_owned(), path.to_string_lossy().into_owned()]);
+    }
+    let out_dir = dir.path().join("index");
+    let out_arg = out_dir.to_string_lossy().into_owned();
+    let args = ["run", "examples/inverted-index", "--partitions", "10", "--reduce-partitions", "4"];
+    let inputs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let out = flint(
+        &[&args[..], &inputs, &["--output", &out_arg, "--executors", "2", "--cores", "1", "--json"]].concat(),
+    );
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let found: BTreeMap<String, BTreeSet<String>> = part_lines(&out_dir, 4)
+        .into_iter()
+        .map(|(word, docs)| (word, docs.split(',').map(str::to_owned).collect()))
+        .collect();
+    assert_eq!(found.len(), index.len());
+    assert!(found == index, "the index differs from the one computed here");
+    let postings: usize = index.values().map(BTreeSet::len).sum();
+    assert_eq!(json(&out)["result"], serde_json::json!({"words": index.len(), "postings": postings}));
+}
+
 #[path = "../examples/sort/src/records.rs"]
 #[allow(dead_code)]
 mod sort_records;

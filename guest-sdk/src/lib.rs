@@ -71,7 +71,7 @@ pub mod combine_bindings {
         default_bindings_module: "flint_guest::combine_bindings",
         runtime_path: "flint_guest::__rt::wit_bindgen::rt",
         with: {
-            "flint:task/types@0.2.0": crate::bindings::flint::task::types,
+            "flint:task/types@0.3.0": crate::bindings::flint::task::types,
         },
     });
 }
@@ -88,13 +88,13 @@ pub mod map_reduce_bindings {
         default_bindings_module: "flint_guest::map_reduce_bindings",
         runtime_path: "flint_guest::__rt::wit_bindgen::rt",
         with: {
-            "flint:task/types@0.2.0": crate::bindings::flint::task::types,
+            "flint:task/types@0.3.0": crate::bindings::flint::task::types,
         },
     });
 }
 
 mod shuffle;
-pub use shuffle::{Emitter, MapReduce, Values, stable_hash};
+pub use shuffle::{Emitter, MapReduce, Values, part, stable_hash};
 
 #[doc(hidden)]
 pub mod __rt {
@@ -113,6 +113,11 @@ pub struct Error {
 }
 
 impl Error {
+    /// A failure the host reported through the contract.
+    pub(crate) fn from_wit(e: wit::TaskError) -> Self {
+        Error { message: e.message, retryable: e.retryable }
+    }
+
     /// A failure that another attempt may not repeat.
     pub fn new(message: impl Into<String>) -> Self {
         Error { message: message.into(), retryable: true }
@@ -143,8 +148,9 @@ pub enum Partition {
     Index(u32),
     /// One value of the job's input list, still encoded; see [`Partition::value`].
     Value(Vec<u8>),
-    /// The lines of an input file whose first byte falls in `start..end`.
-    Lines { path: String, start: u64, end: u64, data: Vec<u8> },
+    /// The lines of an input file whose first byte falls in `start..end`, read a batch
+    /// at a time.
+    Lines(Split),
 }
 
 impl Partition {
@@ -157,11 +163,24 @@ impl Partition {
         }
     }
 
-    /// The raw bytes of a file split (empty for other partitions).
-    pub fn bytes(&self) -> &[u8] {
+    /// The file split, or a fatal error naming what the task got instead.
+    pub fn lines(self) -> Result<Split, Error> {
         match self {
-            Partition::Lines { data, .. } | Partition::Value(data) => data,
-            Partition::Index(_) => &[],
+            Partition::Lines(split) => Ok(split),
+            other => {
+                Err(Error::fatal(format!("this task reads input files (--input PATH), not {}", other.kind())))
+            }
+        }
+    }
+
+    /// All of the partition's bytes: a file split read whole into the task's memory
+    /// (under its cap: for splits known to be small), a value's encoded bytes, or
+    /// nothing for a generated partition.
+    pub fn read_all(self) -> Result<Vec<u8>, Error> {
+        match self {
+            Partition::Lines(mut split) => split.read_all(),
+            Partition::Value(data) => Ok(data),
+            Partition::Index(_) => Ok(Vec::new()),
         }
     }
 
@@ -169,8 +188,71 @@ impl Partition {
         match self {
             Partition::Index(_) => "a generated partition",
             Partition::Value(_) => "a value",
-            Partition::Lines { .. } => "a file split",
+            Partition::Lines(_) => "a file split",
         }
+    }
+}
+
+/// A file split: the lines of `path` whose first byte falls in `start..end`, which the
+/// host reads as the task asks for them, a batch of whole lines at a time, so a task's
+/// memory does not grow with its split. A line keeps its `\n` (the input's last line
+/// may have none); a batch never cuts one.
+pub struct Split {
+    pub path: String,
+    pub start: u64,
+    pub end: u64,
+    reader: wit::SplitReader,
+}
+
+impl Split {
+    /// What [`Split::for_each_batch`] and [`Split::for_each_line`] ask for at a time.
+    pub const BATCH: u32 = 4 << 20;
+
+    /// The next whole lines, about `max` bytes of them (a longer line comes whole, up to
+    /// 64 MiB); `None` at the end. A failed read fails the task whatever it does next.
+    pub fn next_batch(&mut self, max: u32) -> Result<Option<Vec<u8>>, Error> {
+        let batch = self.reader.next(max).map_err(Error::from_wit)?;
+        Ok((!batch.is_empty()).then_some(batch))
+    }
+
+    /// Calls `f` with each batch of whole lines in turn, [`Split::BATCH`] bytes or so.
+    pub fn for_each_batch(&mut self, mut f: impl FnMut(&[u8]) -> Result<(), Error>) -> Result<(), Error> {
+        while let Some(batch) = self.next_batch(Self::BATCH)? {
+            f(&batch)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each line, without its line ending (`\n` or `\r\n`).
+    pub fn for_each_line(&mut self, mut f: impl FnMut(&[u8]) -> Result<(), Error>) -> Result<(), Error> {
+        self.for_each_batch(|batch| {
+            let batch = batch.strip_suffix(b"\n").unwrap_or(batch);
+            batch.split(|b| *b == b'\n').try_for_each(|line| f(line.strip_suffix(b"\r").unwrap_or(line)))
+        })
+    }
+
+    /// The whole split in the task's memory (under its cap): for splits known to be
+    /// small.
+    pub fn read_all(&mut self) -> Result<Vec<u8>, Error> {
+        let mut all = Vec::new();
+        while let Some(batch) = self.next_batch(Self::BATCH)? {
+            if all.is_empty() {
+                all = batch;
+            } else {
+                all.extend_from_slice(&batch);
+            }
+        }
+        Ok(all)
+    }
+}
+
+impl fmt::Debug for Split {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Split")
+            .field("path", &self.path)
+            .field("start", &self.start)
+            .field("end", &self.end)
+            .finish()
     }
 }
 
@@ -180,7 +262,7 @@ impl From<wit::Partition> for Partition {
             wit::Partition::Index(i) => Partition::Index(i),
             wit::Partition::Value(v) => Partition::Value(v),
             wit::Partition::Lines(s) => {
-                Partition::Lines { path: s.path, start: s.start, end: s.end, data: s.data }
+                Partition::Lines(Split { path: s.path, start: s.start, end: s.end, reader: s.lines })
             }
         }
     }
@@ -362,8 +444,9 @@ pub mod __private {
     pub fn reduce<J: MapReduce>(
         partition: u32,
         input: &crate::map_reduce_bindings::flint::task::shuffle::SortedInput,
+        part: Option<&crate::map_reduce_bindings::flint::task::shuffle::PartWriter>,
     ) -> Result<Vec<u8>, wit::TaskError> {
-        encode(&crate::shuffle::run_reduce::<J>(partition, input).map_err(wit_error)?)
+        encode(&crate::shuffle::run_reduce::<J>(partition, input, part).map_err(wit_error)?)
     }
 
     fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, Error> {
@@ -481,13 +564,17 @@ macro_rules! export_map_reduce {
         const _: () = {
             use $crate::bindings::flint::task::types::{Partition, TaskError};
             use $crate::map_reduce_bindings::exports::flint::task::map_reduce_job;
-            use $crate::map_reduce_bindings::flint::task::shuffle::{Emitter, SortedInput};
+            use $crate::map_reduce_bindings::flint::task::shuffle::{Emitter, PartWriter, SortedInput};
             impl map_reduce_job::Guest for __FlintJob {
                 fn map(input: Partition, out: &Emitter) -> Result<(), TaskError> {
                     $crate::__private::map::<$job>(input, out)
                 }
-                fn reduce(partition: u32, input: &SortedInput) -> Result<Vec<u8>, TaskError> {
-                    $crate::__private::reduce::<$job>(partition, input)
+                fn reduce(
+                    partition: u32,
+                    input: &SortedInput,
+                    part: Option<&PartWriter>,
+                ) -> Result<Vec<u8>, TaskError> {
+                    $crate::__private::reduce::<$job>(partition, input, part)
                 }
             }
         };

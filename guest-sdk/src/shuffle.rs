@@ -6,7 +6,7 @@
 //! `reduceByKey` does on the map side. A reduce task pulls its records back in batches
 //! and sees each key once, with its values as an iterator.
 
-use crate::map_reduce_bindings::flint::task::shuffle::{Emitter as WitEmitter, SortedInput};
+use crate::map_reduce_bindings::flint::task::shuffle::{Emitter as WitEmitter, PartWriter, SortedInput};
 use crate::{Error, Partition};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -172,7 +172,7 @@ impl<J: MapReduce> Emitter<'_, J> {
 
     fn flush(&mut self) -> Result<(), Error> {
         if !self.batch.is_empty() {
-            self.out.emit(&self.batch).map_err(|e| Error { message: e.message, retryable: e.retryable })?;
+            self.out.emit(&self.batch).map_err(Error::from_wit)?;
             self.batch.clear();
         }
         Ok(())
@@ -210,8 +210,7 @@ impl Reader<'_> {
             if self.ended {
                 return Ok(None);
             }
-            self.batch =
-                self.input.next(READ).map_err(|e| Error { message: e.message, retryable: e.retryable })?;
+            self.batch = self.input.next(READ).map_err(Error::from_wit)?;
             self.at = 0;
             if self.batch.is_empty() {
                 self.ended = true;
@@ -288,10 +287,80 @@ impl<V: DeserializeOwned> Iterator for Values<'_, V> {
     }
 }
 
-pub(crate) fn run_reduce<J: MapReduce>(_partition: u32, input: &SortedInput) -> Result<J::Output, Error> {
+pub(crate) fn run_reduce<J: MapReduce>(
+    _partition: u32,
+    input: &SortedInput,
+    part: Option<&PartWriter>,
+) -> Result<J::Output, Error> {
+    PART.with(|p| *p.borrow_mut() = part.map(|_| Vec::new()));
+    let result = reduce_keys::<J>(input, part);
+    let rest = PART.with(|p| p.borrow_mut().take());
+    let out = result?;
+    if let (Some(writer), Some(rest)) = (part, rest) {
+        flush(writer, rest)?;
+    }
+    Ok(out)
+}
+
+/// What a reduce task's part file holds before it goes to the host.
+const PART_BUFFER: usize = 1 << 20;
+
+thread_local! {
+    /// The running reduce task's part file, not yet written; `None` when the job
+    /// writes none.
+    static PART: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn flush(writer: &PartWriter, bytes: Vec<u8>) -> Result<(), Error> {
+    if bytes.is_empty() { Ok(()) } else { writer.write(&bytes).map_err(Error::from_wit) }
+}
+
+/// A reduce task's part file, when the job was given an output directory (`--output
+/// DIR`): what `reduce` writes here becomes `DIR/part-NNNNN` once its task succeeds.
+pub mod part {
+    use super::PART;
+    use crate::Error;
+
+    /// Whether this task writes a part file: in `reduce`, when the job was given
+    /// `--output DIR`.
+    pub fn wanted() -> bool {
+        PART.with(|p| p.borrow().is_some())
+    }
+
+    /// Appends `bytes` to this reduce task's part file.
+    pub fn write(bytes: &[u8]) -> Result<(), Error> {
+        PART.with(|p| match p.borrow_mut().as_mut() {
+            Some(part) => {
+                part.extend_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(Error::fatal("no part file to write: this job writes one only with --output DIR")),
+        })
+    }
+
+    /// Appends `line` and a newline to this reduce task's part file.
+    pub fn line(line: impl std::fmt::Display) -> Result<(), Error> {
+        use std::io::Write;
+        PART.with(|p| match p.borrow_mut().as_mut() {
+            Some(part) => writeln!(part, "{line}").map_err(|e| Error::fatal(e.to_string())),
+            None => Err(Error::fatal("no part file to write: this job writes one only with --output DIR")),
+        })
+    }
+}
+
+fn reduce_keys<J: MapReduce>(input: &SortedInput, part: Option<&PartWriter>) -> Result<J::Output, Error> {
     let mut reader = Reader { input, batch: Vec::new(), at: 0, ended: false };
     let mut out = J::empty();
     loop {
+        if let Some(writer) = part {
+            let full = PART.with(|p| {
+                let mut p = p.borrow_mut();
+                p.as_mut().filter(|b| b.len() >= PART_BUFFER).map(std::mem::take)
+            });
+            if let Some(full) = full {
+                flush(writer, full)?;
+            }
+        }
         let key_bytes = match reader.peek()? {
             Some((key, _)) => key.to_vec(),
             None => return Ok(out),

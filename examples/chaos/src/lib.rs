@@ -22,6 +22,8 @@
 //!   `bytes`-long zeroed allocation are not zero; then dirty both
 //! - `flood`: log `bytes` bytes through the host's log import at error level, in lines
 //!   of a KiB, then fail with a message of `error_bytes` bytes
+//! - `swallow-input`: read the file split, drop any read error on the floor and
+//!   succeed (the host must fail the task all the same)
 //!
 //! `merge_mode` (job config) makes every merge on the driver misbehave the same way:
 //! `sleep` or `loop`, or `slow` (a tenth of a second per merge, keeping only the left
@@ -41,7 +43,7 @@ impl Task for Chaos {
     /// One item per task; merges concatenate.
     type Output = Vec<serde_json_value::Output>;
 
-    fn run(_: Partition) -> Result<Self::Output, Error> {
+    fn run(input: Partition) -> Result<Self::Output, Error> {
         let me = task_info();
         let only: Option<u32> = config("only_task").map(|t| t.parse()).transpose()?;
         let mode = match only {
@@ -128,6 +130,9 @@ impl Task for Chaos {
                 let nanos = config_or::<u64>("secs", 3600)?.saturating_mul(1_000_000_000);
                 let clock = wasi::clocks::monotonic_clock::subscribe_duration(nanos);
                 wasi::io::poll::poll(&[&clock]);
+            }
+            "swallow-input" => {
+                let _ignored = input.read_all();
             }
             "handles" => {
                 // Host-side handles the guest never drops: each lives in the host's

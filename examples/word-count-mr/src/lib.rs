@@ -3,8 +3,10 @@
 //! runs), each reduce task sums the counts of the words hashed to its partition and keeps
 //! its totals and its ten most frequent words, and the job joins those. A word is a run of
 //! bytes that are not ASCII white space, as in `word-count`, whose result this one equals.
+//! With `--output DIR`, each reduce task also writes every word of its partition and its
+//! count, `word<TAB>count` a line in key order, to its part file.
 
-use flint_guest::{Emitter, Error, MapReduce, Partition, Values};
+use flint_guest::{Emitter, Error, MapReduce, Partition, Values, part};
 use serde::{Deserialize, Serialize};
 
 const TOP: usize = 10;
@@ -40,23 +42,19 @@ impl MapReduce for WordCount {
     const COMBINE: bool = true;
 
     fn map(input: Partition, out: &mut Emitter<Self>) -> Result<(), Error> {
-        let Partition::Lines { data, .. } = input else {
-            return Err(Error::fatal("word-count-mr reads input files: pass --input PATH"));
-        };
-        // Valid text (the usual case) is checked once, not word by word.
-        if let Ok(text) = std::str::from_utf8(&data) {
-            for word in text.split_ascii_whitespace() {
-                out.emit(word, 1)?;
+        input.lines()?.for_each_batch(|batch| {
+            // Valid text (the usual case) is checked once a batch, not word by word.
+            if let Ok(text) = std::str::from_utf8(batch) {
+                return text.split_ascii_whitespace().try_for_each(|word| out.emit(word, 1));
             }
-            return Ok(());
-        }
-        for word in data.split(u8::is_ascii_whitespace).filter(|w| !w.is_empty()) {
-            match std::str::from_utf8(word) {
-                Ok(word) => out.emit(word, 1)?,
-                Err(_) => out.emit(&String::from_utf8_lossy(word).into_owned(), 1)?,
+            for word in batch.split(u8::is_ascii_whitespace).filter(|w| !w.is_empty()) {
+                match std::str::from_utf8(word) {
+                    Ok(word) => out.emit(word, 1)?,
+                    Err(_) => out.emit(&String::from_utf8_lossy(word).into_owned(), 1)?,
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn combine(acc: &mut u64, value: u64) -> Result<(), Error> {
@@ -74,6 +72,9 @@ impl MapReduce for WordCount {
 
     fn reduce(word: String, counts: &mut Values<'_, u64>, out: &mut Summary) -> Result<(), Error> {
         let n: u64 = counts.sum();
+        if part::wanted() {
+            part::line(format_args!("{word}\t{n}"))?;
+        }
         out.total_words += n;
         out.distinct_words += 1;
         out.top.push((word, n));

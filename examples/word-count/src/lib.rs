@@ -29,14 +29,9 @@ impl Task for WordCount {
     type Output = Counts;
 
     fn run(input: Partition) -> Result<Counts, Error> {
-        match input {
-            Partition::Lines { data, .. } => {
-                let mut counts = count::Counts::default();
-                count_words(&data, &mut counts);
-                Ok(Counts(counts))
-            }
-            _ => Err(Error::fatal("word-count reads input files: pass --input PATH")),
-        }
+        let mut counts = Counts::default();
+        Self::add(&mut counts, input)?;
+        Ok(counts)
     }
 }
 
@@ -46,13 +41,11 @@ impl Combine for WordCount {
     }
 
     fn add(acc: &mut Counts, input: Partition) -> Result<(), Error> {
-        match input {
-            Partition::Lines { data, .. } => {
-                count_words(&data, &mut acc.0);
-                Ok(())
-            }
-            _ => Err(Error::fatal("word-count reads input files: pass --input PATH")),
-        }
+        // A batch of whole lines at a time: no word spans two.
+        input.lines()?.for_each_batch(|batch| {
+            count_words(batch, &mut acc.0);
+            Ok(())
+        })
     }
 }
 

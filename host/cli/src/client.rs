@@ -31,6 +31,10 @@ pub struct SubmitArgs {
     /// A map/reduce job's reduce partitions [default: the manifest's, else one per slot].
     #[arg(long)]
     reduce_partitions: Option<u32>,
+    /// A map/reduce job's output directory, as the driver and its executors see it
+    /// (under their flint.output.roots): part-NNNNN per reduce task, then _SUCCESS.
+    #[arg(long, value_name = "DIR")]
+    output: Option<std::path::PathBuf>,
     /// Job configuration KEY=VALUE (repeatable); flint.task.* keys set this job's limits.
     #[arg(long = "conf", value_name = "KEY=VALUE")]
     conf: Vec<String>,
@@ -97,6 +101,11 @@ pub fn submit(args: SubmitArgs) -> u8 {
     };
     if args.reduce_partitions.is_some() {
         bundle.manifest.reduce_partitions = args.reduce_partitions;
+    }
+    match args.output.as_deref().map(std::path::absolute) {
+        None => {}
+        Some(Ok(dir)) => bundle.manifest.output = Some(dir.to_string_lossy().into_owned()),
+        Some(Err(e)) => return fail(exit::INVALID_JOB, format!("--output: {e}")),
     }
     let inputs: Vec<Input> = args.inputs.iter().map(|i| Input::parse(i)).collect();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");

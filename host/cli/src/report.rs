@@ -66,6 +66,7 @@ pub fn json(report: &JobReport) -> Value {
                     json!({ "task": map, "reason": { "kind": "nondeterministic-map", "map": map } })
                 }
                 JobError::Shuffle(message) => json!({ "reason": { "kind": "shuffle", "message": message } }),
+                JobError::Output(message) => json!({ "reason": { "kind": "output", "message": message } }),
             };
         }
     }
@@ -115,13 +116,15 @@ pub fn human(report: &JobReport) -> String {
 /// Prints the report (JSON on stdout, or a summary: the result on stdout, a failure on
 /// stderr) and returns the exit code.
 pub fn print(report: &JobReport, as_json: bool) -> u8 {
-    if as_json {
-        println!("{}", json(report));
+    use std::io::Write;
+    // A reader that went away (`| head`) ends the printing, not the process.
+    let _ = if as_json {
+        writeln!(std::io::stdout(), "{}", json(report))
     } else if report.outcome.is_ok() {
-        print!("{}", human(report));
+        write!(std::io::stdout(), "{}", human(report))
     } else {
-        eprint!("{}", human(report));
-    }
+        write!(std::io::stderr(), "{}", human(report))
+    };
     if report.outcome.is_ok() { 0 } else { crate::exit::JOB_FAILED }
 }
 

@@ -29,6 +29,10 @@ pub struct RunArgs {
     /// A map/reduce job's reduce partitions [default: the manifest's, else one per slot].
     #[arg(long)]
     reduce_partitions: Option<u32>,
+    /// A map/reduce job's output directory: each reduce task's part file goes there as
+    /// part-NNNNN, and _SUCCESS once all are in place. It must be new or empty.
+    #[arg(long, value_name = "DIR")]
+    output: Option<std::path::PathBuf>,
     /// In-process executors.
     #[arg(long, default_value_t = 1)]
     executors: u32,
@@ -90,6 +94,20 @@ pub fn run(args: RunArgs) -> u8 {
     if let Some(memory) = args.memory {
         platform.insert("flint.executor.memory".into(), memory.to_string());
     }
+    // `flint run` writes where its own command line says, and nowhere else.
+    let output = match args.output.as_deref().map(std::path::absolute) {
+        None => None,
+        Some(Err(e)) => return fail(exit::INVALID_JOB, format!("--output: {e}")),
+        Some(Ok(dir)) => {
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                return fail(exit::INVALID_JOB, format!("--output {}: {e}", dir.display()));
+            }
+            if !platform.contains_key("flint.output.roots") {
+                platform.insert("flint.output.roots".into(), dir.to_string_lossy().into_owned());
+            }
+            Some(dir.to_string_lossy().into_owned())
+        }
+    };
     // `flint run` reads the files its own command line names, and no others.
     if !platform.contains_key("flint.input.roots") {
         let named: Vec<String> = args
@@ -121,6 +139,9 @@ pub fn run(args: RunArgs) -> u8 {
     };
     if args.reduce_partitions.is_some() {
         bundle.manifest.reduce_partitions = args.reduce_partitions;
+    }
+    if output.is_some() {
+        bundle.manifest.output = output;
     }
     let inputs = args.inputs.clone();
     let request = match JobRequest::from_manifest(

@@ -30,7 +30,7 @@ pub enum InputError {
         "the {service} token is not S3 credentials: its secret must be JSON with access_key_id, secret_access_key and optionally session_token"
     )]
     NotS3Credentials { service: &'static str },
-    #[error("a line runs over {max} bytes past its split's end at {end}")]
+    #[error("a line runs over {max} bytes (the split ends at {end})")]
     LineTooLong { end: u64, max: u64 },
     #[error("the task's deadline passed while reading")]
     Deadline,
@@ -54,6 +54,15 @@ pub enum InputError {
 }
 
 impl InputError {
+    /// Whether reading again may succeed: not for what the input itself holds.
+    pub fn retryable(&self) -> bool {
+        match self {
+            InputError::LineTooLong { .. } | InputError::Changed { .. } => false,
+            InputError::Reading { error, .. } => error.retryable(),
+            _ => true,
+        }
+    }
+
     /// The same error, saying which source it is about.
     pub fn reading(self, input: impl std::fmt::Display) -> InputError {
         InputError::Reading { input: input.to_string(), error: Box::new(self) }

@@ -11,6 +11,6 @@ pub mod token;
 
 pub use error::InputError;
 pub use inputs::{InputUrl, UrlError};
-pub use lines::read_lines;
+pub use lines::SplitLines;
 pub use objects::{ObjectReader, S3_SERVICE};
 pub use token::{Claims, DataKey};

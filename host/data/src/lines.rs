@@ -1,69 +1,192 @@
 //! Line splits over ranged reads: the lines whose first byte falls in `start..end`, as
-//! Hadoop's line reader takes them. A line that starts before `start` belongs to the
-//! split before; a line that starts before `end` is read to its end, past `end` if need
-//! be. One function serves every source: a file's positioned reads, the driver's data
-//! service, an object store's ranged GETs.
+//! Hadoop's line reader takes them, handed out a batch at a time. A line that starts
+//! before `start` belongs to the split before; a line that starts before `end` is read
+//! to its end, past `end` if need be. One reader serves every source: a file's
+//! positioned reads, the driver's data service, an object store's ranged GETs.
 
 use crate::InputError;
 
-/// Bytes read past a split's end in the first request, to find the end of its last line
-/// without a second round trip in the common case.
+/// Bytes read past a split's end with its last block, to find the end of its last line
+/// without another round trip in the common case.
 pub const LOOKAHEAD: u64 = 64 << 10;
 
-/// The most one further read asks for while a long line goes on.
+/// The most one read asks for: what a reader holds, beside one batch, at most.
+pub const BLOCK: u64 = 8 << 20;
+
+/// The most one further read asks for while a long last line goes on.
 const MAX_STEP: u64 = 16 << 20;
 
-/// How far past its split's end a last line may run: an input without newlines must
-/// not make one task's host read (and hold) the rest of it.
-pub const MAX_OVERRUN: u64 = 64 << 20;
+/// The longest line a split may hold, and how far past its split's end a last line may
+/// run: an input without newlines must not make one task's host read (and hold) the
+/// rest of it.
+pub const MAX_LINE: u64 = 64 << 20;
 
-/// Reads the split of an input `size` bytes long through `read_at(offset, len)`, which
-/// must return exactly `len` bytes (it is never asked past `size`). Usually one read:
-/// the split, the byte before it and [`LOOKAHEAD`] after. A last line running more
-/// than [`MAX_OVERRUN`] past `end` is an error.
-pub fn read_lines(
-    mut read_at: impl FnMut(u64, u64) -> Result<Vec<u8>, InputError>,
+/// The lines of a split of an input `size` bytes long, read through `read_at(offset,
+/// len)`, which must return exactly `len` bytes (it is never asked past `size`). A
+/// split no larger than [`BLOCK`] whose last line ends within [`LOOKAHEAD`] of its end
+/// costs one read: the split, the byte before it and the lookahead. Memory is one
+/// block and the batch being handed out, whatever the split's size.
+pub struct SplitLines<R> {
+    read_at: R,
     start: u64,
     end: u64,
     size: u64,
-) -> Result<Vec<u8>, InputError> {
-    let end = end.min(size);
-    if start >= end {
-        return Ok(Vec::new());
+    /// What was read and not yet handed out starts at `buf[head]`; `buf[0]` is the
+    /// input's byte `at`.
+    buf: Vec<u8>,
+    head: usize,
+    at: u64,
+    /// The first line found (and what came before it skipped).
+    begun: bool,
+    /// One past the split's last byte, once its last line's end is seen.
+    stop: Option<u64>,
+    /// Where the search for the last line's end goes on.
+    scanned: u64,
+    /// The next read past `end` asks for this much.
+    step: u64,
+    done: bool,
+}
+
+impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
+    pub fn new(read_at: R, start: u64, end: u64, size: u64) -> SplitLines<R> {
+        let end = end.min(size);
+        let from = start.saturating_sub(1);
+        SplitLines {
+            read_at,
+            start,
+            end,
+            size,
+            buf: Vec::new(),
+            head: 0,
+            at: from,
+            begun: false,
+            stop: None,
+            scanned: end.saturating_sub(1),
+            step: LOOKAHEAD,
+            done: start >= end,
+        }
     }
-    // The byte before `start` tells whether a line begins exactly at `start`.
-    let from = start.saturating_sub(1);
-    let mut buf = read_at(from, (end - from + LOOKAHEAD).min(size - from))?;
-    let begin = if start == 0 {
-        0
-    } else {
-        match buf.iter().position(|b| *b == b'\n') {
-            Some(i) if from + (i as u64) + 1 < end => i + 1,
-            // No line starts in this split.
-            _ => return Ok(Vec::new()),
+
+    /// The next whole lines, about `max` bytes of them: as many as fit, or the one line
+    /// that does not (up to [`MAX_LINE`]); empty at the split's end.
+    pub fn next_batch(&mut self, max: usize) -> Result<Vec<u8>, InputError> {
+        let max = max.max(1);
+        if !self.begun && !self.done {
+            self.begin()?;
         }
-    };
-    // The last line ends at the first newline at or after `end - 1`.
-    let mut scan = (end - 1 - from) as usize;
-    let mut step = LOOKAHEAD;
-    let until = loop {
-        if let Some(i) = buf[scan..].iter().position(|b| *b == b'\n') {
-            break scan + i + 1;
+        while !self.done {
+            self.find_stop();
+            let avail = &self.buf[self.head..];
+            // The split's bytes among those held, and whether they are all of its rest.
+            let (limit, complete) = match self.stop {
+                Some(stop) => ((stop - self.at) as usize - self.head, true),
+                None => (avail.len(), false),
+            };
+            let cut = if complete && limit <= max {
+                self.done = true;
+                Some(limit)
+            } else if let Some(i) = avail[..limit.min(max)].iter().rposition(|b| *b == b'\n') {
+                Some(i + 1)
+            } else if limit > max {
+                // One line longer than a batch: handed out whole, once it is all here.
+                match avail[..limit].iter().position(|b| *b == b'\n') {
+                    Some(i) => Some(i + 1),
+                    None if complete => {
+                        self.done = true;
+                        Some(limit)
+                    }
+                    None => None,
+                }
+            } else {
+                None
+            };
+            if let Some(cut) = cut {
+                if cut as u64 > MAX_LINE {
+                    return Err(InputError::LineTooLong { end: self.end, max: MAX_LINE });
+                }
+                let batch = avail[..cut].to_vec();
+                self.head += cut;
+                return Ok(batch);
+            }
+            if avail.len() as u64 > MAX_LINE {
+                return Err(InputError::LineTooLong { end: self.end, max: MAX_LINE });
+            }
+            self.read_more()?;
         }
-        let have = from + buf.len() as u64;
-        if have >= size {
-            break buf.len();
+        Ok(Vec::new())
+    }
+
+    /// Skips what comes before the split's first line: nothing at the input's start,
+    /// else up to the first newline at or after `start - 1`.
+    fn begin(&mut self) -> Result<(), InputError> {
+        if self.start == 0 {
+            self.begun = true;
+            return Ok(());
         }
-        if have.saturating_sub(end) > MAX_OVERRUN {
-            return Err(InputError::LineTooLong { end, max: MAX_OVERRUN });
+        loop {
+            if let Some(i) = self.buf[self.head..].iter().position(|b| *b == b'\n') {
+                let first = self.at + (self.head + i) as u64 + 1;
+                if first >= self.end {
+                    // No line starts in this split.
+                    self.done = true;
+                } else {
+                    self.head += i + 1;
+                    self.begun = true;
+                }
+                return Ok(());
+            }
+            self.head = self.buf.len();
+            if self.at + self.buf.len() as u64 >= self.end {
+                self.done = true;
+                return Ok(());
+            }
+            self.read_more()?;
         }
-        scan = buf.len();
-        step = (step * 2).min(MAX_STEP);
-        buf.extend(read_at(have, step.min(size - have))?);
-    };
-    buf.truncate(until);
-    buf.drain(..begin);
-    Ok(buf)
+    }
+
+    /// Looks for the last line's end in what was read since the last look.
+    fn find_stop(&mut self) {
+        let read_to = self.at + self.buf.len() as u64;
+        if self.stop.is_some() || self.scanned >= read_to {
+            return;
+        }
+        let from = (self.scanned.max(self.at + self.head as u64) - self.at) as usize;
+        self.stop = match self.buf[from..].iter().position(|b| *b == b'\n') {
+            Some(i) => Some(self.at + (from + i) as u64 + 1),
+            None if read_to >= self.size => Some(self.size),
+            None => None,
+        };
+        self.scanned = read_to;
+    }
+
+    /// One more read after what is held, what was handed out dropped first.
+    fn read_more(&mut self) -> Result<(), InputError> {
+        let pos = self.at + self.buf.len() as u64;
+        if pos >= self.size {
+            // Everything is read: the rest is the split's.
+            self.stop = Some(self.size);
+            return Ok(());
+        }
+        if pos > self.end + MAX_LINE {
+            return Err(InputError::LineTooLong { end: self.end, max: MAX_LINE });
+        }
+        let len = if pos < self.end {
+            (self.end + LOOKAHEAD - pos).min(BLOCK)
+        } else {
+            self.step = (self.step * 2).min(MAX_STEP);
+            self.step
+        }
+        .min(self.size - pos);
+        self.buf.drain(..self.head);
+        self.at += self.head as u64;
+        self.head = 0;
+        let more = (self.read_at)(pos, len)?;
+        if more.len() as u64 != len {
+            return Err(InputError::Changed { offset: pos, len, got: more.len() as u64 });
+        }
+        self.buf.extend_from_slice(&more);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -78,20 +201,39 @@ mod tests {
         }
     }
 
+    /// The whole split, batch by batch, each checked: whole lines, within `max` unless
+    /// it is one line.
+    fn read_split(text: &[u8], start: u64, end: u64, max: usize) -> Result<Vec<u8>, InputError> {
+        let mut lines = SplitLines::new(reader(text), start, end, text.len() as u64);
+        let mut all = Vec::new();
+        loop {
+            let batch = lines.next_batch(max)?;
+            if batch.is_empty() {
+                assert!(lines.next_batch(max)?.is_empty(), "the end stays the end");
+                return Ok(all);
+            }
+            let body = batch.strip_suffix(b"\n").unwrap_or(&batch);
+            assert!(batch.len() <= max || !body.contains(&b'\n'), "{} bytes over {max}", batch.len());
+            all.extend(batch);
+        }
+    }
+
     #[test]
-    fn every_line_lands_in_exactly_one_split_wherever_the_cuts_fall() {
+    fn every_line_lands_in_exactly_one_split_wherever_the_cuts_fall_and_whatever_the_batch() {
         let text = b"alpha beta\ngamma\n\ndelta epsilon zeta\neta\nno newline at end";
         let len = text.len() as u64;
-        for parts in 1..=len {
-            let size = len.div_ceil(parts);
-            let mut joined = Vec::new();
-            let mut start = 0;
-            while start < len {
-                let end = (start + size).min(len);
-                joined.extend(read_lines(reader(text), start, end, len).unwrap());
-                start = end;
+        for max in [1, 3, 7, 12, 1000] {
+            for parts in 1..=len {
+                let size = len.div_ceil(parts);
+                let mut joined = Vec::new();
+                let mut start = 0;
+                while start < len {
+                    let end = (start + size).min(len);
+                    joined.extend(read_split(text, start, end, max).unwrap());
+                    start = end;
+                }
+                assert_eq!(joined, text, "{parts} parts, batches of {max}");
             }
-            assert_eq!(joined, text, "{parts} parts");
         }
     }
 
@@ -101,18 +243,29 @@ mod tests {
         text.extend(std::iter::repeat_n(b'x', 3 * LOOKAHEAD as usize));
         text.extend(b"\ntail\n");
         let len = text.len() as u64;
-        let first = read_lines(reader(&text), 0, 10, len).unwrap();
+        let first = read_split(&text, 0, 10, 1 << 20).unwrap();
         assert_eq!(first.len(), 6 + 3 * LOOKAHEAD as usize + 1);
-        assert_eq!(read_lines(reader(&text), 10, 20, len).unwrap(), b"");
-        assert_eq!(read_lines(reader(&text), 20, len, len).unwrap(), b"tail\n");
+        assert_eq!(read_split(&text, 10, 20, 1 << 20).unwrap(), b"");
+        assert_eq!(read_split(&text, 20, len, 1 << 20).unwrap(), b"tail\n");
     }
 
     #[test]
-    fn a_line_without_end_stops_being_read_past_the_overrun() {
-        let text = vec![b'x'; (2 * MAX_OVERRUN) as usize];
-        match read_lines(reader(&text), 0, 1 << 20, text.len() as u64) {
-            Ok(data) => panic!("read {} bytes of one line", data.len()),
-            Err(error) => assert!(matches!(error, InputError::LineTooLong { .. }), "{error}"),
+    fn a_line_without_end_stops_being_read_past_the_limit() {
+        // Running past the split's end, and within a split as large as the input, with
+        // or without a newline after it.
+        for len in [2 * MAX_LINE, MAX_LINE + 1] {
+            for newline in [false, true] {
+                let mut text = vec![b'x'; len as usize];
+                if newline {
+                    text.extend(b"\nshort\n");
+                }
+                for end in [1 << 20, text.len() as u64] {
+                    match read_split(&text, 0, end, 1 << 20) {
+                        Ok(data) => panic!("read {} bytes of one line", data.len()),
+                        Err(error) => assert!(matches!(error, InputError::LineTooLong { .. }), "{error}"),
+                    }
+                }
+            }
         }
     }
 
@@ -124,7 +277,34 @@ mod tests {
             reads += 1;
             Ok::<_, InputError>(text[offset as usize..(offset + len) as usize].to_vec())
         };
-        read_lines(counting, 100, 900, text.len() as u64).unwrap();
+        let mut lines = SplitLines::new(counting, 100, 900, text.len() as u64);
+        while !lines.next_batch(64).unwrap().is_empty() {}
+        drop(lines);
         assert_eq!(reads, 1);
+    }
+
+    #[test]
+    fn a_split_many_blocks_long_is_read_a_block_at_a_time() {
+        let text = b"a line of some words\n".repeat((5 * BLOCK as usize) / 21);
+        let (mut reads, mut largest) = (0, 0);
+        let counting = |offset: u64, len: u64| {
+            reads += 1;
+            largest = largest.max(len);
+            Ok::<_, InputError>(text[offset as usize..(offset + len) as usize].to_vec())
+        };
+        let mut lines = SplitLines::new(counting, 0, text.len() as u64, text.len() as u64);
+        let mut total = 0;
+        loop {
+            let batch = lines.next_batch(1 << 20).unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            assert!(lines.buf.capacity() as u64 <= 2 * BLOCK, "held {}", lines.buf.capacity());
+            total += batch.len();
+        }
+        drop(lines);
+        assert_eq!(total, text.len());
+        assert_eq!(largest, BLOCK);
+        assert!(reads <= 6, "{reads} reads");
     }
 }

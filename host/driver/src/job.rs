@@ -20,6 +20,8 @@ pub struct JobRequest {
     pub partitions: Option<u32>,
     /// A map/reduce job's reduce partitions (default: the cluster's slots).
     pub reduce_partitions: Option<u32>,
+    /// Where a map/reduce job writes its part files.
+    pub output: Option<String>,
     /// A memory cap per task below the executor's.
     pub memory_limit: Option<u64>,
     /// A deadline per task, overriding `flint.task.deadline`.
@@ -101,6 +103,8 @@ pub enum SubmitError {
     Conf(#[from] ConfError),
     #[error("partitions: {0}")]
     Partitions(String),
+    #[error("output: {0}")]
+    Output(String),
     #[error("too large: {0}")]
     TooLarge(String),
     #[error("the driver has stopped")]
@@ -170,6 +174,7 @@ impl JobRequest {
             values: manifest.inputs.clone(),
             partitions,
             reduce_partitions: manifest.reduce_partitions,
+            output: manifest.output.clone(),
             memory_limit,
             deadline,
             token_services: manifest.tokens.clone(),

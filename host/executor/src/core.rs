@@ -4,7 +4,7 @@
 //! per slot, and kills attempts, queued or running, on request.
 
 use crate::blocks::{BlockStore, NotKept};
-use crate::inputs::InputReader;
+use crate::inputs::{InputReader, SplitAt};
 use crate::shuffle::files::ShuffleFiles;
 use crate::shuffle::merge::SortedRuns;
 use crate::shuffle::read::ShuffleFetch;
@@ -311,6 +311,11 @@ impl ExecutorCore {
         let kill = KillSwitch::default();
         self.running.lock().expect("running lock").insert(launch.attempt, kill.clone());
         self.queue.push(Work::Attempt(launch, kill, Box::new(report)));
+    }
+
+    /// Where this executor reads inputs from and may write part files.
+    pub(crate) fn inputs(&self) -> &InputReader {
+        &self.inputs
     }
 
     pub fn id(&self) -> &ExecutorId {
@@ -690,33 +695,16 @@ impl ExecutorCore {
             PartitionSpec::Index(i) => TaskInput::Index(*i),
             PartitionSpec::Value(v) => TaskInput::Value(v.clone()),
             PartitionSpec::Split { source, start, end, size } => {
-                // The split is read whole into the host, then into the guest: one larger
-                // than the task may hold is refused before a byte is read.
-                let bytes = end.min(size).saturating_sub(*start);
-                let limit = launch
-                    .job
-                    .memory_limit
-                    .map_or(self.runtime.instance_memory(), |l| l.min(self.runtime.instance_memory()));
-                if bytes > limit {
-                    return Err(TaskFailure::InputTooLarge {
-                        split: format!("{source} bytes {start}..{end}"),
-                        bytes,
-                        limit,
-                    });
-                }
+                // Opened here, read as the task asks: a split of any size streams
+                // through the task a batch at a time.
                 let tokens = self.tokens.read().expect("tokens lock").clone();
-                let data = self
-                    .inputs
-                    .read_split(&*self.source, &launch.job, &tokens, source, (*start, *end, *size), deadline)
-                    .map_err(|error| match Instant::now() >= deadline {
-                        // Reading took the whole deadline: that is what the task ran into.
-                        true => TaskFailure::Deadline {
-                            deadline_ms: launch.job.deadline.as_millis() as u64,
-                            key: "flint.task.deadline".into(),
-                        },
-                        false => TaskFailure::Host { message: error.to_string() },
-                    })?;
-                TaskInput::Lines { path: source.to_string(), start: *start, end: *end, data }
+                let at =
+                    SplitAt { job: &launch.job, source, start: *start, end: *end, size: *size, deadline };
+                let source_name = source.to_string();
+                let lines = self.inputs.open_split(&self.source, &tokens, at).map_err(|error| {
+                    TaskFailure::Input { retryable: error.retryable(), message: error.to_string() }
+                })?;
+                TaskInput::Lines { path: source_name, start: *start, end: *end, source: lines }
             }
         };
         Ok((component, Prepared::Input(input), reading.elapsed()))

@@ -1,14 +1,17 @@
 //! Reading a task's input split wherever it lives: a file on this machine (under this
 //! executor's own input roots), a file on the driver (its data service, with the job's
 //! token), or an object (S3, HTTPS, with the credentials the driver pushed). The host
-//! reads and attaches credentials; the guest sees only the bytes.
+//! reads and attaches credentials, a block at a time as the guest asks for lines; the
+//! guest sees only the bytes.
 
 use crate::source::DriverSource;
-use flint_data::{InputError, ObjectReader, read_lines};
-use flint_proto::{FLINT_SERVICE, JobDescriptor, Settings, Source, Token};
+use flint_data::{InputError, ObjectReader, SplitLines};
+use flint_proto::{FLINT_SERVICE, JobDescriptor, Settings, Source, TaskFailure, Token};
+use flint_runtime::LineSource;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The most one request to the driver's data service or an object store asks for.
@@ -18,62 +21,107 @@ pub struct InputReader {
     /// This executor's `flint.input.roots`, resolved; a file outside them is not read,
     /// whatever a launch names.
     roots: Vec<PathBuf>,
-    objects: ObjectReader,
+    /// This executor's `flint.output.roots`, resolved: where reduce tasks may write part
+    /// files, whatever a launch names.
+    output_roots: Vec<PathBuf>,
+    objects: Arc<ObjectReader>,
     /// Where network reads run; slot threads block on them.
     handle: tokio::runtime::Handle,
 }
+
+/// Where a split is and what it may take: which input, which bytes, the job's
+/// deadline.
+pub struct SplitAt<'a> {
+    pub job: &'a JobDescriptor,
+    pub source: &'a Source,
+    pub start: u64,
+    pub end: u64,
+    pub size: u64,
+    pub deadline: Instant,
+}
+
+type ReadAt = Box<dyn FnMut(u64, u64) -> Result<Vec<u8>, InputError> + Send>;
 
 impl InputReader {
     /// Reads under `settings`' input roots and object settings, network reads on `handle`.
     pub fn new(settings: &Settings, handle: tokio::runtime::Handle) -> InputReader {
         // A root that does not exist here allows nothing.
         let roots = settings.input_roots.iter().filter_map(|r| std::fs::canonicalize(r).ok()).collect();
-        InputReader { roots, objects: ObjectReader::new(settings.objects.clone()), handle }
+        let output_roots =
+            settings.output_roots.iter().filter_map(|r| std::fs::canonicalize(r).ok()).collect();
+        InputReader {
+            roots,
+            output_roots,
+            objects: Arc::new(ObjectReader::new(settings.objects.clone())),
+            handle,
+        }
     }
 
-    /// The lines of `source` whose first byte falls in `start..end`, read before
-    /// `deadline`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn read_split(
+    /// The lines of a split, read as the task asks for them. A local file is opened
+    /// (and its roots checked) here; nothing is read yet.
+    pub fn open_split(
         &self,
-        driver: &dyn DriverSource,
-        job: &JobDescriptor,
+        driver: &Arc<dyn DriverSource>,
         tokens: &[Token],
-        source: &Source,
-        (start, end, size): (u64, u64, u64),
-        deadline: Instant,
-    ) -> Result<Vec<u8>, InputError> {
-        match source {
+        at: SplitAt<'_>,
+    ) -> Result<Box<dyn LineSource>, InputError> {
+        let SplitAt { job, source, start, end, size, deadline } = at;
+        let read_at: ReadAt = match source {
             Source::File(path) => {
                 let file = self.open_local(path)?;
-                let local = |error| InputError::Local { path: path.clone(), error };
-                read_lines(|offset, len| pread(&file, offset, len).map_err(local), start, end, size)
-                    .map_err(|e| e.reading(source))
+                let path = path.clone();
+                Box::new(move |offset, len| {
+                    pread(&file, offset, len).map_err(|error| InputError::Local { path: path.clone(), error })
+                })
             }
             Source::Driver(path) => {
                 // The newest token of this job; the driver checks it, the executor only picks.
                 let token = tokens
                     .iter()
                     .filter(|t| t.job == Some(job.job) && t.service == FLINT_SERVICE)
-                    .max_by_key(|t| t.expires_at_ms);
-                let read = |offset, len| {
-                    chunked(offset, len, |o, l| driver.read_input(token, job.job, path, o, l, deadline))
-                };
-                read_lines(read, start, end, size).map_err(|e| e.reading(source))
+                    .max_by_key(|t| t.expires_at_ms)
+                    .cloned();
+                let (driver, job, path) = (driver.clone(), job.job, path.clone());
+                Box::new(move |offset, len| {
+                    chunked(offset, len, |o, l| driver.read_input(token.as_ref(), job, &path, o, l, deadline))
+                })
             }
             Source::S3 { .. } | Source::Http(_) => {
-                let read = |offset, len| {
+                let (objects, handle, tokens, source) =
+                    (self.objects.clone(), self.handle.clone(), tokens.to_vec(), source.clone());
+                Box::new(move |offset, len| {
                     chunked(offset, len, |o, l| {
-                        let read = self.objects.read(source, o, l, tokens);
-                        self.handle.block_on(async {
+                        let read = objects.read(&source, o, l, &tokens);
+                        handle.block_on(async {
                             tokio::time::timeout_at(deadline.into(), read)
                                 .await
                                 .unwrap_or(Err(InputError::Deadline))
                         })
                     })
-                };
-                read_lines(read, start, end, size).map_err(|e| e.reading(source))
+                })
             }
+        };
+        Ok(Box::new(Split {
+            lines: SplitLines::new(read_at, start, end, size),
+            source: source.to_string(),
+            deadline,
+            deadline_ms: job.deadline.as_millis() as u64,
+        }))
+    }
+
+    /// `dir`, resolved, when it lies under this executor's output roots.
+    pub fn output_dir(&self, dir: &str) -> Result<PathBuf, String> {
+        let real = std::fs::canonicalize(dir).map_err(|e| format!("output {dir}: {e}"))?;
+        match self.output_roots.iter().any(|root| real.starts_with(root)) {
+            true => Ok(real),
+            false => Err(format!(
+                "output {dir} is outside this executor's flint.output.roots ({})",
+                if self.output_roots.is_empty() {
+                    "none are set".to_owned()
+                } else {
+                    display(&self.output_roots)
+                }
+            )),
         }
     }
 
@@ -87,6 +135,29 @@ impl InputReader {
             });
         }
         File::open(&real).map_err(local)
+    }
+}
+
+/// A split being read for its task.
+struct Split {
+    lines: SplitLines<ReadAt>,
+    source: String,
+    deadline: Instant,
+    deadline_ms: u64,
+}
+
+impl LineSource for Split {
+    fn next(&mut self, max: usize) -> Result<Vec<u8>, TaskFailure> {
+        self.lines.next_batch(max).map_err(|error| match Instant::now() >= self.deadline {
+            // Reading took the rest of the deadline: that is what the task ran into.
+            true => {
+                TaskFailure::Deadline { deadline_ms: self.deadline_ms, key: "flint.task.deadline".into() }
+            }
+            false => TaskFailure::Input {
+                retryable: error.retryable(),
+                message: error.reading(&self.source).to_string(),
+            },
+        })
     }
 }
 

@@ -101,6 +101,10 @@ pub struct Settings {
     /// absolute, that jobs may name input files under. Set on the driver; a job cannot
     /// widen it. `flint run` allows the files named on its own command line.
     pub input_roots: Vec<String>,
+    /// `flint.output.roots` (default none): the absolute directories under which a
+    /// map/reduce job may write its part files (`--output DIR`); checked by the driver
+    /// and by each executor against its own value. `flint run` allows its `--output`.
+    pub output_roots: Vec<String>,
     /// `flint.local.dir` (default: the executor's `--work-dir`, else the system's
     /// temporary folder), comma-separated, as `spark.local.dir`: where executors write
     /// shuffle files, spread over the folders. An executor's own value wins over the
@@ -166,6 +170,7 @@ impl Default for Settings {
             network_idle_timeout: Duration::from_secs(3),
             task_max_log_size: 1 << 20,
             input_roots: Vec::new(),
+            output_roots: Vec::new(),
             local_dirs: Vec::new(),
             component_cache_size: 256 << 20,
             retained_jobs: 1000,
@@ -208,6 +213,7 @@ impl Settings {
         "flint.driver.maxResultSize",
         "flint.driver.memory",
         "flint.input.roots",
+        "flint.output.roots",
         "flint.local.dir",
         "flint.executor.componentCacheSize",
         "flint.driver.retainedJobs",
@@ -307,18 +313,8 @@ impl Settings {
                 "flint.task.instanceReuse" => {
                     s.task_instance_reuse = positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
-                "flint.input.roots" => {
-                    let roots: Vec<String> = value
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|r| !r.is_empty())
-                        .map(str::to_owned)
-                        .collect();
-                    if let Some(relative) = roots.iter().find(|r| !r.starts_with('/')) {
-                        return Err(invalid(format!("{relative:?} is not an absolute path")));
-                    }
-                    s.input_roots = roots
-                }
+                "flint.input.roots" => s.input_roots = absolute_dirs(value).map_err(invalid)?,
+                "flint.output.roots" => s.output_roots = absolute_dirs(value).map_err(invalid)?,
                 "flint.local.dir" => {
                     s.local_dirs =
                         value.split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect()
@@ -626,6 +622,16 @@ impl Settings {
 
     pub fn instance_memory(&self) -> u64 {
         self.task_memory_pool() / u64::from(self.slots())
+    }
+}
+
+/// A comma-separated list of absolute directories.
+fn absolute_dirs(value: &str) -> Result<Vec<String>, String> {
+    let dirs: Vec<String> =
+        value.split(',').map(str::trim).filter(|r| !r.is_empty()).map(str::to_owned).collect();
+    match dirs.iter().find(|r| !r.starts_with('/')) {
+        Some(relative) => Err(format!("{relative:?} is not an absolute path")),
+        None => Ok(dirs),
     }
 }
 

@@ -33,12 +33,11 @@ pub enum TaskFailure {
     /// The executor running the task went away.
     #[error("executor lost: {executor}: {reason}")]
     ExecutorLost { executor: ExecutorId, reason: String },
-    /// The task's input split is larger than the memory the task may use: it could only
-    /// fail, and would hold its executor's memory meanwhile. Not read, not retried.
-    #[error(
-        "input too large: split {split} is {bytes} bytes, over the task's memory cap of {limit} bytes; split the input into more partitions or give executors more memory"
-    )]
-    InputTooLarge { split: String, bytes: u64, limit: u64 },
+    /// The task's input could not be read: the source refused or went away, or it holds
+    /// what no read can hand a task (a line over 64 MiB). The task fails with it
+    /// whatever it did with the error.
+    #[error("input: {message}")]
+    Input { message: String, retryable: bool },
     /// A reduce task could not read map outputs held by `executor` (its incarnation):
     /// unreachable, refused, or not matching their checksums. Not the reduce task's
     /// fault: those maps run again, then the task.
@@ -58,7 +57,7 @@ impl TaskFailure {
             TaskFailure::Host { .. } => "host-error",
             TaskFailure::Killed { .. } => "killed",
             TaskFailure::ExecutorLost { .. } => "executor-lost",
-            TaskFailure::InputTooLarge { .. } => "input-too-large",
+            TaskFailure::Input { .. } => "input",
             TaskFailure::FetchFailed { .. } => "fetch-failed",
         }
     }
@@ -67,10 +66,8 @@ impl TaskFailure {
     /// result over the size limit, a job error marked fatal and a kill are not.
     pub fn retryable(&self) -> bool {
         match self {
-            TaskFailure::ResultTooLarge { .. }
-            | TaskFailure::Killed { .. }
-            | TaskFailure::InputTooLarge { .. } => false,
-            TaskFailure::Guest { retryable, .. } => *retryable,
+            TaskFailure::ResultTooLarge { .. } | TaskFailure::Killed { .. } => false,
+            TaskFailure::Guest { retryable, .. } | TaskFailure::Input { retryable, .. } => *retryable,
             _ => true,
         }
     }
@@ -106,8 +103,8 @@ impl TaskFailure {
             TaskFailure::Deadline { deadline_ms, key } => {
                 TaskFailure::Deadline { deadline_ms, key: cut(key) }
             }
-            TaskFailure::InputTooLarge { split, bytes, limit } => {
-                TaskFailure::InputTooLarge { split: cut(split), bytes, limit }
+            TaskFailure::Input { message, retryable } => {
+                TaskFailure::Input { message: cut(message), retryable }
             }
             TaskFailure::FetchFailed { executor, incarnation, mut maps, reason } => {
                 maps.truncate(MAX_MESSAGE / 4);

@@ -31,6 +31,10 @@ pub struct Manifest {
     /// A map/reduce job's reduce partitions (`--reduce-partitions` overrides it).
     #[serde(default, rename = "reduce-partitions")]
     pub reduce_partitions: Option<u32>,
+    /// Where a map/reduce job writes its reduce tasks' part files (`--output` sets it):
+    /// an absolute directory, under the driver's and the executors' `flint.output.roots`.
+    #[serde(default)]
+    pub output: Option<String>,
     /// The job's configuration; `--conf` overrides it key by key.
     #[serde(default)]
     pub config: Conf,

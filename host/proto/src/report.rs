@@ -109,6 +109,9 @@ pub enum JobError {
     Nondeterministic { map: u32 },
     #[error("the shuffle cannot be planned: {0}")]
     Shuffle(String),
+    /// The job's part files could not be put in place.
+    #[error("output: {0}")]
+    Output(String),
 }
 
 /// What to change when a merge on the driver runs out of memory: the driver's key, not

@@ -138,6 +138,9 @@ pub struct ShuffleSpec {
     /// Random, per job, from the driver: an executor serves a job's map outputs only
     /// to a peer that shows it.
     pub token: [u8; 32],
+    /// The directory the reduce tasks write their part files in, when the job writes
+    /// files; checked by the driver, and by each executor against its own roots.
+    pub output: Option<String>,
 }
 
 impl ShuffleSpec {

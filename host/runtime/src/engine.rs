@@ -92,6 +92,11 @@ impl Runtime {
             |state| state,
         )
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        crate::bindings::flint::task::types::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         crate::bindings::flint::task::shuffle::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
             &mut linker,
             |state| state,

@@ -1,13 +1,16 @@
-//! The state behind every store, and the host side of `flint:task/host` and of
-//! `flint:task/shuffle` (a map's emitter, a reduce's sorted input).
+//! The state behind every store, and the host side of `flint:task/host`, of a file
+//! split's `split-reader` and of `flint:task/shuffle` (a map's emitter, a reduce's
+//! sorted input).
 
 use crate::bindings::flint::task::host::{self, Level, TaskInfo};
-use crate::bindings::flint::task::shuffle::{self, HostEmitter, HostSortedInput};
-use crate::bindings::flint::task::types::TaskError;
+use crate::bindings::flint::task::shuffle::{self, HostEmitter, HostPartWriter, HostSortedInput};
+use crate::bindings::flint::task::types::{self, HostSplitReader, TaskError};
 use crate::capture::TaskLogSink;
 use crate::limits::{KillSwitch, MemoryCap};
-use crate::records::{Emitter, MAX_NEXT, Records, ShuffleError, SortedInput};
-use flint_proto::{Conf, Token};
+use crate::records::{
+    Emitter, LineSource, MAX_NEXT, PartSink, PartWriter, Records, ShuffleError, SortedInput, SplitReader,
+};
+use flint_proto::{Conf, TaskFailure, Token};
 use std::sync::Arc;
 use wasmtime::component::Resource;
 use wasmtime::component::ResourceTable;
@@ -30,6 +33,14 @@ pub(crate) struct HostState {
     pub(crate) echo: EchoBudget,
     /// What a map call emits into, or a reduce call reads.
     pub(crate) records: Records,
+    /// The running call's file split, read as the guest asks.
+    pub(crate) input: Option<Box<dyn LineSource>>,
+    /// Why reading it failed: the call's failure, whatever the guest returns after.
+    pub(crate) input_failed: Option<TaskFailure>,
+    /// The table entry of its `split-reader`.
+    pub(crate) input_handle: Option<u32>,
+    /// Where a reduce call's part file goes, when its job writes files.
+    pub(crate) part: Option<Box<dyn PartSink>>,
 }
 
 /// How much of a guest's logging reaches the process's log: every line goes to the
@@ -130,6 +141,33 @@ impl host::Host for HostState {
     }
 }
 
+impl types::Host for HostState {}
+
+impl HostSplitReader for HostState {
+    fn next(&mut self, _: Resource<SplitReader>, max_bytes: u32) -> Result<Vec<u8>, TaskError> {
+        let max = (max_bytes as usize).clamp(1, MAX_NEXT);
+        let read = match (&self.input_failed, &mut self.input) {
+            (Some(failure), _) => Err(failure.clone()),
+            _ if self.kill.is_killed() => Err(TaskFailure::Killed { reason: "killed on request".into() }),
+            (None, Some(source)) => source.next(max),
+            (None, None) => {
+                return Err(TaskError { message: "a split read outside its task".into(), retryable: false });
+            }
+        };
+        read.map_err(|failure| {
+            let error = TaskError { message: failure.to_string(), retryable: failure.retryable() };
+            self.input_failed = Some(failure);
+            error
+        })
+    }
+
+    fn drop(&mut self, rep: Resource<SplitReader>) -> wasmtime::Result<()> {
+        // A handle kept past its call was deleted when the call ended.
+        let _ = self.table.delete(rep);
+        Ok(())
+    }
+}
+
 fn task_error(e: ShuffleError) -> TaskError {
     TaskError { message: e.message, retryable: e.retryable }
 }
@@ -169,6 +207,23 @@ impl HostSortedInput for HostState {
     }
 
     fn drop(&mut self, rep: Resource<SortedInput>) -> wasmtime::Result<()> {
+        self.table.delete(rep)?;
+        Ok(())
+    }
+}
+
+impl HostPartWriter for HostState {
+    fn write(&mut self, _: Resource<PartWriter>, bytes: Vec<u8>) -> Result<(), TaskError> {
+        match &mut self.part {
+            Some(part) => part.write(&bytes).map_err(task_error),
+            None => Err(TaskError {
+                message: "a part file written outside its reduce task".into(),
+                retryable: false,
+            }),
+        }
+    }
+
+    fn drop(&mut self, rep: Resource<PartWriter>) -> wasmtime::Result<()> {
         self.table.delete(rep)?;
         Ok(())
     }

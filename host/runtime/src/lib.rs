@@ -17,7 +17,7 @@ mod sandbox;
 pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError};
 pub use limits::{KillSwitch, RuntimeStats};
-pub use records::{RECORD_HEADER, RecordSink, RecordSource, Records, ShuffleError};
+pub use records::{LineSource, PartSink, RECORD_HEADER, RecordSink, RecordSource, Records, ShuffleError};
 pub use sandbox::{Accumulator, Call, Folder, Instance, Outcome, TaskContext, TaskInput};
 
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
@@ -26,8 +26,10 @@ mod bindings {
         world: "all-exports",
         path: "../../wit",
         with: {
+            "flint:task/types.split-reader": crate::records::SplitReader,
             "flint:task/shuffle.emitter": crate::records::Emitter,
             "flint:task/shuffle.sorted-input": crate::records::SortedInput,
+            "flint:task/shuffle.part-writer": crate::records::PartWriter,
         },
     });
 }

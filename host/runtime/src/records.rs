@@ -1,14 +1,16 @@
-//! The host side of `flint:task/shuffle`: a map task's `emitter` and a reduce task's
-//! `sorted-input` (their host calls are `host`'s). The runtime only carries batches between the guest and what the
-//! executor gives a call (a [`RecordSink`] or a [`RecordSource`]); sorting, spilling and
-//! fetching are the executor's.
+//! What a call reads and writes in batches: a task's file split (`split-reader`), a map
+//! task's `emitter` and a reduce task's `sorted-input` (their host calls are `host`'s).
+//! The runtime only carries batches between the guest and what the executor gives a
+//! call (a [`LineSource`], a [`RecordSink`] or a [`RecordSource`]); reading inputs,
+//! sorting, spilling and fetching are the executor's.
 
 use std::any::Any;
 
 /// A record's header: partition, key length, value length, each a little-endian u32.
 pub const RECORD_HEADER: usize = 12;
 
-/// The most bytes one `next` call hands a reduce task, whatever it asks for.
+/// The most bytes one `next` call hands a task (a line longer than that aside),
+/// whatever it asks for.
 pub(crate) const MAX_NEXT: usize = 16 << 20;
 
 /// Why a batch could not be taken or given: the task fails with it.
@@ -33,6 +35,26 @@ pub trait RecordSink: Any + Send {
 pub trait RecordSource: Any + Send {
     fn next(&mut self, max: usize) -> Result<Vec<u8>, ShuffleError>;
 }
+
+/// A file split's lines as the executor reads them for a task: whole lines, about
+/// `max` bytes a batch, an empty batch at the end. A failure (the source gone, the
+/// deadline passed, a line too long) is the task's, whatever the guest does with it.
+pub trait LineSource: Send {
+    fn next(&mut self, max: usize) -> Result<Vec<u8>, flint_proto::TaskFailure>;
+}
+
+/// The `split-reader` a call's file split carries: a handle to the store's
+/// [`LineSource`].
+pub struct SplitReader;
+
+/// Where a reduce call's part file goes (`--output DIR`): bytes appended as they come.
+pub trait PartSink: Any + Send {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), ShuffleError>;
+}
+
+/// The `part-writer` a reduce call is given when its job writes files: a handle to the
+/// store's part sink.
+pub struct PartWriter;
 
 /// What the running call reads or writes, if it is a map or a reduce.
 #[derive(Default)]

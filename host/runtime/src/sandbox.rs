@@ -15,7 +15,9 @@ use crate::component::JobComponent;
 use crate::engine::Runtime;
 use crate::host::HostState;
 use crate::limits::{KillSwitch, Killed, MemoryCap};
-use crate::records::{Emitter, RecordSink, RecordSource, Records, SortedInput};
+use crate::records::{
+    Emitter, LineSource, PartSink, PartWriter, RecordSink, RecordSource, Records, SortedInput, SplitReader,
+};
 use flint_proto::{Conf, TaskFailure, Token};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -46,16 +48,25 @@ pub struct TaskContext {
     pub kill: KillSwitch,
 }
 
-/// A task's input, with file data already read by the host.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A task's input: a file split's lines come from `source` as the guest reads them.
 pub enum TaskInput {
     Index(u32),
     Value(Vec<u8>),
-    Lines { path: String, start: u64, end: u64, data: Vec<u8> },
+    Lines { path: String, start: u64, end: u64, source: Box<dyn LineSource> },
+}
+
+impl std::fmt::Debug for TaskInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskInput::Index(i) => write!(f, "Index({i})"),
+            TaskInput::Value(v) => write!(f, "Value({} bytes)", v.len()),
+            TaskInput::Lines { path, start, end, .. } => write!(f, "Lines({path} {start}..{end})"),
+        }
+    }
 }
 
 /// What to call.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Call {
     Run(TaskInput),
 }
@@ -121,6 +132,10 @@ impl Runtime {
             kill: ctx.kill.clone(),
             echo: crate::host::EchoBudget::new(),
             records: crate::records::Records::None,
+            input: None,
+            input_failed: None,
+            input_handle: None,
+            part: None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -176,6 +191,7 @@ impl Instance {
         self.enter(ctx);
         let result = invoke(&self.component, &mut self.store, &self.instance, Call::Run(input));
         let result = settle(result, &self.store, ctx);
+        let result = close_input(&mut self.store, result);
         Outcome { result, log: self.store.data().log.contents(), elapsed: started.elapsed() }
     }
 
@@ -185,11 +201,14 @@ impl Instance {
         let started = Instant::now();
         self.enter(ctx);
         let store = &mut self.store;
-        let result = combiner(&self.component, store, &self.instance)
-            .and_then(|c| c.call_add(&mut *store, &partition(input)));
+        let result = combiner(&self.component, store, &self.instance).and_then(|c| {
+            let input = partition(&mut *store, input)?;
+            c.call_add(&mut *store, &input)
+        });
         let result = result
             .map_err(|e| classify(e, store, ctx))
             .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }));
+        let result = close_input(store, result);
         let log = store.data().log.contents();
         Outcome { result: result.map(|()| Vec::new()), log, elapsed: started.elapsed() }
     }
@@ -213,13 +232,15 @@ impl Instance {
         let result = map_reduce(&self.component, store, &self.instance).and_then(|mr| {
             let out = store.data_mut().table.push(Emitter)?;
             let rep = out.rep();
-            let result = mr.call_map(&mut *store, &partition(input), Resource::<Emitter>::new_borrow(rep));
+            let input = partition(&mut *store, input)?;
+            let result = mr.call_map(&mut *store, &input, Resource::<Emitter>::new_borrow(rep));
             let _ = store.data_mut().table.delete(out);
             result
         });
         let result = result
             .map_err(|e| classify(e, store, ctx))
             .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }));
+        let result = close_input(store, result);
         let sink =
             std::mem::take(&mut store.data_mut().records).into_sink::<S>().expect("the call's own sink");
         let log = store.data().log.contents();
@@ -227,22 +248,43 @@ impl Instance {
     }
 
     /// Runs a reduce task over `source`, the partition's records in key order; its
-    /// output is a task output, as `run`'s.
-    pub fn reduce(&mut self, ctx: &TaskContext, partition: u32, source: impl RecordSource) -> Outcome {
+    /// output is a task output, as `run`'s. When the job writes files, what the task
+    /// writes goes to `part`, which comes back (whatever the call's end) for the caller
+    /// to put in place or drop.
+    pub fn reduce<P: PartSink>(
+        &mut self,
+        ctx: &TaskContext,
+        partition: u32,
+        source: impl RecordSource,
+        part: Option<P>,
+    ) -> (Outcome, Option<P>) {
         let started = Instant::now();
         self.enter(ctx);
+        let writes = part.is_some();
         self.store.data_mut().records = Records::Source(Box::new(source));
+        self.store.data_mut().part = part.map(|p| Box::new(p) as Box<dyn PartSink>);
         let store = &mut self.store;
         let result = map_reduce(&self.component, store, &self.instance).and_then(|mr| {
             let input = store.data_mut().table.push(SortedInput)?;
+            let writer = if writes { Some(store.data_mut().table.push(PartWriter)?) } else { None };
             let rep = input.rep();
-            let result = mr.call_reduce(&mut *store, partition, Resource::<SortedInput>::new_borrow(rep));
+            let part = writer.as_ref().map(|w| Resource::<PartWriter>::new_borrow(w.rep()));
+            let result =
+                mr.call_reduce(&mut *store, partition, Resource::<SortedInput>::new_borrow(rep), part);
             let _ = store.data_mut().table.delete(input);
+            if let Some(writer) = writer {
+                let _ = store.data_mut().table.delete(writer);
+            }
             result
         });
         let result = settle(result, store, ctx);
         store.data_mut().records = Records::None;
-        Outcome { result, log: store.data().log.contents(), elapsed: started.elapsed() }
+        let part = store
+            .data_mut()
+            .part
+            .take()
+            .map(|p| *(p as Box<dyn std::any::Any>).downcast::<P>().expect("the call's own part sink"));
+        (Outcome { result, log: store.data().log.contents(), elapsed: started.elapsed() }, part)
     }
 
     /// The most memory the instance has grown to, in bytes.
@@ -279,6 +321,9 @@ impl Instance {
         state.limits.refused = false;
         state.echo = crate::host::EchoBudget::new();
         state.records = Records::None;
+        state.input = None;
+        state.input_failed = None;
+        state.part = None;
         state.log.clear();
         self.store.set_hostcall_fuel(hostcall_fuel(ctx));
         self.store.set_epoch_deadline(1);
@@ -430,7 +475,8 @@ fn invoke(
     match call {
         Call::Run(input) => {
             let job: job::Guest = component.job.load(&mut *store, instance)?;
-            job.call_run(&mut *store, &partition(input))
+            let input = partition(&mut *store, input)?;
+            job.call_run(&mut *store, &input)
         }
     }
 }
@@ -446,11 +492,36 @@ fn aggregator(
     }
 }
 
-fn partition(input: TaskInput) -> Partition {
-    match input {
+/// The guest's view of `input`. A file split's lines go into the store, read through
+/// the `split-reader` the partition carries.
+fn partition(store: &mut Store<HostState>, input: TaskInput) -> wasmtime::Result<Partition> {
+    Ok(match input {
         TaskInput::Index(i) => Partition::Index(i),
         TaskInput::Value(v) => Partition::Value(v),
-        TaskInput::Lines { path, start, end, data } => Partition::Lines(FileSplit { path, start, end, data }),
+        TaskInput::Lines { path, start, end, source } => {
+            let state = store.data_mut();
+            state.input = Some(source);
+            let lines = state.table.push(SplitReader)?;
+            state.input_handle = Some(lines.rep());
+            Partition::Lines(FileSplit { path, start, end, lines })
+        }
+    })
+}
+
+/// Ends a call's reading of its split: a handle the guest kept reads nothing more, and
+/// a failed read is the call's failure (unless it was killed), whatever the guest
+/// returned after it: a task that swallowed the error must not pass off part of its
+/// split as all of it.
+fn close_input<T>(store: &mut Store<HostState>, result: Result<T, TaskFailure>) -> Result<T, TaskFailure> {
+    let state = store.data_mut();
+    state.input = None;
+    if let Some(rep) = state.input_handle.take() {
+        let _ = state.table.delete(Resource::<SplitReader>::new_own(rep));
+    }
+    match (state.input_failed.take(), result) {
+        (_, Err(killed @ TaskFailure::Killed { .. })) => Err(killed),
+        (Some(failure), _) => Err(failure),
+        (None, result) => result,
     }
 }
 

@@ -196,6 +196,15 @@ impl Driver {
             }
             (_, None) => None,
         };
+        let output = match (&request.output, shuffle) {
+            (None, _) => None,
+            (Some(dir), Some(_)) => Some(super::plan::prepare_output(&settings, dir).await?),
+            (Some(_), None) => {
+                return Err(SubmitError::Output(
+                    "part files are for map/reduce jobs (world map-reduce)".into(),
+                ));
+            }
+        };
         if plan.len() > MAX_TASKS as usize {
             return Err(SubmitError::Partitions(format!(
                 "{} tasks; at most {MAX_TASKS} per job",
@@ -213,6 +222,7 @@ impl Driver {
             token_services: request.token_services,
             every: request.every,
             shuffle,
+            output,
             uploads: request.uploads,
         };
         let digest = job.component.digest;

@@ -114,7 +114,12 @@ impl EventLoop {
             // Its merge is commutative: the tasks a slot runs are combined there.
             combine: job.component.combines() && job.settings.task_combine && job.shuffle.is_none(),
             instance_reuse: job.settings.task_instance_reuse,
-            shuffle: job.shuffle.map(|(maps, reduces)| ShuffleSpec { maps, reduces, token: rand::random() }),
+            shuffle: job.shuffle.map(|(maps, reduces)| ShuffleSpec {
+                maps,
+                reduces,
+                token: rand::random(),
+                output: job.output.clone(),
+            }),
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
         let span = tracing::info_span!("job", job_id = id.0, name = %job.name);
@@ -204,6 +209,13 @@ impl EventLoop {
     pub(super) fn complete(&mut self, id: JobId, outcome: Result<Vec<u8>, JobError>) {
         let Some(mut job) = self.jobs.remove(&id) else {
             return;
+        };
+        // A job writing files: `_SUCCESS` once every part is in place, and no attempt's
+        // leftovers either way.
+        let output = job.descriptor.shuffle.as_ref().and_then(|s| s.output.as_deref());
+        let outcome = match output {
+            Some(dir) => super::plan::end_output(std::path::Path::new(dir), outcome),
+            None => outcome,
         };
         // Read before a cancel below makes the core forget the job.
         let tasks = job.descriptor.task_count;

@@ -7,8 +7,9 @@ use crate::job::SubmitError;
 use flint_data::InputUrl;
 use flint_proto::{JobPlan, Source};
 
-/// A file split is at most this large unless the user asks for fewer partitions.
-pub(super) const MAX_SPLIT: u64 = 64 << 20;
+/// Without `--partitions`, a file split is at most this large (Spark's
+/// `maxPartitionBytes` is 128 MiB): small enough to spread and to retry.
+pub(super) const DEFAULT_SPLIT: u64 = 64 << 20;
 
 pub(super) const INPUT_ROOTS: &str = "flint.input.roots";
 
@@ -16,7 +17,9 @@ pub(super) const INPUT_ROOTS: &str = "flint.input.roots";
 pub const MAX_TASKS: u32 = 1_000_000;
 
 /// Splits a job into partitions: byte ranges of its inputs, its values, or generated
-/// indices. Defaults to one partition per slot, and no split over 64 MiB. A file
+/// indices. Defaults to one partition per slot, and no split over 64 MiB; partitions
+/// asked for are what the job gets, however large its splits (a task streams its split,
+/// so none is too large to read). A file
 /// (a path, `file://` or `flint://`) must lie under one of the driver's input roots
 /// once its links are resolved; the plan names it by that resolved path, so a link
 /// changed afterwards cannot point a task elsewhere. Objects are sized (and prefixes
@@ -79,9 +82,75 @@ pub(super) async fn plan(
         inputs.push((source, meta.len()));
     }
     let total: u64 = inputs.iter().map(|(_, n)| n).sum();
-    // However few partitions are asked for, no split passes MAX_SPLIT: a split is
-    // read whole into its task's memory.
-    let at_least = total.div_ceil(MAX_SPLIT).min(u64::from(MAX_TASKS)) as u32;
-    let target = partitions.unwrap_or(slots).max(at_least);
+    let target = partitions
+        .unwrap_or_else(|| slots.max(total.div_ceil(DEFAULT_SPLIT).min(u64::from(MAX_TASKS)) as u32));
     Ok(JobPlan::file_splits(&inputs, target))
+}
+
+pub(super) const OUTPUT_ROOTS: &str = "flint.output.roots";
+
+/// Makes a map/reduce job's output directory ready: absolute, under the driver's
+/// `flint.output.roots` once its links are resolved, made if missing, and holding no
+/// earlier job's parts (as Spark refuses an output path that exists). Returns the
+/// resolved path the executors write under.
+pub(super) async fn prepare_output(
+    settings: &flint_proto::Settings,
+    dir: &str,
+) -> Result<String, SubmitError> {
+    let refuse = |reason: String| SubmitError::Output(format!("{dir}: {reason}"));
+    if !dir.starts_with('/') {
+        return Err(refuse("not an absolute path".into()));
+    }
+    let mut roots = Vec::new();
+    for root in &settings.output_roots {
+        if let Ok(root) = tokio::fs::canonicalize(root).await {
+            roots.push(root);
+        }
+    }
+    // The nearest existing ancestor decides where the directory really is.
+    let path = std::path::Path::new(dir);
+    let existing = path.ancestors().find(|a| a.exists()).unwrap_or(std::path::Path::new("/"));
+    let real = tokio::fs::canonicalize(existing).await.map_err(|e| refuse(e.to_string()))?;
+    if !roots.iter().any(|root| real.starts_with(root)) {
+        let set = &settings.output_roots;
+        let set = if set.is_empty() { "none are set".to_owned() } else { set.join(", ") };
+        return Err(refuse(format!(
+            "outside {OUTPUT_ROOTS} ({set}); the driver's and executors' operator allows directories with --conf {OUTPUT_ROOTS}=/dir,…"
+        )));
+    }
+    tokio::fs::create_dir_all(path).await.map_err(|e| refuse(e.to_string()))?;
+    let real = tokio::fs::canonicalize(path).await.map_err(|e| refuse(e.to_string()))?;
+    let mut entries = tokio::fs::read_dir(&real).await.map_err(|e| refuse(e.to_string()))?;
+    while let Some(entry) = entries.next_entry().await.map_err(|e| refuse(e.to_string()))? {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("part-") || name == SUCCESS || name == TEMPORARY {
+            return Err(refuse(format!("holds {name} of an earlier job: name a new directory or remove it")));
+        }
+    }
+    Ok(real.to_string_lossy().into_owned())
+}
+
+/// The marker a job writing files leaves once all its parts are in place.
+pub const SUCCESS: &str = "_SUCCESS";
+/// Where reduce attempts write their parts before they are put in place.
+pub const TEMPORARY: &str = "_temporary";
+
+/// Ends a job writing files: its attempts' leftovers go, and, when it succeeded,
+/// `_SUCCESS` marks every part in place; a job that cannot say so fails.
+pub(super) fn end_output(
+    dir: &std::path::Path,
+    outcome: Result<Vec<u8>, flint_proto::JobError>,
+) -> Result<Vec<u8>, flint_proto::JobError> {
+    let _ = std::fs::remove_dir_all(dir.join(TEMPORARY));
+    match outcome {
+        Ok(result) => match std::fs::File::create(dir.join(SUCCESS)) {
+            Ok(_) => Ok(result),
+            Err(e) => Err(flint_proto::JobError::Output(format!(
+                "cannot write {}: {e}",
+                dir.join(SUCCESS).display()
+            ))),
+        },
+        failed => failed,
+    }
 }

@@ -11,6 +11,7 @@
 
 pub(crate) mod files;
 pub(crate) mod merge;
+pub(crate) mod parts;
 pub(crate) mod read;
 pub(crate) mod tasks;
 pub(crate) mod write;

@@ -4,6 +4,7 @@
 //! secret.
 
 use super::merge::SortedRuns;
+use super::parts::PartFile;
 use super::read::{FetchError, Located, Slice, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
@@ -151,7 +152,32 @@ impl ExecutorCore {
         partition: u32,
         runs: SortedRuns,
     ) -> (TaskState, String) {
-        let outcome = taken.held().instance.reduce(ctx, partition, runs);
+        let part = match launch.job.shuffle.as_ref().and_then(|s| s.output.as_deref()) {
+            None => None,
+            Some(dir) => {
+                // Unique to this attempt; the executor's id only as far as it is safe in a name.
+                let id: String = self
+                    .id()
+                    .to_string()
+                    .chars()
+                    .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                let attempt = format!("{}-{id}", launch.attempt.number);
+                let created = self.inputs().output_dir(dir).and_then(|dir| {
+                    PartFile::create(&dir, partition, &attempt).map_err(|e| format!("output {dir:?}: {e}"))
+                });
+                match created {
+                    Ok(part) => Some(part),
+                    Err(message) => return (TaskState::Failed(TaskFailure::Host { message }), String::new()),
+                }
+            }
+        };
+        let (mut outcome, part) = taken.held().instance.reduce(ctx, partition, runs, part);
+        if let (Ok(_), Some(part)) = (&outcome.result, part)
+            && let Err(e) = part.place()
+        {
+            outcome.result = Err(TaskFailure::Host { message: format!("putting a part file in place: {e}") });
+        }
         self.task_ended(launch, taken, ctx, outcome)
     }
 

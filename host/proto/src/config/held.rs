@@ -51,6 +51,7 @@ impl Settings {
             ("flint.driver.maxResultSize", Limit(self.driver_max_result_size)),
             ("flint.driver.memory", fixed(&self.driver_memory)),
             ("flint.input.roots", fixed(&self.input_roots)),
+            ("flint.output.roots", fixed(&self.output_roots)),
             ("flint.local.dir", fixed(&self.local_dirs)),
             ("flint.executor.componentCacheSize", fixed(&self.component_cache_size)),
             ("flint.driver.retainedJobs", fixed(&self.retained_jobs)),

@@ -1,0 +1,54 @@
+//! A reduce task's part file: written under the output directory's `_temporary`, then
+//! put in place as `part-NNNNN` by one rename when its task succeeds, so a retried or
+//! repeated task never leaves two, and a failed one leaves none.
+
+use flint_runtime::{PartSink, ShuffleError};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+pub struct PartFile {
+    file: BufWriter<File>,
+    temporary: PathBuf,
+    dest: PathBuf,
+    placed: bool,
+}
+
+impl PartFile {
+    /// A part file for reduce `partition`, written by attempt `attempt` (unique within
+    /// the job) under `dir`.
+    pub fn create(dir: &Path, partition: u32, attempt: &str) -> std::io::Result<PartFile> {
+        let name = format!("part-{partition:05}");
+        let temporary = dir.join("_temporary");
+        std::fs::create_dir_all(&temporary)?;
+        let temporary = temporary.join(format!("{name}.{attempt}"));
+        let file = BufWriter::with_capacity(1 << 20, File::create(&temporary)?);
+        Ok(PartFile { file, temporary, dest: dir.join(name), placed: false })
+    }
+
+    /// Flushes the part to disk and puts it in place.
+    pub fn place(mut self) -> std::io::Result<()> {
+        self.file.flush()?;
+        self.file.get_ref().sync_all()?;
+        std::fs::rename(&self.temporary, &self.dest)?;
+        self.placed = true;
+        Ok(())
+    }
+}
+
+impl PartSink for PartFile {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), ShuffleError> {
+        self.file.write_all(bytes).map_err(|e| ShuffleError {
+            message: format!("writing {}: {e}", self.temporary.display()),
+            retryable: true,
+        })
+    }
+}
+
+impl Drop for PartFile {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}

@@ -218,7 +218,7 @@ impl LocalCluster {
         // from them, as a peer's server would serve them.
         let peers = Arc::new(InProcessPeers(cores.iter().map(Arc::downgrade).collect()));
         for core in &cores {
-            core.set_shuffle_fetch(peers.clone());
+            core.set_shuffle_fetch(peers.clone(), settings.reducer_max_size_in_flight);
         }
         Ok(LocalCluster { driver, executors, cores })
     }

@@ -52,8 +52,9 @@ pub struct ExecutorCore {
     partials: Mutex<Option<PartialSink>>,
     /// Where map outputs are written; none, and map/reduce tasks fail naming why.
     pub(crate) shuffle: Option<ShuffleFiles>,
-    /// Fetches map outputs other executors hold.
-    pub(crate) fetcher: RwLock<Option<Arc<dyn ShuffleFetch>>>,
+    /// Fetches map outputs other executors hold, and the bytes a reduce task may ask
+    /// for at once (`flint.reducer.maxSizeInFlight`).
+    pub(crate) fetcher: RwLock<Option<(Arc<dyn ShuffleFetch>, u64)>>,
     /// The shuffle secret of each map/reduce job this executor was given a task of:
     /// it serves a job's map outputs only to a peer that shows it.
     pub(crate) shuffle_tokens: Mutex<HashMap<JobId, [u8; 32]>>,
@@ -259,8 +260,8 @@ impl ExecutorCore {
     }
 
     /// How reduce tasks read map outputs other executors hold.
-    pub fn set_shuffle_fetch(&self, fetch: Arc<dyn ShuffleFetch>) {
-        *self.fetcher.write().expect("fetcher lock") = Some(fetch);
+    pub fn set_shuffle_fetch(&self, fetch: Arc<dyn ShuffleFetch>, max_in_flight: u64) {
+        *self.fetcher.write().expect("fetcher lock") = Some((fetch, max_in_flight));
     }
 
     /// The folders this executor writes shuffle files under.

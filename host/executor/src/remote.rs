@@ -295,7 +295,7 @@ fn serve_map_outputs(
         options.app_id.clone(),
         (settings.network_idle_timeout, settings.network_timeout),
     );
-    core.set_shuffle_fetch(Arc::new(fetch));
+    core.set_shuffle_fetch(Arc::new(fetch), settings.reducer_max_size_in_flight);
     tokio::spawn(serve_peers(endpoint, Arc::downgrade(core), options.secret.clone(), options.app_id.clone()));
     let fingerprint = identity.fingerprint();
     let hex: String = fingerprint.iter().map(|b| format!("{b:02x}")).collect();

@@ -110,6 +110,10 @@ pub struct Settings {
     /// shuffle files, spread over the folders. An executor's own value wins over the
     /// driver's.
     pub local_dirs: Vec<String>,
+    /// `flint.reducer.maxSizeInFlight` (default 48m, as Spark's): the bytes a reduce
+    /// task asks its map outputs' holders for at once, several holders at a time; one
+    /// holder with more goes alone.
+    pub reducer_max_size_in_flight: u64,
     /// `flint.executor.heartbeatInterval` (default 10s).
     pub heartbeat_interval: Duration,
     /// `flint.network.timeout` (default 120s): an executor silent this long is lost.
@@ -172,6 +176,7 @@ impl Default for Settings {
             input_roots: Vec::new(),
             output_roots: Vec::new(),
             local_dirs: Vec::new(),
+            reducer_max_size_in_flight: 48 << 20,
             component_cache_size: 256 << 20,
             retained_jobs: 1000,
             max_running_jobs: 16,
@@ -215,6 +220,7 @@ impl Settings {
         "flint.input.roots",
         "flint.output.roots",
         "flint.local.dir",
+        "flint.reducer.maxSizeInFlight",
         "flint.executor.componentCacheSize",
         "flint.driver.retainedJobs",
         "flint.driver.maxRunningJobs",
@@ -315,6 +321,9 @@ impl Settings {
                 }
                 "flint.input.roots" => s.input_roots = absolute_dirs(value).map_err(invalid)?,
                 "flint.output.roots" => s.output_roots = absolute_dirs(value).map_err(invalid)?,
+                "flint.reducer.maxSizeInFlight" => {
+                    s.reducer_max_size_in_flight = positive(parse_size(value).map_err(unreadable)?)?
+                }
                 "flint.local.dir" => {
                     s.local_dirs =
                         value.split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect()

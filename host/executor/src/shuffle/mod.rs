@@ -10,6 +10,7 @@
 //! each), then the key, then the value.
 
 pub(crate) mod files;
+pub(crate) mod gather;
 pub(crate) mod merge;
 pub(crate) mod parts;
 pub(crate) mod read;

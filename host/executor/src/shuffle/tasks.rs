@@ -3,95 +3,15 @@
 //! checked and merged, and map outputs served to the reducers that show the job's
 //! secret.
 
+use super::gather::{Ask, Gathered, fetch_all};
 use super::merge::SortedRuns;
 use super::parts::PartFile;
-use super::read::{FetchError, Located, Slice, file_crc};
+use super::read::{FetchError, Located, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
 use flint_proto::{JobId, MapSource, TaskFailure, TaskLaunch, TaskOutput, TaskState};
 use flint_runtime::{TaskContext, TaskInput};
-use std::fs::File;
-use std::io::{Cursor, Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
 use std::time::Instant;
-
-/// Where one slice of a reduce task's input waits until the merge reads it.
-enum Waiting {
-    Memory(Vec<u8>),
-    /// A byte range of a file: this executor's own map output, or the task's spill.
-    File {
-        path: PathBuf,
-        start: u64,
-        len: u64,
-    },
-}
-
-/// A reduce task's slices as they are gathered: in memory up to its budget, then
-/// appended to a spill file of its own (deleted with the merge).
-struct Gathered {
-    slices: Vec<(u32, Waiting)>,
-    in_memory: u64,
-    budget: u64,
-    spill: Option<(PathBuf, File, u64)>,
-    dir: PathBuf,
-    attempt: u32,
-}
-
-impl Gathered {
-    fn new(dir: PathBuf, attempt: u32, budget: u64) -> Gathered {
-        Gathered { slices: Vec::new(), in_memory: 0, budget, spill: None, dir, attempt }
-    }
-
-    fn in_place(&mut self, map: u32, path: PathBuf, start: u64, len: u64) {
-        if len > 0 {
-            self.slices.push((map, Waiting::File { path, start, len }));
-        }
-    }
-
-    fn keep(&mut self, slice: Slice) -> Result<(), String> {
-        let len = slice.bytes.len() as u64;
-        if len == 0 {
-            return Ok(());
-        }
-        if self.in_memory + len <= self.budget {
-            self.in_memory += len;
-            self.slices.push((slice.map, Waiting::Memory(slice.bytes)));
-            return Ok(());
-        }
-        if self.spill.is_none() {
-            std::fs::create_dir_all(&self.dir).map_err(|e| format!("cannot make the spill folder: {e}"))?;
-            let path = self.dir.join(format!("fetched-{}-{:016x}", self.attempt, rand::random::<u64>()));
-            let file = File::create(&path).map_err(|e| format!("cannot spill fetched slices: {e}"))?;
-            self.spill = Some((path, file, 0));
-        }
-        let (path, file, at) = self.spill.as_mut().expect("made above");
-        file.write_all(&slice.bytes).map_err(|e| format!("cannot spill fetched slices: {e}"))?;
-        self.slices.push((slice.map, Waiting::File { path: path.clone(), start: *at, len }));
-        *at += len;
-        Ok(())
-    }
-
-    /// The merge of every slice, in map order (ties to the lower map).
-    fn into_runs(mut self, partition: u32) -> std::io::Result<SortedRuns> {
-        let mut runs = SortedRuns::new(partition);
-        if let Some((path, mut file, _)) = self.spill.take() {
-            file.flush()?;
-            runs.own(path);
-        }
-        self.slices.sort_by_key(|(map, _)| *map);
-        for (_, waiting) in self.slices {
-            match waiting {
-                Waiting::Memory(bytes) => runs.push(zstd::Decoder::new(Cursor::new(bytes))?)?,
-                Waiting::File { path, start, len } => {
-                    let mut file = File::open(&path)?;
-                    file.seek(SeekFrom::Start(start))?;
-                    runs.push(zstd::Decoder::new(file.take(len))?)?;
-                }
-            }
-        }
-        Ok(runs)
-    }
-}
 
 /// Why an executor would not serve map outputs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -202,62 +122,39 @@ impl ExecutorCore {
         let job = launch.job.job;
         let budget = self.blocks().limit() / u64::from(self.runtime().slots());
         let mut gathered = Gathered::new(files.spill_dir(job, partition), launch.attempt.number, budget);
-        for source in sources {
-            let maps: Vec<u32> = source.maps.iter().map(|(m, _)| *m).collect();
-            let failed = |maps: Vec<u32>, reason: String| TaskFailure::FetchFailed {
+        let (own, others): (Vec<&MapSource>, Vec<&MapSource>) =
+            sources.iter().partition(|source| source.executor == *self.id());
+        for source in own {
+            let failed = |map: u32, reason: String| TaskFailure::FetchFailed {
                 executor: source.executor.clone(),
                 incarnation: source.incarnation,
-                maps,
+                maps: vec![map],
                 reason,
             };
-            let mut seen = Vec::with_capacity(maps.len());
-            if source.executor == *self.id() {
-                for &map in &maps {
-                    let located = files.slice_location(job, partition, map);
-                    let (path, start, end, crc) =
-                        located.map_err(|e| failed(vec![map], format!("map {map}'s output: {e}")))?;
-                    match file_crc(&path, start, end - start) {
-                        Ok(found) if found == crc => gathered.in_place(map, path, start, end - start),
-                        Ok(_) => return Err(failed(vec![map], "a slice does not match its checksum".into())),
-                        Err(e) => return Err(failed(vec![map], format!("map {map}'s output: {e}"))),
-                    }
-                    seen.push(map);
-                }
-            } else {
-                let fetcher = self.fetcher.read().expect("fetcher lock").clone();
-                let Some(fetcher) = fetcher else {
-                    return Err(failed(maps, "this executor cannot reach its peers".into()));
-                };
-                let mut each = |slice: Slice| {
-                    let map = slice.map;
-                    if !maps.contains(&map) || seen.contains(&map) {
-                        return Err(FetchError {
-                            maps: maps.clone(),
-                            reason: format!("a slice of map {map}, not asked for"),
-                        });
-                    }
-                    if !slice.intact() {
-                        return Err(FetchError {
-                            maps: vec![map],
-                            reason: "a slice does not match its checksum".into(),
-                        });
-                    }
-                    seen.push(map);
-                    gathered.keep(slice).map_err(|e| FetchError { maps: Vec::new(), reason: e })
-                };
-                let fetched = fetcher.fetch(job, &spec.token, partition, source, deadline, &mut each);
-                match fetched {
-                    // This executor's own disk failed it: not the holder's maps' fault.
-                    Err(e) if e.maps.is_empty() => return Err(TaskFailure::Host { message: e.reason }),
-                    Err(e) => return Err(failed(e.maps, e.reason)),
-                    Ok(()) => {}
+            for &(map, _) in &source.maps {
+                let located = files.slice_location(job, partition, map);
+                let (path, start, end, crc) =
+                    located.map_err(|e| failed(map, format!("map {map}'s output: {e}")))?;
+                match file_crc(&path, start, end - start) {
+                    Ok(found) if found == crc => gathered.in_place(map, path, start, end - start),
+                    Ok(_) => return Err(failed(map, "a slice does not match its checksum".into())),
+                    Err(e) => return Err(failed(map, format!("map {map}'s output: {e}"))),
                 }
             }
-            seen.sort_unstable();
-            if seen != maps {
-                let missing: Vec<u32> = maps.iter().filter(|m| !seen.contains(m)).copied().collect();
-                return Err(failed(missing, format!("asked for {} slices, got {}", maps.len(), seen.len())));
-            }
+        }
+        if !others.is_empty() {
+            let fetcher = self.fetcher.read().expect("fetcher lock").clone();
+            let Some((fetcher, in_flight)) = fetcher else {
+                let source = others[0];
+                return Err(TaskFailure::FetchFailed {
+                    executor: source.executor.clone(),
+                    incarnation: source.incarnation,
+                    maps: source.maps.iter().map(|(m, _)| *m).collect(),
+                    reason: "this executor cannot reach its peers".into(),
+                });
+            };
+            let ask = Ask { fetcher: &*fetcher, job, token: &spec.token, partition, deadline, in_flight };
+            fetch_all(&ask, &others, &mut gathered)?;
         }
         gathered
             .into_runs(partition)

@@ -53,6 +53,7 @@ impl Settings {
             ("flint.input.roots", fixed(&self.input_roots)),
             ("flint.output.roots", fixed(&self.output_roots)),
             ("flint.local.dir", fixed(&self.local_dirs)),
+            ("flint.reducer.maxSizeInFlight", fixed(&self.reducer_max_size_in_flight)),
             ("flint.executor.componentCacheSize", fixed(&self.component_cache_size)),
             ("flint.driver.retainedJobs", fixed(&self.retained_jobs)),
             ("flint.driver.maxRunningJobs", fixed(&self.max_running_jobs)),

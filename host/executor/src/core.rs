@@ -400,8 +400,9 @@ impl ExecutorCore {
             match self.prepare(launch) {
                 Ok((component, input, spent)) => {
                     let mut ctx = self.context(launch, kill);
-                    // Reading the input counted against the deadline (compiling the
-                    // component, once per executor, does not).
+                    // Gathering a reduce task's input counted against the deadline (as
+                    // reading a split does, inside the call); compiling the component,
+                    // once per executor, does not.
                     ctx.spent = spent;
                     let combine = launch.job.combine && component.combines();
                     let map = launch.job.shuffle.as_ref().filter(|s| s.is_map(launch.attempt.index));
@@ -680,7 +681,8 @@ impl ExecutorCore {
         }
     }
 
-    /// The component and the input of an attempt, and the time reading the input took.
+    /// The component and the input of an attempt (a split opened, a reduce task's slices
+    /// gathered), and the time gathering took.
     fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, Prepared, Duration), TaskFailure> {
         let component = self.component(&launch.job.component)?;
         let reading = Instant::now();

@@ -45,7 +45,9 @@ pub fn stable_hash(bytes: &[u8]) -> u64 {
 /// keep their order big-endian (`u64::to_be_bytes`), strings are ordered by length
 /// first. Exported with [`crate::export_map_reduce!`].
 pub trait MapReduce: 'static {
-    type Key: Serialize + DeserializeOwned;
+    /// Hashed and compared as itself in the map-side combining table (so a key seen
+    /// before costs one hash and one compare, never an encoding).
+    type Key: Serialize + DeserializeOwned + std::hash::Hash + Eq;
     type Value: Serialize + DeserializeOwned;
     /// What one reduce task produces; folded into the job's result.
     type Output: Serialize + DeserializeOwned;
@@ -96,8 +98,8 @@ pub struct Emitter<'a, J: MapReduce> {
     partitions: u32,
     batch: Vec<u8>,
     key: Vec<u8>,
-    /// For a combining job: values by encoded key, each with its partition.
-    table: FxHashMap<Vec<u8>, (u32, J::Value)>,
+    /// For a combining job: values by key, each with its partition.
+    table: FxHashMap<J::Key, (u32, J::Value)>,
 }
 
 impl<J: MapReduce> Emitter<'_, J> {
@@ -107,22 +109,22 @@ impl<J: MapReduce> Emitter<'_, J> {
     }
 
     /// Emits one record (sent in batches). The key may be given borrowed (`&str` for a
-    /// `String` key): it is encoded, and borrowed forms encode as their owners do.
+    /// `String` key): borrowed forms encode, hash and compare as their owners do.
     pub fn emit<Q>(&mut self, key: &Q, value: J::Value) -> Result<(), Error>
     where
-        Q: Serialize + ?Sized,
+        Q: Serialize + std::hash::Hash + Eq + ToOwned<Owned = J::Key> + ?Sized,
         J::Key: std::borrow::Borrow<Q>,
     {
+        // A key already in the combining table has its partition: nothing to encode.
+        if J::COMBINE
+            && let Some((_, acc)) = self.table.get_mut(key)
+        {
+            return J::combine(acc, value);
+        }
         self.key.clear();
         let key_bytes = postcard::to_extend(key, std::mem::take(&mut self.key))
             .map_err(|e| Error::fatal(format!("cannot encode a key: {e}")))?;
         self.key = key_bytes;
-        // A key already in the combining table has its partition.
-        if J::COMBINE
-            && let Some((_, acc)) = self.table.get_mut(self.key.as_slice())
-        {
-            return J::combine(acc, value);
-        }
         let partition = J::partition(&self.key, self.partitions);
         if partition >= self.partitions {
             return Err(Error::fatal(format!(
@@ -131,7 +133,7 @@ impl<J: MapReduce> Emitter<'_, J> {
             )));
         }
         if J::COMBINE {
-            self.table.insert(self.key.clone(), (partition, value));
+            self.table.insert(key.to_owned(), (partition, value));
             if self.table.len() >= COMBINE_KEYS {
                 self.drain_table()?;
             }
@@ -163,9 +165,14 @@ impl<J: MapReduce> Emitter<'_, J> {
     fn drain_table(&mut self) -> Result<(), Error> {
         // Drained, not replaced: the table keeps its room for the next keys.
         let mut table = std::mem::take(&mut self.table);
+        let mut encoded = std::mem::take(&mut self.key);
         for (key, (partition, value)) in table.drain() {
-            self.push(partition, &key, &value)?;
+            encoded.clear();
+            encoded = postcard::to_extend(&key, encoded)
+                .map_err(|e| Error::fatal(format!("cannot encode a key: {e}")))?;
+            self.push(partition, &encoded, &value)?;
         }
+        self.key = encoded;
         self.table = table;
         Ok(())
     }

@@ -33,7 +33,8 @@ pub struct SubmitArgs {
     reduce_partitions: Option<u32>,
     /// A map/reduce job's output directory, as the driver and its executors see it
     /// (under their flint.output.roots): part-NNNNN per reduce task, then _SUCCESS.
-    #[arg(long, value_name = "DIR")]
+    /// Not with --every: each run would need a directory of its own.
+    #[arg(long, value_name = "DIR", conflicts_with = "every")]
     output: Option<std::path::PathBuf>,
     /// Job configuration KEY=VALUE (repeatable); flint.task.* keys set this job's limits.
     #[arg(long = "conf", value_name = "KEY=VALUE")]

@@ -84,11 +84,16 @@ impl ShuffleFiles {
         for root in roots {
             std::fs::create_dir_all(root)?;
             sweep(root);
-            let dir = root.join(format!("{PREFIX}{:016x}", rand::random::<u64>()));
-            std::fs::create_dir(&dir)?;
-            let lock = File::create(dir.join("lock"))?;
+            // Made and locked under a name no sweep looks at, then renamed: an executor
+            // starting beside this one never finds the folder without its lock held.
+            let name = format!("{PREFIX}{:016x}", rand::random::<u64>());
+            let making = root.join(format!(".{name}.new"));
+            std::fs::create_dir(&making)?;
+            let lock = File::create(making.join("lock"))?;
             lock.try_lock()
-                .map_err(|e| std::io::Error::other(format!("cannot lock {}: {e}", dir.display())))?;
+                .map_err(|e| std::io::Error::other(format!("cannot lock {}: {e}", making.display())))?;
+            let dir = root.join(name);
+            std::fs::rename(&making, &dir)?;
             dirs.push(dir);
             locks.push(lock);
         }

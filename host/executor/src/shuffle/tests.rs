@@ -148,3 +148,24 @@ fn a_new_executor_deletes_what_a_dead_one_left_and_not_what_a_live_one_holds() {
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(names.len(), 1, "{names:?}");
 }
+
+#[test]
+fn executors_starting_together_in_one_folder_never_sweep_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..20 {
+        let started: Vec<ShuffleFiles> = std::thread::scope(|scope| {
+            let starting: Vec<_> =
+                (0..6).map(|_| scope.spawn(|| ShuffleFiles::new(&[dir.path().to_path_buf()]))).collect();
+            starting.into_iter().map(|s| s.join().unwrap().expect("every executor starts")).collect()
+        });
+        for files in &started {
+            for folder in files.dirs() {
+                assert!(
+                    folder.join("lock").exists(),
+                    "{} was swept while its executor lived",
+                    folder.display()
+                );
+            }
+        }
+    }
+}

@@ -153,6 +153,7 @@ async fn answer(
     core: Weak<ExecutorCore>,
 ) -> Result<(), flint_net::FrameError> {
     let Some(request) = read_frame::<SliceRequest>(recv).await? else { return Ok(()) };
+    let (job, partition) = (request.job, request.partition);
     let reply = if request.maps.len() > MAX_MAPS {
         Err(SliceRefusal::Malformed(format!(
             "{} maps in one request; at most {MAX_MAPS}",
@@ -178,6 +179,7 @@ async fn answer(
     match reply {
         Err(refusal) => write_frame(send, &SliceReply::Refused(refusal)).await?,
         Ok(located) => {
+            tracing::debug!(job = %job, partition, slices = located.len(), "serving a reducer's request");
             // One slice in memory at a time, read off the async threads.
             write_frame(send, &SliceReply::Slices(located.len() as u32)).await?;
             for at in located {

@@ -9,7 +9,7 @@ use crate::job::{JobRequest, SubmitError};
 use crate::link::{Blocks, ChannelLink, Fetch};
 use crate::metrics::{Peer, Transfer};
 use flint_core::{ExecutorInfo, Incarnation};
-use flint_net::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
+use flint_net::gate::{Gate, HELLO_DEADLINE, Pass};
 use flint_net::limited::Limited;
 use flint_net::{
     FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_exact, read_piece,
@@ -94,22 +94,8 @@ pub async fn serve(driver: Driver, endpoint: quinn::Endpoint, config: FrontConfi
         dropped: Limited::default(),
     });
     while let Some(incoming) = endpoint.accept().await {
+        let Some((incoming, pass)) = front.gate.let_in(incoming, &front.turned_away) else { continue };
         let remote = incoming.remote_address();
-        let validated = incoming.remote_address_validated() || !incoming.may_retry();
-        let pass = match front.gate.admit(remote.ip(), validated) {
-            Admit::Accept(pass) => pass,
-            Admit::Retry => {
-                let _ = incoming.retry();
-                continue;
-            }
-            Admit::Refuse(why) => {
-                front
-                    .turned_away
-                    .note(|not_logged| tracing::warn!(%remote, not_logged, "connection refused: {why}"));
-                incoming.refuse();
-                continue;
-            }
-        };
         let (driver, front) = (driver.clone(), front.clone());
         let span = tracing::info_span!("connection", %remote);
         tokio::spawn(

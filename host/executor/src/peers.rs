@@ -8,7 +8,7 @@
 use crate::core::ExecutorCore;
 use crate::shuffle::read::{FetchError, ShuffleFetch, Slice};
 use crate::shuffle::tasks::Refusal;
-use flint_net::gate::{Admit, Gate, HELLO_DEADLINE, Pass};
+use flint_net::gate::{Gate, HELLO_DEADLINE, Pass};
 use flint_net::limited::Limited;
 use flint_net::{Secret, read_frame, read_frame_within, read_payload_exact, write_frame, write_payload};
 use flint_proto::wire::{
@@ -62,20 +62,8 @@ pub async fn serve_peers(
         refused: Limited::default(),
     });
     while let Some(incoming) = endpoint.accept().await {
+        let Some((incoming, pass)) = door.gate.let_in(incoming, &door.refused) else { continue };
         let remote = incoming.remote_address();
-        let validated = incoming.remote_address_validated() || !incoming.may_retry();
-        let pass = match door.gate.admit(remote.ip(), validated) {
-            Admit::Accept(pass) => pass,
-            Admit::Retry => {
-                let _ = incoming.retry();
-                continue;
-            }
-            Admit::Refuse(why) => {
-                door.refused.note(|not_logged| tracing::warn!(%remote, not_logged, "peer refused: {why}"));
-                incoming.refuse();
-                continue;
-            }
-        };
         let (core, door) = (core.clone(), door.clone());
         tokio::spawn(
             async move {

@@ -53,6 +53,30 @@ pub struct Pass {
 }
 
 impl Gate {
+    /// Lets `incoming` in with its pass, or answers it here: a retry when its address
+    /// must be proved first, a refusal (noted in `refused`, which logs a few) when the
+    /// pool is full for it.
+    pub fn let_in(
+        self: &Arc<Self>,
+        incoming: quinn::Incoming,
+        refused: &crate::limited::Limited,
+    ) -> Option<(quinn::Incoming, Pass)> {
+        let remote = incoming.remote_address();
+        let validated = incoming.remote_address_validated() || !incoming.may_retry();
+        match self.admit(remote.ip(), validated) {
+            Admit::Accept(pass) => Some((incoming, pass)),
+            Admit::Retry => {
+                let _ = incoming.retry();
+                None
+            }
+            Admit::Refuse(why) => {
+                refused.note(|not_logged| tracing::warn!(%remote, not_logged, "connection refused: {why}"));
+                incoming.refuse();
+                None
+            }
+        }
+    }
+
     /// Decides on a connection from `remote`, whose address is `validated` when it
     /// came back from a retry with a token (or cannot be asked again).
     pub fn admit(self: &Arc<Self>, remote: IpAddr, validated: bool) -> Admit {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Proc, command, corpus, eventually, flint, json, lossy, read_url, wasm};
+use common::{Proc, command, corpus, corpus_of, eventually, flint, json, lossy, read_url, wasm};
 use serde_json::Value;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -2442,11 +2442,16 @@ fn a_job_runs_while_its_file_arrives_and_one_that_stops_fails_it_by_name() {
     );
 }
 
-/// A map/reduce word count over two executors whose reduce tasks hold back 1.5 s once
-/// they have their input: the maps' outputs are all written and read across executors.
-fn paused_map_reduce(cluster: &Cluster, reduces: &str) -> (std::process::Child, Vec<String>) {
+/// A map/reduce word count whose reduce tasks hold back 1.5 s once they have their
+/// input, over a corpus of `vocabulary` words (a wide one makes slices too big to ride
+/// in the maps' reports, so that reducers read them from the holders' files).
+fn paused_map_reduce(
+    cluster: &Cluster,
+    reduces: &str,
+    vocabulary: usize,
+) -> (std::process::Child, Vec<String>) {
     let input = cluster.dir.path().join("inputs/corpus.txt");
-    corpus(&input, 3 << 20);
+    corpus_of(&input, 3 << 20, vocabulary);
     let input = input.to_str().unwrap().to_owned();
     let args = [
         "examples/word-count-mr",
@@ -2490,7 +2495,7 @@ fn a_killed_executor_costs_exactly_the_maps_it_held_and_the_answer_stays_exact()
     cluster.executor(&["--cores", "2", "--executor-id", "keep", "--work-dir", &w0]);
     cluster.executor(&["--cores", "2", "--executor-id", "doomed", "--work-dir", &w1]);
     cluster.wait_live(2);
-    let (child, inputs) = paused_map_reduce(&cluster, "4");
+    let (child, inputs) = paused_map_reduce(&cluster, "4", 3000);
     wait_for_maps(&cluster);
     // Reducers hold their input now; none has ended: what `doomed` has done is maps.
     let held = cluster.executor_status("doomed")["tasks_done"].as_u64().unwrap();
@@ -2521,7 +2526,7 @@ fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exa
     cluster.executor(&["--cores", "2", "--work-dir", &w]);
     cluster.wait_live(1);
     // Eight reducers on two slots: six wait while the first two hold back.
-    let (child, inputs) = paused_map_reduce(&cluster, "8");
+    let (child, inputs) = paused_map_reduce(&cluster, "8", 1_000_000);
     wait_for_maps(&cluster);
     let data: Vec<std::path::PathBuf> = std::fs::read_dir(&work)
         .unwrap()
@@ -2566,7 +2571,7 @@ fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_to
     let mut cluster = Cluster::start(&[]);
     cluster.executor(&["--cores", "2"]);
     cluster.wait_live(1);
-    let (child, _) = paused_map_reduce(&cluster, "4");
+    let (child, _) = paused_map_reduce(&cluster, "4", 3000);
     wait_for_maps(&cluster);
     let (addr, fingerprint) = shuffle_endpoint(&cluster.executors[0].log_text());
     let job = cluster.status()["jobs"].as_array().unwrap()[0]["job"].as_u64().unwrap();
@@ -2619,23 +2624,45 @@ fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_to
 
 #[test]
 fn map_reduce_over_three_executors_reads_every_holder_and_equals_word_count() {
-    // The executors write part files where the driver and they all see them.
+    // The executors write part files where the driver and they all see them, and log
+    // each reducer's request they serve.
     let shared = tempfile::tempdir().unwrap();
     let roots = format!("flint.output.roots={}", shared.path().display());
     let mut cluster = Cluster::start(&["--conf", &roots]);
-    for _ in 0..3 {
-        cluster.executor(&["--cores", "1", "--conf", &roots]);
+    for n in 0..3 {
+        let mut cmd = cluster.executor_command(&["--cores", "1", "--conf", &roots]);
+        cmd.env("FLINT_LOG", "info,flint_executor=debug");
+        let log = cluster.dir.path().join(format!("executor-{n}.log"));
+        cluster.executors.push(Proc::spawn(cmd, log));
     }
     cluster.wait_live(3);
+    let served = |cluster: &Cluster| -> usize {
+        cluster.executors.iter().map(|e| e.log_text().matches("serving a reducer's request").count()).sum()
+    };
+    let submit = |cluster: &Cluster, input: &str, more: &[&str]| {
+        let args =
+            ["examples/word-count-mr", "--input", input, "--partitions", "9", "--reduce-partitions", "6"];
+        cluster.submit(&[&args[..], more].concat())
+    };
+
+    // A narrow vocabulary: every slice is small enough to ride in its map's report, so
+    // no reducer asks a holder for anything.
+    let narrow = cluster.dir.path().join("inputs/narrow.txt");
+    corpus(&narrow, 3 << 20);
+    let narrow = narrow.to_str().unwrap();
+    let report = ok_json(&submit(&cluster, narrow, &["--json"]));
+    assert_eq!(report["result"], word_count_of(narrow));
+    assert_eq!(served(&cluster), 0, "tiny slices came with the launches");
+
+    // A wide one: slices stay in the holders' files and every reducer reads its peers'.
     let input = cluster.dir.path().join("inputs/corpus.txt");
-    corpus(&input, 3 << 20);
+    corpus_of(&input, 3 << 20, 1_000_000);
     let input = input.to_str().unwrap();
     let output = shared.path().join("counts");
-    let args = ["examples/word-count-mr", "--input", input, "--partitions", "9", "--reduce-partitions", "6"];
-    let report =
-        ok_json(&cluster.submit(&[&args[..], &["--output", output.to_str().unwrap(), "--json"]].concat()));
+    let report = ok_json(&submit(&cluster, input, &["--output", output.to_str().unwrap(), "--json"]));
     let reference = word_count_of(input);
     assert_eq!(report["result"], reference);
+    assert!(served(&cluster) >= 6, "each reducer asked its peers: {}", served(&cluster));
     let mut names: Vec<String> = std::fs::read_dir(&output)
         .unwrap()
         .flatten()
@@ -2656,7 +2683,7 @@ fn map_reduce_over_three_executors_reads_every_holder_and_equals_word_count() {
     assert_eq!(total, reference["total_words"].as_u64().unwrap());
     // Outside the driver's output roots: refused before anything runs.
     let outside = cluster.dir.path().join("elsewhere");
-    let refused = cluster.submit(&[&args[..], &["--output", outside.to_str().unwrap()]].concat());
+    let refused = submit(&cluster, input, &["--output", outside.to_str().unwrap()]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("outside flint.output.roots"), "{refused:?}");
     assert!(!outside.exists());

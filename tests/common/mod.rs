@@ -136,6 +136,12 @@ pub fn read_url(path: &Path) -> Option<String> {
 /// Text with a skewed vocabulary, blank lines, tabs, CRLF and runs of spaces, and some
 /// non-ASCII words, from a fixed seed.
 pub fn corpus(path: &Path, bytes: usize) {
+    corpus_of(path, bytes, 3000)
+}
+
+/// A corpus as [`corpus`] makes, of words drawn from `vocabulary` (skewed toward the
+/// first): a wide one makes map outputs too big to ride in their reports.
+pub fn corpus_of(path: &Path, bytes: usize, vocabulary: usize) {
     let mut state: u64 = 0x5EED;
     let mut next = move || {
         state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -144,7 +150,7 @@ pub fn corpus(path: &Path, bytes: usize) {
     let mut text = String::with_capacity(bytes + 100);
     while text.len() < bytes {
         for i in 0..next() % 14 {
-            let rank = next() % 3000 * (next() % 3000) / 3000;
+            let rank = next() % vocabulary * (next() % vocabulary) / vocabulary;
             let sep = match next() % 23 {
                 0 => "\t",
                 1 => "   ",

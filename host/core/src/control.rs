@@ -11,7 +11,7 @@ use crate::allocation::{AllocationConfig, Allocator, Decision, TICK, View};
 use crate::credentials::{Credentials, Renewal, RenewalConfig};
 use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
 use crate::scheduler::{Decided, Input, Output, Policy, Scheduler, StagePlan};
-use crate::shuffle::{Gone, Holder, MapOutput, MapOutputTracker, ShuffleId, TrackerError};
+use crate::shuffle::{Gone, MapOutput, MapOutputTracker, ReduceInput, ShuffleId, TrackerError};
 use flint_proto::wire::Rejection;
 use flint_proto::{Attempt, ExecutorId, ExecutorState, ExecutorStatus, JobError, JobId, TaskFailure};
 use std::collections::{BTreeMap, BTreeSet};
@@ -91,7 +91,7 @@ impl ControlCore {
 
     /// Where reduce partition `reduce` of the job reads its slices: one holder per
     /// executor incarnation with bytes for it.
-    pub fn reduce_sources(&self, job: JobId, reduce: u32) -> Result<Vec<Holder>, TrackerError> {
+    pub fn reduce_sources(&self, job: JobId, reduce: u32) -> Result<ReduceInput, TrackerError> {
         self.outputs.slices_for(ShuffleId { job, index: 0 }, reduce)
     }
 
@@ -257,6 +257,7 @@ impl ControlCore {
                         incarnation,
                         sizes: status.sizes,
                         digest: status.digest,
+                        inline: status.inline,
                     };
                     match self.outputs.record(shuffle, attempt.index, output) {
                         Ok(_) => {

@@ -13,8 +13,16 @@
 //! Sizes are kept per (map, reduce partition), a byte each ([`compress_size`]: exact for
 //! 0 and 1, else within 10% above), at most [`MAX_SLICES`] per shuffle: a reducer plans
 //! its fetches from them and learns exact sizes from the holder's index.
+//!
+//! A map's smallest slices come inline in its report (at most [`INLINE_PER_MAP`] bytes)
+//! and are kept here while the tracker holds less than [`MAX_INLINE_HELD`] of them all
+//! told; a reducer gets them in its launch (at most [`INLINE_PER_LAUNCH`]) instead of
+//! asking their holder. They are a copy: each stays in its map's data file, and goes
+//! with its output when that is gone.
 
-use flint_proto::{ExecutorId, Incarnation, JobId};
+use flint_proto::{
+    ExecutorId, INLINE_PER_LAUNCH, INLINE_PER_MAP, INLINE_SLICE, Incarnation, InlineSlice, JobId,
+};
 use foldhash::HashMap;
 use std::collections::BTreeMap;
 
@@ -22,6 +30,9 @@ use std::collections::BTreeMap;
 pub const MAX_PARTITIONS: u32 = 100_000;
 /// The most (map, reduce partition) slices one shuffle may have: its sizes' bytes.
 pub const MAX_SLICES: u64 = 1 << 26;
+/// The most inline slice bytes the tracker keeps, every shuffle together; a map's
+/// slices past it are fetched from their holder.
+pub const MAX_INLINE_HELD: u64 = 64 << 20;
 
 /// A slice's size in a byte: 0 and 1 exactly, else the least power of 1.1 at or above
 /// it (Spark's map statuses do the same), up to about 35 GB.
@@ -56,6 +67,8 @@ pub struct MapOutput {
     pub sizes: Vec<u64>,
     /// The digest of the whole output, the same for every run of a deterministic map.
     pub digest: [u8; 32],
+    /// Slices that came inline, by reduce partition (see [`flint_proto::MapStatus`]).
+    pub inline: Vec<(u32, InlineSlice)>,
 }
 
 /// Why an output is gone.
@@ -85,6 +98,14 @@ pub struct Holder {
     pub slices: Vec<(u32, u64)>,
 }
 
+/// Where a reduce partition's slices are: holders to ask, and slices at hand.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReduceInput {
+    pub holders: Vec<Holder>,
+    /// Slices kept inline, by map index; none of these maps is in `holders`.
+    pub inline: Vec<(u32, InlineSlice)>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TrackerError {
     #[error("shuffle {0:?} is not registered")]
@@ -105,6 +126,11 @@ pub enum TrackerError {
     Nondeterministic { map: u32 },
     #[error("maps {0:?} have no output: run them first")]
     Missing(Vec<u32>),
+    #[error(
+        "map {map}'s inline slices are not what a report may carry: {why} (partitions ascending, \
+         each its size, at most {INLINE_SLICE} bytes each and {INLINE_PER_MAP} together)"
+    )]
+    Inline { map: u32, why: &'static str },
 }
 
 /// What recording an output did.
@@ -123,6 +149,14 @@ struct Held {
     executor: ExecutorId,
     incarnation: Incarnation,
     sizes: Box<[u8]>,
+    /// Kept inline slices, by reduce partition (ascending).
+    inline: Box<[(u32, InlineSlice)]>,
+}
+
+impl Held {
+    fn inline_bytes(&self) -> u64 {
+        self.inline.iter().map(|(_, s)| s.bytes.len() as u64).sum()
+    }
 }
 
 #[derive(Debug)]
@@ -141,6 +175,8 @@ pub struct MapOutputTracker {
     shuffles: BTreeMap<ShuffleId, Shuffle>,
     /// Which outputs each executor incarnation holds, so a loss finds them at once.
     held: HashMap<(ExecutorId, Incarnation), Vec<(ShuffleId, u32)>>,
+    /// Inline slice bytes kept, every shuffle together: at most [`MAX_INLINE_HELD`].
+    inline_held: u64,
 }
 
 impl MapOutputTracker {
@@ -179,6 +215,7 @@ impl MapOutputTracker {
         if output.sizes.len() != s.reduces as usize {
             return Err(TrackerError::Partitions { map, got: output.sizes.len(), want: s.reduces });
         }
+        check_inline(map, &output)?;
         if slot.is_some() {
             return Ok(Recorded::Duplicate);
         }
@@ -191,7 +228,16 @@ impl MapOutputTracker {
         let incarnation = output.incarnation;
         let holder = (output.executor.clone(), incarnation);
         let sizes = output.sizes.iter().map(|&b| compress_size(b)).collect();
-        *slot = Some(Held { executor: output.executor, incarnation, sizes });
+        let inline_bytes: u64 = output.inline.iter().map(|(_, s)| s.bytes.len() as u64).sum();
+        // Past the bound the slices are not kept: their reducers fetch them.
+        let inline = match self.inline_held + inline_bytes <= MAX_INLINE_HELD {
+            true => {
+                self.inline_held += inline_bytes;
+                output.inline.into_boxed_slice()
+            }
+            false => Box::default(),
+        };
+        *slot = Some(Held { executor: output.executor, incarnation, sizes, inline });
         self.held.entry(holder).or_default().push((shuffle, map));
         Ok(Recorded::Added)
     }
@@ -205,7 +251,8 @@ impl MapOutputTracker {
             let slot = &mut s.outputs[map as usize];
             // Only if it still holds it: a map rerun elsewhere has moved on.
             if slot.as_ref().is_some_and(|o| o.incarnation == incarnation && &o.executor == executor) {
-                *slot = None;
+                let held = slot.take().expect("checked above");
+                self.inline_held -= held.inline_bytes();
                 gone.push(Gone { shuffle, map, reason: GoneReason::ExecutorLost });
             }
         }
@@ -228,6 +275,7 @@ impl MapOutputTracker {
         for &map in maps {
             let slot = s.outputs.get_mut(map as usize).ok_or(TrackerError::NoSuchMap { map, maps: count })?;
             let Some(output) = slot.take_if(|o| o.incarnation == incarnation) else { continue };
+            self.inline_held -= output.inline_bytes();
             if let Some(held) = self.held.get_mut(&(output.executor, incarnation)) {
                 held.retain(|h| *h != (shuffle, map));
             }
@@ -242,9 +290,10 @@ impl MapOutputTracker {
         Ok(s.outputs.iter().enumerate().filter(|(_, o)| o.is_none()).map(|(m, _)| m as u32).collect())
     }
 
-    /// Where reduce partition `reduce` reads its slices, one [`Holder`] per executor
+    /// Where reduce partition `reduce` reads its slices: inline ones at hand (up to
+    /// [`INLINE_PER_LAUNCH`] bytes), the rest from one [`Holder`] per executor
     /// incarnation; refused while any map's output is missing.
-    pub fn slices_for(&self, shuffle: ShuffleId, reduce: u32) -> Result<Vec<Holder>, TrackerError> {
+    pub fn slices_for(&self, shuffle: ShuffleId, reduce: u32) -> Result<ReduceInput, TrackerError> {
         let s = self.shuffles.get(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?;
         if reduce >= s.reduces {
             return Err(TrackerError::NoSuchPartition { reduce, reduces: s.reduces });
@@ -254,20 +303,31 @@ impl MapOutputTracker {
             return Err(TrackerError::Missing(missing));
         }
         let mut holders: BTreeMap<(ExecutorId, Incarnation), Vec<(u32, u64)>> = BTreeMap::new();
+        let mut inline = Vec::new();
+        let mut inline_bytes = 0;
         for (map, output) in s.outputs.iter().enumerate() {
             let output = output.as_ref().expect("no output is missing");
             let bytes = decompress_size(output.sizes[reduce as usize]);
-            if bytes > 0 {
-                holders
+            if bytes == 0 {
+                continue;
+            }
+            let at_hand = output.inline.binary_search_by_key(&reduce, |(p, _)| *p).ok();
+            match at_hand.map(|i| &output.inline[i].1) {
+                Some(slice) if inline_bytes + slice.bytes.len() <= INLINE_PER_LAUNCH => {
+                    inline_bytes += slice.bytes.len();
+                    inline.push((map as u32, slice.clone()));
+                }
+                _ => holders
                     .entry((output.executor.clone(), output.incarnation))
                     .or_default()
-                    .push((map as u32, bytes));
+                    .push((map as u32, bytes)),
             }
         }
-        Ok(holders
+        let holders = holders
             .into_iter()
             .map(|((executor, incarnation), slices)| Holder { executor, incarnation, slices })
-            .collect())
+            .collect();
+        Ok(ReduceInput { holders, inline })
     }
 
     /// How many outputs of the shuffle were recorded again after they were gone.
@@ -281,17 +341,51 @@ impl MapOutputTracker {
         self.held.iter().filter(|(_, outputs)| !outputs.is_empty()).map(|((id, _), _)| id).collect()
     }
 
+    /// Inline slice bytes the tracker keeps now.
+    pub fn inline_held(&self) -> u64 {
+        self.inline_held
+    }
+
     /// Forgets the job's shuffles (it ended): what their outputs held may be deleted.
     pub fn job_ended(&mut self, job: JobId) -> Vec<ShuffleId> {
         let ended: Vec<ShuffleId> = self.shuffles.keys().filter(|s| s.job == job).copied().collect();
         for shuffle in &ended {
-            self.shuffles.remove(shuffle);
+            if let Some(s) = self.shuffles.remove(shuffle) {
+                self.inline_held -= s.outputs.iter().flatten().map(Held::inline_bytes).sum::<u64>();
+            }
         }
         self.held.retain(|_, held| {
             held.retain(|(s, _)| s.job != job);
             !held.is_empty()
         });
         ended
+    }
+}
+
+/// Refuses inline slices no map can have written: out of order, past the partitions,
+/// of another size than the output's own, or over the bounds.
+fn check_inline(map: u32, output: &MapOutput) -> Result<(), TrackerError> {
+    let refuse = |why| Err(TrackerError::Inline { map, why });
+    let mut total = 0;
+    let mut last = None;
+    for (partition, slice) in &output.inline {
+        let len = slice.bytes.len();
+        if last.is_some_and(|l| *partition <= l) {
+            return refuse("not in ascending partition order");
+        }
+        last = Some(*partition);
+        match output.sizes.get(*partition as usize) {
+            None => return refuse("a partition past the shuffle's"),
+            Some(&size) if size != len as u64 => {
+                return refuse("a slice of another size than its partition's");
+            }
+            Some(_) if len == 0 || len > INLINE_SLICE => return refuse("an empty or oversized slice"),
+            Some(_) => total += len,
+        }
+    }
+    match total > INLINE_PER_MAP {
+        true => refuse("more bytes than a report may carry"),
+        false => Ok(()),
     }
 }
 

@@ -56,8 +56,12 @@ fn map_done(
     incarnation: Incarnation,
     attempt: Attempt,
 ) -> Vec<Action> {
-    let status =
-        MapStatus { sizes: vec![100; REDUCES as usize], digest: [attempt.index as u8; 32], records: 10 };
+    let status = MapStatus {
+        sizes: vec![100; REDUCES as usize],
+        digest: [attempt.index as u8; 32],
+        records: 10,
+        inline: Vec::new(),
+    };
     core.handle(
         now,
         Event::MapSucceeded {
@@ -86,7 +90,7 @@ fn a_lost_executor_reruns_its_maps_before_any_reducer_is_placed_again() {
     }
     assert_eq!(reducers.len(), 2, "both reducers once the last map is in: {reducers:?}");
     let held_by_b = maps.iter().filter(|(on, _)| on.as_str() == "b").count() as u32;
-    assert_eq!(core.reduce_sources(JOB, 0).unwrap().len(), 2, "one request per holder");
+    assert_eq!(core.reduce_sources(JOB, 0).unwrap().holders.len(), 2, "one request per holder");
 
     // `b` goes: its maps run again first; its reducer waits for them.
     let lost = core.handle(now, Event::Lost { id: "b".into(), incarnation: b, reason: "killed".into() });
@@ -130,7 +134,7 @@ fn a_fetch_failure_reruns_exactly_the_maps_named_and_a_rerun_must_write_the_same
     assert_eq!(core.job(JOB).unwrap().maps_rerun, 1);
     // The rerun writes other bytes: the job fails as nondeterministic, not silently mixed.
     let (_, rerun) = again[0];
-    let status = MapStatus { sizes: vec![100; 2], digest: [99; 32], records: 10 };
+    let status = MapStatus { sizes: vec![100; 2], digest: [99; 32], records: 10, inline: Vec::new() };
     let out = core.handle(
         now,
         Event::MapSucceeded {

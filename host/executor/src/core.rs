@@ -691,8 +691,8 @@ impl ExecutorCore {
             self.shuffle_tokens.lock().expect("tokens lock").entry(launch.job.job).or_insert(spec.token);
         }
         let input = match &launch.partition {
-            PartitionSpec::Reduce { partition, sources } => {
-                let runs = self.reduce_input(launch, *partition, sources, deadline)?;
+            PartitionSpec::Reduce { partition, sources, inline } => {
+                let runs = self.reduce_input(launch, *partition, (sources, inline), deadline)?;
                 return Ok((component, Prepared::Reduce { partition: *partition, runs }, reading.elapsed()));
             }
             PartitionSpec::Index(i) => TaskInput::Index(*i),

@@ -137,8 +137,9 @@ pub enum PartitionSpec {
     /// whole input's, as the driver found it when it planned the job.
     Split { source: Source, start: u64, end: u64, size: u64 },
     /// A reduce task's partition and where its slices are: one source per executor
-    /// holding map outputs with bytes for it (filled in at launch).
-    Reduce { partition: u32, sources: Vec<MapSource> },
+    /// holding map outputs with bytes for it, and the slices that came inline in their
+    /// maps' reports, by map index (filled in at launch). No map is in both.
+    Reduce { partition: u32, sources: Vec<MapSource>, inline: Vec<(u32, crate::InlineSlice)> },
 }
 
 /// Where an executor serves its map outputs to its peers: an address and the SHA-256
@@ -170,8 +171,10 @@ impl PartitionSpec {
     pub fn wire_size_hint(&self) -> usize {
         16 + match self {
             PartitionSpec::Index(_) => 0,
-            PartitionSpec::Reduce { sources, .. } => {
-                sources.iter().map(|s| 48 + s.executor.as_str().len() + 12 * s.maps.len()).sum()
+            PartitionSpec::Reduce { sources, inline, .. } => {
+                let held: usize =
+                    sources.iter().map(|s| 48 + s.executor.as_str().len() + 12 * s.maps.len()).sum();
+                held + inline.iter().map(|(_, slice)| 16 + slice.bytes.len()).sum::<usize>()
             }
             PartitionSpec::Value(v) => v.len(),
             PartitionSpec::Split { source, .. } => match source {

@@ -27,6 +27,7 @@ pub use report::{
     JobReport, JobState, JobStatus, LOG_TAIL, TaskRecord, log_tail,
 };
 pub use task::{
-    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, JobDescriptor, MAX_HELD_PER_SLOT, MAX_PARTIAL_TASKS,
-    MapStatus, Partial, ShuffleSpec, StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
+    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, INLINE_PER_LAUNCH, INLINE_PER_MAP, INLINE_SLICE,
+    InlineSlice, JobDescriptor, MAX_HELD_PER_SLOT, MAX_PARTIAL_TASKS, MapStatus, Partial, ShuffleSpec,
+    StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
 };

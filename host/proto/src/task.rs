@@ -188,6 +188,32 @@ pub struct MapStatus {
     pub digest: [u8; 32],
     /// Records the map emitted.
     pub records: u64,
+    /// Its smallest slices, by reduce partition (ascending), as stored: they ride in
+    /// the report and on to their reducers' launches, so that tiny slices are never
+    /// fetched one request each. Each is at most [`INLINE_SLICE`] bytes, all together
+    /// at most [`INLINE_PER_MAP`]; every slice stays in the data file too.
+    pub inline: Vec<(u32, InlineSlice)>,
+}
+
+/// The largest slice a map report carries inline.
+pub const INLINE_SLICE: usize = 64 << 10;
+/// The most slice bytes one map report carries inline: as much as a task output inline.
+pub const INLINE_PER_MAP: usize = 64 << 10;
+/// The most inline slice bytes one reduce launch carries; its other slices are fetched.
+pub const INLINE_PER_LAUNCH: usize = 1 << 20;
+
+/// A map output's slice of one reduce partition as stored (compressed framed records),
+/// with the CRC-32 its index holds for it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InlineSlice {
+    pub crc: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl fmt::Debug for InlineSlice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "InlineSlice {{ crc: {:08x}, {} bytes }}", self.crc, self.bytes.len())
+    }
 }
 
 impl BlockId {

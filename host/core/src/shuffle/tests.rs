@@ -10,6 +10,7 @@ fn output(executor: &str, incarnation: u64, sizes: &[u64], digest: u8) -> MapOut
         incarnation: Incarnation(incarnation),
         sizes: sizes.to_vec(),
         digest: [digest; 32],
+        inline: Vec::new(),
     }
 }
 
@@ -33,7 +34,7 @@ fn four_maps() -> MapOutputTracker {
 fn a_reducer_reads_one_request_per_holder_and_never_an_empty_slice() {
     let t = four_maps();
     assert_eq!(t.missing(SHUFFLE).unwrap(), Vec::<u32>::new());
-    let holders = t.slices_for(SHUFFLE, 2).unwrap();
+    let holders = t.slices_for(SHUFFLE, 2).unwrap().holders;
     let plan: Vec<_> =
         holders.iter().map(|h| (h.executor.as_str(), h.incarnation.0, h.slices.clone())).collect();
     assert_eq!(plan.len(), 2, "{plan:?}");
@@ -52,7 +53,7 @@ fn a_reducer_reads_one_request_per_holder_and_never_an_empty_slice() {
         );
     }
     // Partition 1: map 1 wrote nothing, and 1-byte slices are kept exactly.
-    let one = t.slices_for(SHUFFLE, 1).unwrap();
+    let one = t.slices_for(SHUFFLE, 1).unwrap().holders;
     assert_eq!(one[0].slices.iter().map(|s| s.0).collect::<Vec<_>>(), [0]);
     assert_eq!(one[1].slices[1], (3, 1));
     assert_eq!(t.slices_for(SHUFFLE, 3), Err(TrackerError::NoSuchPartition { reduce: 3, reduces: 3 }));
@@ -74,7 +75,7 @@ fn a_lost_executor_takes_exactly_its_outputs_and_their_rerun_is_counted() {
     assert_eq!(t.record(SHUFFLE, 0, output("b", 2, &[10, 20, 30], 0)), Ok(Recorded::Added));
     assert_eq!(t.record(SHUFFLE, 1, output("c", 3, &[100, 0, 0], 1)), Ok(Recorded::Added));
     assert_eq!(t.reruns(SHUFFLE), Ok(2));
-    let holders = t.slices_for(SHUFFLE, 0).unwrap();
+    let holders = t.slices_for(SHUFFLE, 0).unwrap().holders;
     assert_eq!(holders.iter().map(|h| h.executor.as_str()).collect::<Vec<_>>(), ["b", "c"]);
     assert_eq!(holders[0].slices.iter().map(|s| s.0).collect::<Vec<_>>(), [0, 2, 3]);
 
@@ -109,7 +110,7 @@ fn a_rerun_that_writes_other_bytes_is_refused_and_a_duplicate_is_not_used() {
     let mut t = four_maps();
     // A second attempt of a live map (speculation, a late duplicate): the first stays.
     assert_eq!(t.record(SHUFFLE, 0, output("b", 2, &[1, 2, 3], 0)), Ok(Recorded::Duplicate));
-    assert_eq!(t.slices_for(SHUFFLE, 0).unwrap()[0].executor.as_str(), "a");
+    assert_eq!(t.slices_for(SHUFFLE, 0).unwrap().holders[0].executor.as_str(), "a");
     t.executor_lost(&"a".into(), Incarnation(1));
     assert_eq!(
         t.record(SHUFFLE, 0, output("b", 2, &[10, 20, 30], 99)),
@@ -163,4 +164,106 @@ fn sizes_kept_in_a_byte_are_never_below_and_within_a_tenth_above() {
         assert!(kept as f64 <= bytes as f64 * 1.1 + 1.0, "{bytes} kept as {kept}");
     }
     assert_eq!(compress_size(u64::MAX), 255);
+}
+
+fn slice(len: usize, fill: u8) -> InlineSlice {
+    InlineSlice { crc: u32::from(fill), bytes: vec![fill; len] }
+}
+
+#[test]
+fn inline_slices_go_in_the_launch_and_their_maps_are_not_asked_for() {
+    let mut t = MapOutputTracker::new();
+    t.register(SHUFFLE, 3, 2).unwrap();
+    // Map 0 sends both its slices inline, map 1 only partition 1's, map 2 none.
+    let mut zero = output("a", 1, &[10, 20], 0);
+    zero.inline = vec![(0, slice(10, 1)), (1, slice(20, 2))];
+    let mut one = output("a", 1, &[300, 30], 1);
+    one.inline = vec![(1, slice(30, 3))];
+    t.record(SHUFFLE, 0, zero).unwrap();
+    t.record(SHUFFLE, 1, one).unwrap();
+    t.record(SHUFFLE, 2, output("b", 2, &[40, 40], 2)).unwrap();
+    assert_eq!(t.inline_held(), 60);
+
+    let first = t.slices_for(SHUFFLE, 0).unwrap();
+    assert_eq!(first.inline, vec![(0, slice(10, 1))]);
+    let asked: Vec<_> = first.holders.iter().map(|h| (h.executor.as_str(), h.slices.clone())).collect();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[0].0, "a");
+    assert_eq!(asked[0].1.iter().map(|(m, _)| *m).collect::<Vec<_>>(), vec![1], "map 0 is at hand");
+    assert_eq!(asked[1].1.iter().map(|(m, _)| *m).collect::<Vec<_>>(), vec![2]);
+
+    // Every slice of `a` for partition 1 is at hand: `a` is not asked at all.
+    let second = t.slices_for(SHUFFLE, 1).unwrap();
+    assert_eq!(second.inline, vec![(0, slice(20, 2)), (1, slice(30, 3))]);
+    assert_eq!(second.holders.len(), 1);
+    assert_eq!(second.holders[0].executor.as_str(), "b");
+
+    // Lost with their executor, as the outputs they copy; the bytes are let go.
+    let gone = t.executor_lost(&"a".into(), Incarnation(1));
+    assert_eq!(gone.len(), 2);
+    assert_eq!(t.inline_held(), 0);
+    let mut again = output("c", 3, &[10, 20], 0);
+    again.inline = vec![(1, slice(20, 2))];
+    t.record(SHUFFLE, 0, again).unwrap();
+    assert_eq!(t.inline_held(), 20);
+    t.job_ended(SHUFFLE.job);
+    assert_eq!(t.inline_held(), 0);
+}
+
+#[test]
+fn a_launch_carries_a_bounded_inline_load_and_the_tracker_a_bounded_store() {
+    let maps = 40;
+    let mut t = MapOutputTracker::new();
+    t.register(SHUFFLE, maps, 1).unwrap();
+    for map in 0..maps {
+        let mut o = output("a", 1, &[INLINE_SLICE as u64], map as u8);
+        o.inline = vec![(0, slice(INLINE_SLICE, map as u8))];
+        t.record(SHUFFLE, map, o).unwrap();
+    }
+    let input = t.slices_for(SHUFFLE, 0).unwrap();
+    let carried: usize = input.inline.iter().map(|(_, s)| s.bytes.len()).sum();
+    assert_eq!(carried, INLINE_PER_LAUNCH, "as many whole slices as fit");
+    let asked = input.holders[0].slices.iter().map(|(m, _)| *m);
+    let mut every: Vec<u32> = input.inline.iter().map(|(m, _)| *m).chain(asked).collect();
+    every.sort();
+    assert_eq!(every, (0..maps).collect::<Vec<_>>(), "each map once, inline or asked");
+
+    // The store: once full, a report's slices are not kept and their reducers ask.
+    let mut big = MapOutputTracker::new();
+    let shuffle = ShuffleId { job: JobId(2), index: 0 };
+    let count = (MAX_INLINE_HELD / INLINE_SLICE as u64) as u32 + 1;
+    big.register(shuffle, count, 1).unwrap();
+    for map in 0..count {
+        let mut o = output("a", 1, &[INLINE_SLICE as u64], 0);
+        o.inline = vec![(0, slice(INLINE_SLICE, 0))];
+        big.record(shuffle, map, o).unwrap();
+    }
+    assert_eq!(big.inline_held(), MAX_INLINE_HELD);
+}
+
+#[test]
+fn inline_slices_no_map_can_have_written_are_refused() {
+    let mut t = MapOutputTracker::new();
+    t.register(SHUFFLE, 1, 3).unwrap();
+    type Case = (Vec<(u32, InlineSlice)>, &'static [u64]);
+    let cases: [Case; 5] = [
+        (vec![(1, slice(5, 0)), (0, slice(5, 0))], &[5, 5, 0]),
+        (vec![(0, slice(5, 0)), (0, slice(5, 0))], &[5, 5, 0]),
+        (vec![(3, slice(5, 0))], &[5, 5, 5]),
+        (vec![(0, slice(4, 0))], &[5, 5, 5]),
+        (vec![(0, slice(INLINE_SLICE + 1, 0))], &[INLINE_SLICE as u64 + 1, 0, 0]),
+    ];
+    for (inline, sizes) in cases {
+        let mut o = output("a", 1, sizes, 0);
+        o.inline = inline;
+        assert!(matches!(t.record(SHUFFLE, 0, o), Err(TrackerError::Inline { map: 0, .. })));
+    }
+    let mut over = output("a", 1, &[INLINE_SLICE as u64, 1, 0], 0);
+    over.inline = vec![(0, slice(INLINE_SLICE, 0)), (1, slice(1, 0))];
+    assert!(
+        matches!(t.record(SHUFFLE, 0, over), Err(TrackerError::Inline { .. })),
+        "over the report's bound"
+    );
+    assert_eq!(t.inline_held(), 0);
+    assert_eq!(t.missing(SHUFFLE).unwrap(), vec![0], "nothing recorded");
 }

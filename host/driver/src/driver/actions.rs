@@ -61,8 +61,11 @@ impl EventLoop {
                             let partition = match job.partitions.get(attempt.index as usize)? {
                                 // A reduce task reads from wherever its maps' outputs are now.
                                 PartitionSpec::Reduce { partition, .. } => {
-                                    let sources = match self.core.reduce_sources(attempt.job, *partition) {
-                                        Ok(holders) => holders.into_iter().map(|h| map_source(&self.shuffle_addresses, h)).collect(),
+                                    let (sources, inline) = match self.core.reduce_sources(attempt.job, *partition) {
+                                        Ok(input) => (
+                                            input.holders.into_iter().map(|h| map_source(&self.shuffle_addresses, h)).collect(),
+                                            input.inline,
+                                        ),
                                         // The scheduler places a reducer only once every
                                         // map output is there; should it not be, the
                                         // attempt fails as unable to read them, never
@@ -73,7 +76,7 @@ impl EventLoop {
                                             return None;
                                         }
                                     };
-                                    PartitionSpec::Reduce { partition: *partition, sources }
+                                    PartitionSpec::Reduce { partition: *partition, sources, inline }
                                 }
                                 other => other.clone(),
                             };

@@ -184,9 +184,11 @@ impl Driver {
                         flint_core::shuffle::MAX_SLICES
                     )));
                 }
-                plan.partitions.extend(
-                    (0..reduces).map(|partition| PartitionSpec::Reduce { partition, sources: Vec::new() }),
-                );
+                plan.partitions.extend((0..reduces).map(|partition| PartitionSpec::Reduce {
+                    partition,
+                    sources: Vec::new(),
+                    inline: Vec::new(),
+                }));
                 Some((maps, reduces))
             }
             (_, Some(_)) => {

@@ -71,7 +71,12 @@ impl EventLoop {
             TaskState::Succeeded(TaskOutput::Map(status)) => {
                 let status = std::mem::replace(
                     status,
-                    flint_proto::MapStatus { sizes: Vec::new(), digest: [0; 32], records: 0 },
+                    flint_proto::MapStatus {
+                        sizes: Vec::new(),
+                        digest: [0; 32],
+                        records: 0,
+                        inline: Vec::new(),
+                    },
                 );
                 self.task_succeeded(incarnation, &update);
                 let StatusUpdate { executor, attempt, elapsed, .. } = update;

@@ -52,7 +52,7 @@ impl Gathered {
         }
     }
 
-    fn keep(&mut self, slice: Slice) -> Result<(), String> {
+    pub(crate) fn keep(&mut self, slice: Slice) -> Result<(), String> {
         let len = slice.bytes.len() as u64;
         if len == 0 {
             return Ok(());

@@ -6,10 +6,10 @@
 use super::gather::{Ask, Gathered, fetch_all};
 use super::merge::SortedRuns;
 use super::parts::PartFile;
-use super::read::{FetchError, Located, file_crc};
+use super::read::{FetchError, Located, Slice, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
-use flint_proto::{JobId, MapSource, TaskFailure, TaskLaunch, TaskOutput, TaskState};
+use flint_proto::{InlineSlice, JobId, MapSource, TaskFailure, TaskLaunch, TaskOutput, TaskState};
 use flint_runtime::{TaskContext, TaskInput};
 use std::time::Instant;
 
@@ -102,16 +102,17 @@ impl ExecutorCore {
     }
 
     /// Gathers a reduce partition's slices from every source and merges them in map
-    /// order. This executor's own slices are checked against their CRCs and read in
-    /// place; other holders are asked once each, and what they send is kept in memory up
-    /// to the host's share for a task, then spilled to this executor's disk. A source
-    /// that cannot give its slices, or one that fails its CRC, fails the task as
+    /// order. Slices that came inline in the launch are taken as they are (CRC checked);
+    /// this executor's own slices are checked against their CRCs and read in place;
+    /// other holders are asked once each, and what they send is kept in memory up to the
+    /// host's share for a task, then spilled to this executor's disk. A source that
+    /// cannot give its slices, or one that fails its CRC, fails the task as
     /// `fetch-failed`, naming those maps, so that they run again.
     pub(crate) fn reduce_input(
         &self,
         launch: &TaskLaunch,
         partition: u32,
-        sources: &[MapSource],
+        (sources, inline): (&[MapSource], &[(u32, InlineSlice)]),
         deadline: Instant,
     ) -> Result<SortedRuns, TaskFailure> {
         let (Some(spec), Some(files)) = (&launch.job.shuffle, &self.shuffle) else {
@@ -120,8 +121,28 @@ impl ExecutorCore {
             });
         };
         let job = launch.job.job;
+        // Each map once: a map named twice would have its records counted twice.
+        let mut named = std::collections::HashSet::new();
+        let every =
+            inline.iter().map(|(map, _)| *map).chain(sources.iter().flat_map(|s| s.maps.iter().map(|m| m.0)));
+        for map in every {
+            if map >= spec.maps || !named.insert(map) {
+                return Err(TaskFailure::Host {
+                    message: format!("the launch names map {map} twice or past the job's {} maps", spec.maps),
+                });
+            }
+        }
         let budget = self.blocks().limit() / u64::from(self.runtime().slots());
         let mut gathered = Gathered::new(files.spill_dir(job, partition), launch.attempt.number, budget);
+        for (map, slice) in inline {
+            let slice = Slice { map: *map, crc: slice.crc, bytes: slice.bytes.clone() };
+            if !slice.intact() {
+                return Err(TaskFailure::Host {
+                    message: format!("map {map}'s inline slice does not match its checksum"),
+                });
+            }
+            gathered.keep(slice).map_err(|message| TaskFailure::Host { message })?;
+        }
         let (own, others): (Vec<&MapSource>, Vec<&MapSource>) =
             sources.iter().partition(|source| source.executor == *self.id());
         for source in own {

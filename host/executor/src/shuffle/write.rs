@@ -4,7 +4,7 @@
 
 use super::files::{INDEX_MAGIC, ShuffleFiles};
 use super::merge::{FRAME, SortedRuns};
-use flint_proto::{JobId, MapStatus};
+use flint_proto::{INLINE_PER_MAP, INLINE_SLICE, InlineSlice, JobId, MapStatus};
 use flint_runtime::{RECORD_HEADER, RecordSink, ShuffleError};
 use sha2::{Digest as _, Sha256};
 use std::fs::File;
@@ -172,8 +172,9 @@ impl MapWriter {
             let _ = std::fs::remove_file(&tmp_index);
             return Err(host_error("cannot place the map output", e));
         }
-        let sizes = offsets.windows(2).map(|w| w[1] - w[0]).collect();
-        Ok(MapStatus { sizes, digest, records: self.records })
+        let sizes: Vec<u64> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
+        let inline = inline_slices(&data_path, &offsets, &crcs);
+        Ok(MapStatus { sizes, digest, records: self.records, inline })
     }
 
     /// Writes the data file: straight from memory, or by merging the spilled runs
@@ -216,6 +217,28 @@ impl MapWriter {
         let (offsets, crcs) = out.finish()?;
         Ok((offsets, crcs, digest.finalize().into()))
     }
+}
+
+/// The data file's smallest slices, read back (from the page cache) to ride in the
+/// map's report: in partition order, each at most [`INLINE_SLICE`] bytes, at most
+/// [`INLINE_PER_MAP`] together. A slice that cannot be read back is left to be fetched.
+fn inline_slices(path: &std::path::Path, offsets: &[u64], crcs: &[u32]) -> Vec<(u32, InlineSlice)> {
+    use std::os::unix::fs::FileExt;
+    let mut inline = Vec::new();
+    let Ok(file) = File::open(path) else { return inline };
+    let mut room = INLINE_PER_MAP;
+    for (partition, (bounds, &crc)) in offsets.windows(2).zip(crcs).enumerate() {
+        let len = (bounds[1] - bounds[0]) as usize;
+        if len == 0 || len > INLINE_SLICE.min(room) {
+            continue;
+        }
+        let mut bytes = vec![0; len];
+        if file.read_exact_at(&mut bytes, bounds[0]).is_ok() {
+            room -= len;
+            inline.push((partition as u32, InlineSlice { crc, bytes }));
+        }
+    }
+    inline
 }
 
 /// A data file as it is written: one zstd frame per partition, its start offset and

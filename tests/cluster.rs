@@ -2681,6 +2681,13 @@ fn map_reduce_over_three_executors_reads_every_holder_and_equals_word_count() {
         .map(|l| l.split_once('\t').unwrap().1.parse::<u64>().unwrap())
         .sum();
     assert_eq!(total, reference["total_words"].as_u64().unwrap());
+    // Collected instead: the same parts, in partition order, come back to the client
+    // (each part is larger than a report carries, so the driver fetched it as a block).
+    let files: Vec<u8> = names[1..].iter().flat_map(|n| std::fs::read(output.join(n)).unwrap()).collect();
+    assert!(files.len() / 6 > 64 << 10, "{} bytes", files.len());
+    let collected = submit(&cluster, input, &["--collect"]);
+    assert!(collected.status.success(), "{}", lossy(&collected.stderr));
+    assert!(collected.stdout == files, "stdout holds the parts in order");
     // Outside the driver's output roots: refused before anything runs.
     let outside = cluster.dir.path().join("elsewhere");
     let refused = submit(&cluster, input, &["--output", outside.to_str().unwrap()]);

@@ -546,7 +546,24 @@ fn map_reduce_word_count_writes_part_files_that_hold_word_counts_answer() {
         &format!("{}/x", dir.path().display()),
     ]);
     assert_eq!(other.status.code(), Some(3));
-    assert!(lossy(&other.stderr).contains("part files are for map/reduce jobs"), "{}", lossy(&other.stderr));
+    assert!(lossy(&other.stderr).contains("are for map/reduce jobs"), "{}", lossy(&other.stderr));
+
+    // Collected instead (`--collect`): the same parts, in partition order, on stdout.
+    let files: Vec<u8> =
+        (0..8).flat_map(|p| std::fs::read(out_dir.join(format!("part-{p:05}"))).unwrap()).collect();
+    let collected = flint(&[&args[..], &["--collect"]].concat());
+    assert!(collected.status.success(), "{}", lossy(&collected.stderr));
+    assert!(collected.stdout == files, "stdout is the part files' bytes, in order");
+    assert!(lossy(&collected.stderr).contains("succeeded"), "the summary goes to stderr");
+    let as_json = flint(&[&args[..], &["--collect", "--json"]].concat());
+    assert_eq!(json(&as_json)["result"].as_str().unwrap().as_bytes(), files);
+    // Within the task's result bound, as any task output: a part past it fails its task.
+    let bounded =
+        flint(&[&args[..], &["--collect", "--json", "--conf", "flint.task.maxResultSize=1k"]].concat());
+    assert_eq!(bounded.status.code(), Some(1), "{}", lossy(&bounded.stdout));
+    assert_eq!(json(&bounded)["failure"]["reason"]["kind"], "result-too-large", "{}", lossy(&bounded.stdout));
+    let both = flint(&[&args[..], &["--collect", "--output", "elsewhere"]].concat());
+    assert_eq!(both.status.code(), Some(2), "one or the other: {}", lossy(&both.stderr));
 }
 
 #[test]

@@ -322,35 +322,39 @@ fn flush(writer: &PartWriter, bytes: Vec<u8>) -> Result<(), Error> {
     if bytes.is_empty() { Ok(()) } else { writer.write(&bytes).map_err(Error::from_wit) }
 }
 
-/// A reduce task's part file, when the job was given an output directory (`--output
-/// DIR`): what `reduce` writes here becomes `DIR/part-NNNNN` once its task succeeds.
+/// A reduce task's part, when the job was given an output directory (`--output DIR`)
+/// or collects its parts (`--collect`): what `reduce` writes here becomes
+/// `DIR/part-NNNNN` once its task succeeds, or comes back to the submitter with the
+/// other parts in partition order (Spark's `saveAsTextFile` and `collect`).
 pub mod part {
     use super::PART;
     use crate::Error;
 
-    /// Whether this task writes a part file: in `reduce`, when the job was given
-    /// `--output DIR`.
+    const NO_PART: &str = "no part to write: a job writes one only with --output DIR or --collect";
+
+    /// Whether this task writes a part: in `reduce`, when the job was given `--output
+    /// DIR` or `--collect`.
     pub fn wanted() -> bool {
         PART.with(|p| p.borrow().is_some())
     }
 
-    /// Appends `bytes` to this reduce task's part file.
+    /// Appends `bytes` to this reduce task's part.
     pub fn write(bytes: &[u8]) -> Result<(), Error> {
         PART.with(|p| match p.borrow_mut().as_mut() {
             Some(part) => {
                 part.extend_from_slice(bytes);
                 Ok(())
             }
-            None => Err(Error::fatal("no part file to write: this job writes one only with --output DIR")),
+            None => Err(Error::fatal(NO_PART)),
         })
     }
 
-    /// Appends `line` and a newline to this reduce task's part file.
+    /// Appends `line` and a newline to this reduce task's part.
     pub fn line(line: impl std::fmt::Display) -> Result<(), Error> {
         use std::io::Write;
         PART.with(|p| match p.borrow_mut().as_mut() {
             Some(part) => writeln!(part, "{line}").map_err(|e| Error::fatal(e.to_string())),
-            None => Err(Error::fatal("no part file to write: this job writes one only with --output DIR")),
+            None => Err(Error::fatal(NO_PART)),
         })
     }
 }

@@ -36,6 +36,10 @@ pub struct SubmitArgs {
     /// Not with --every: each run would need a directory of its own.
     #[arg(long, value_name = "DIR", conflicts_with = "every")]
     output: Option<std::path::PathBuf>,
+    /// Bring a map/reduce job's parts back instead (Spark's collect): what each reduce
+    /// task writes to its part, printed in partition order.
+    #[arg(long, conflicts_with = "output")]
+    collect: bool,
     /// Job configuration KEY=VALUE (repeatable); flint.task.* keys set this job's limits.
     #[arg(long = "conf", value_name = "KEY=VALUE")]
     conf: Vec<String>,
@@ -108,6 +112,7 @@ pub fn submit(args: SubmitArgs) -> u8 {
         Some(Ok(dir)) => bundle.manifest.output = Some(dir.to_string_lossy().into_owned()),
         Some(Err(e)) => return fail(exit::INVALID_JOB, format!("--output: {e}")),
     }
+    bundle.manifest.collect |= args.collect;
     let inputs: Vec<Input> = args.inputs.iter().map(|i| Input::parse(i)).collect();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
@@ -179,7 +184,7 @@ async fn submit_once(
                 if let Some(bar) = &bar {
                     bar.finish_and_clear();
                 }
-                return report::print(&report, args.json);
+                return report::print(&report, args.json, bundle.manifest.collect);
             }
             Ok(None) => return fail(exit::UNREACHABLE, "the driver ended the job's stream without a report"),
             Err(e) => return fail(exit::UNREACHABLE, e),

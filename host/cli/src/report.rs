@@ -73,24 +73,31 @@ pub fn json(report: &JobReport) -> Value {
     out
 }
 
+/// What a succeeded job's summary says before its result.
+fn succeeded(report: &JobReport) -> String {
+    let mut text = format!(
+        "job {} succeeded in {:.2} s: {} tasks, {} attempts, {} failed attempts\n",
+        report.name,
+        report.elapsed.as_secs_f64(),
+        report.tasks,
+        report.attempts,
+        report.failures.len() + report.failures_dropped as usize
+    );
+    if report.maps_rerun > 0 {
+        text.push_str(&format!(
+            "{} map tasks ran again: their outputs were lost with an executor or could not be read\n",
+            report.maps_rerun
+        ));
+    }
+    text
+}
+
 pub fn human(report: &JobReport) -> String {
     let secs = report.elapsed.as_secs_f64();
     let mut text = String::new();
     match &report.outcome {
         Ok(bytes) => {
-            text.push_str(&format!(
-                "job {} succeeded in {secs:.2} s: {} tasks, {} attempts, {} failed attempts\n",
-                report.name,
-                report.tasks,
-                report.attempts,
-                report.failures.len() + report.failures_dropped as usize
-            ));
-            if report.maps_rerun > 0 {
-                text.push_str(&format!(
-                    "{} map tasks ran again: their outputs were lost with an executor or could not be read\n",
-                    report.maps_rerun
-                ));
-            }
+            text.push_str(&succeeded(report));
             render(&result_value(bytes), 0, &mut text);
             text.push('\n');
         }
@@ -114,12 +121,15 @@ pub fn human(report: &JobReport) -> String {
 }
 
 /// Prints the report (JSON on stdout, or a summary: the result on stdout, a failure on
-/// stderr) and returns the exit code.
-pub fn print(report: &JobReport, as_json: bool) -> u8 {
+/// stderr) and returns the exit code. A job's collected parts (`--collect`) go to
+/// stdout as they are, its summary to stderr.
+pub fn print(report: &JobReport, as_json: bool, parts: bool) -> u8 {
     use std::io::Write;
     // A reader that went away (`| head`) ends the printing, not the process.
     let _ = if as_json {
         writeln!(std::io::stdout(), "{}", json(report))
+    } else if let (true, Ok(bytes)) = (parts, &report.outcome) {
+        std::io::stdout().write_all(bytes).and_then(|()| write!(std::io::stderr(), "{}", succeeded(report)))
     } else if report.outcome.is_ok() {
         write!(std::io::stdout(), "{}", human(report))
     } else {

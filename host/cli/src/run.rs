@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// part-NNNNN, and _SUCCESS once all are in place. It must be new or empty.
     #[arg(long, value_name = "DIR")]
     output: Option<std::path::PathBuf>,
+    /// Bring a map/reduce job's parts back instead (Spark's collect): what each reduce
+    /// task writes to its part, printed in partition order.
+    #[arg(long, conflicts_with = "output")]
+    collect: bool,
     /// In-process executors.
     #[arg(long, default_value_t = 1)]
     executors: u32,
@@ -143,6 +147,8 @@ pub fn run(args: RunArgs) -> u8 {
     if output.is_some() {
         bundle.manifest.output = output;
     }
+    bundle.manifest.collect |= args.collect;
+    let parts = bundle.manifest.collect;
     let inputs = args.inputs.clone();
     let request = match JobRequest::from_manifest(
         &bundle.manifest,
@@ -170,10 +176,11 @@ pub fn run(args: RunArgs) -> u8 {
             return fail(exit::INTERNAL, format!("cannot start the async runtime: {e}"));
         }
     };
-    tokio.block_on(run_job(local, request, args.json))
+    tokio.block_on(run_job(local, request, (args.json, parts)))
 }
 
-async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
+/// Runs the job and prints its report, as JSON or not, as collected parts or not.
+async fn run_job(local: LocalConfig, request: JobRequest, (json, parts): (bool, bool)) -> u8 {
     let cluster = match LocalCluster::start(local).await {
         Ok(c) => c,
         Err(e) => return fail(exit::INTERNAL, e),
@@ -208,7 +215,7 @@ async fn run_job(local: LocalConfig, request: JobRequest, json: bool) -> u8 {
     let Ok(report) = report else {
         return fail(exit::INTERNAL, "the driver stopped before the job ended");
     };
-    report::print(&report, json)
+    report::print(&report, json, parts)
 }
 
 /// Where compiled components are kept: `$FLINT_CACHE_DIR`, else the user's cache folder.

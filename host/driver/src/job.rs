@@ -22,6 +22,8 @@ pub struct JobRequest {
     pub reduce_partitions: Option<u32>,
     /// Where a map/reduce job writes its part files.
     pub output: Option<String>,
+    /// Whether a map/reduce job's parts come back as its result instead.
+    pub collect: bool,
     /// A memory cap per task below the executor's.
     pub memory_limit: Option<u64>,
     /// A deadline per task, overriding `flint.task.deadline`.
@@ -175,6 +177,7 @@ impl JobRequest {
             partitions,
             reduce_partitions: manifest.reduce_partitions,
             output: manifest.output.clone(),
+            collect: manifest.collect,
             memory_limit,
             deadline,
             token_services: manifest.tokens.clone(),

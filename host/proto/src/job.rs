@@ -35,6 +35,10 @@ pub struct Manifest {
     /// an absolute directory, under the driver's and the executors' `flint.output.roots`.
     #[serde(default)]
     pub output: Option<String>,
+    /// Whether a map/reduce job's reduce tasks' part output comes back as the job's
+    /// result (`--collect`), instead of part files.
+    #[serde(default)]
+    pub collect: bool,
     /// The job's configuration; `--conf` overrides it key by key.
     #[serde(default)]
     pub config: Conf,

@@ -138,9 +138,21 @@ pub struct ShuffleSpec {
     /// Random, per job, from the driver: an executor serves a job's map outputs only
     /// to a peer that shows it.
     pub token: [u8; 32],
-    /// The directory the reduce tasks write their part files in, when the job writes
-    /// files; checked by the driver, and by each executor against its own roots.
-    pub output: Option<String>,
+    /// Where the reduce tasks' part output goes, when the job writes any.
+    pub parts: Option<Parts>,
+}
+
+/// Where a map/reduce job's reduce tasks write what they write through their
+/// `part-writer`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Parts {
+    /// Part files in this directory (`--output DIR`); checked by the driver, and by
+    /// each executor against its own roots.
+    Files(String),
+    /// Back to the submitter (`--collect`): each reduce task's part is its task
+    /// output, and the job's result is every part in partition order, within
+    /// `flint.task.maxResultSize` a task and `flint.driver.maxResultSize` in all.
+    Collect,
 }
 
 impl ShuffleSpec {

@@ -109,7 +109,9 @@ impl EventLoop {
                                     self.folds_pending.push(attempt.job);
                                 }
                             }
-                            Fold::Collect(outputs) => outputs[index as usize] = Some(bytes),
+                            Fold::Collect(outputs) | Fold::Parts(outputs) => {
+                                outputs[index as usize] = Some(bytes)
+                            }
                         }
                     }
                 }

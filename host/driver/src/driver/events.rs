@@ -127,8 +127,8 @@ pub(super) struct PreparedJob {
     /// A map/reduce job's (maps, reduces): its plan's first `maps` partitions are map
     /// tasks' and the rest reduce tasks'.
     pub(super) shuffle: Option<(u32, u32)>,
-    /// Where a map/reduce job's part files go, checked and made ready.
-    pub(super) output: Option<String>,
+    /// Where a map/reduce job's part output goes (a directory checked and made ready).
+    pub(super) parts: Option<flint_proto::Parts>,
     /// Files sent with the job, kept until it ends.
     pub(super) uploads: Option<Arc<crate::job::Uploads>>,
 }

@@ -19,6 +19,8 @@ pub(super) enum Fold {
     Aggregate(FoldWorker),
     /// `task` world: outputs are collected in partition order.
     Collect(Vec<Option<Vec<u8>>>),
+    /// A map/reduce job's collected parts (`--collect`): joined in partition order.
+    Parts(Vec<Option<Vec<u8>>>),
 }
 
 /// The thread folding an `aggregate` job's outputs.

@@ -9,7 +9,7 @@ use flint_data::ObjectReader;
 use flint_proto::wire::Rejection;
 use flint_proto::{
     ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, Partial, PartitionSpec,
-    Settings, StatusUpdate, World,
+    Parts, Settings, StatusUpdate, World,
 };
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::collections::HashMap;
@@ -198,14 +198,18 @@ impl Driver {
             }
             (_, None) => None,
         };
-        let output = match (&request.output, shuffle) {
-            (None, _) => None,
-            (Some(dir), Some(_)) => Some(super::plan::prepare_output(&settings, dir).await?),
-            (Some(_), None) => {
+        let parts = match (&request.output, request.collect, shuffle) {
+            (None, false, _) => None,
+            (_, _, None) => {
                 return Err(SubmitError::Output(
-                    "part files are for map/reduce jobs (world map-reduce)".into(),
+                    "part files and collected parts are for map/reduce jobs (world map-reduce)".into(),
                 ));
             }
+            (Some(_), true, _) => {
+                return Err(SubmitError::Output("--output and --collect: one or the other".into()));
+            }
+            (Some(dir), false, _) => Some(Parts::Files(super::plan::prepare_output(&settings, dir).await?)),
+            (None, true, _) => Some(Parts::Collect),
         };
         if plan.len() > MAX_TASKS as usize {
             return Err(SubmitError::Partitions(format!(
@@ -224,7 +228,7 @@ impl Driver {
             token_services: request.token_services,
             every: request.every,
             shuffle,
-            output,
+            parts,
             uploads: request.uploads,
         };
         let digest = job.component.digest;

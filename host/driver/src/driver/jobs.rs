@@ -4,7 +4,7 @@
 
 use flint_core::{Event as CoreEvent, JobCounts};
 use flint_proto::{
-    JobDescriptor, JobError, JobId, JobProgress, JobReport, PartitionSpec, ShuffleSpec, Source, World,
+    JobDescriptor, JobError, JobId, JobProgress, JobReport, PartitionSpec, Parts, ShuffleSpec, Source, World,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -118,7 +118,7 @@ impl EventLoop {
                 maps,
                 reduces,
                 token: rand::random(),
-                output: job.output.clone(),
+                parts: job.parts.clone(),
             }),
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
@@ -139,6 +139,9 @@ impl EventLoop {
             self.push_tokens();
         }
         let fold = match job.component.world {
+            World::MapReduce if matches!(job.parts, Some(Parts::Collect)) => {
+                Fold::Parts(vec![None; descriptor.outputs() as usize])
+            }
             World::Aggregate | World::MapReduce => Fold::Aggregate(spawn_fold(
                 {
                     let events = self.events.clone();
@@ -203,6 +206,10 @@ impl EventLoop {
                 let result = collect_json(std::mem::take(outputs));
                 self.complete(id, Ok(result));
             }
+            Fold::Parts(outputs) => {
+                let result = std::mem::take(outputs).into_iter().flatten().flatten().collect();
+                self.complete(id, Ok(result));
+            }
         }
     }
 
@@ -212,10 +219,9 @@ impl EventLoop {
         };
         // A job writing files: `_SUCCESS` once every part is in place, and no attempt's
         // leftovers either way.
-        let output = job.descriptor.shuffle.as_ref().and_then(|s| s.output.as_deref());
-        let outcome = match output {
-            Some(dir) => super::plan::end_output(std::path::Path::new(dir), outcome),
-            None => outcome,
+        let outcome = match job.descriptor.shuffle.as_ref().and_then(|s| s.parts.as_ref()) {
+            Some(Parts::Files(dir)) => super::plan::end_output(std::path::Path::new(dir), outcome),
+            _ => outcome,
         };
         // Read before a cancel below makes the core forget the job.
         let tasks = job.descriptor.task_count;

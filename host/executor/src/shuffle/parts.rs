@@ -1,6 +1,7 @@
-//! A reduce task's part file: written under the output directory's `_temporary`, then
-//! put in place as `part-NNNNN` by one rename when its task succeeds, so a retried or
-//! repeated task never leaves two, and a failed one leaves none.
+//! A reduce task's part: a file written under the output directory's `_temporary`,
+//! then put in place as `part-NNNNN` by one rename when its task succeeds, so a retried
+//! or repeated task never leaves two, and a failed one leaves none; or bytes collected
+//! to go back to the submitter as the task's output.
 
 use flint_runtime::{PartSink, ShuffleError};
 use std::fs::File;
@@ -42,6 +43,47 @@ impl PartSink for PartFile {
             message: format!("writing {}: {e}", self.temporary.display()),
             retryable: true,
         })
+    }
+}
+
+/// Where a reduce task's part goes.
+pub enum Part {
+    File(PartFile),
+    /// Kept for the task's output, up to `flint.task.maxResultSize`: a write past it
+    /// is refused and the size it would have reached kept, so that the task fails as
+    /// too large whatever the guest does with the refusal.
+    Collected {
+        bytes: Vec<u8>,
+        limit: u64,
+        refused: Option<u64>,
+    },
+}
+
+impl Part {
+    pub fn collected(limit: u64) -> Part {
+        Part::Collected { bytes: Vec::new(), limit, refused: None }
+    }
+}
+
+impl PartSink for Part {
+    fn write(&mut self, more: &[u8]) -> Result<(), ShuffleError> {
+        match self {
+            Part::File(file) => file.write(more),
+            Part::Collected { bytes, limit, refused } => {
+                let size = (bytes.len() + more.len()) as u64;
+                if size > *limit {
+                    *refused = Some(refused.unwrap_or(0).max(size));
+                    return Err(ShuffleError {
+                        message: format!(
+                            "the collected part is over flint.task.maxResultSize ({limit} bytes)"
+                        ),
+                        retryable: false,
+                    });
+                }
+                bytes.extend_from_slice(more);
+                Ok(())
+            }
+        }
     }
 }
 

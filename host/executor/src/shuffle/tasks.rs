@@ -5,11 +5,11 @@
 
 use super::gather::{Ask, Gathered, fetch_all};
 use super::merge::SortedRuns;
-use super::parts::PartFile;
+use super::parts::{Part, PartFile};
 use super::read::{FetchError, Located, Slice, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
-use flint_proto::{InlineSlice, JobId, MapSource, TaskFailure, TaskLaunch, TaskOutput, TaskState};
+use flint_proto::{InlineSlice, JobId, MapSource, Parts, TaskFailure, TaskLaunch, TaskOutput, TaskState};
 use flint_runtime::{TaskContext, TaskInput};
 use std::time::Instant;
 
@@ -63,7 +63,8 @@ impl ExecutorCore {
         (state, outcome.log)
     }
 
-    /// Runs a reduce task over its merged records; its output is kept as a task's.
+    /// Runs a reduce task over its merged records; its output is kept as a task's (or,
+    /// for a job that collects its parts, what it wrote to its part is).
     pub(crate) fn run_reduce(
         &self,
         launch: &TaskLaunch,
@@ -72,9 +73,10 @@ impl ExecutorCore {
         partition: u32,
         runs: SortedRuns,
     ) -> (TaskState, String) {
-        let part = match launch.job.shuffle.as_ref().and_then(|s| s.output.as_deref()) {
+        let part = match launch.job.shuffle.as_ref().and_then(|s| s.parts.as_ref()) {
             None => None,
-            Some(dir) => {
+            Some(Parts::Collect) => Some(Part::collected(ctx.max_result_size)),
+            Some(Parts::Files(dir)) => {
                 // Unique to this attempt; the executor's id only as far as it is safe in a name.
                 let id: String = self
                     .id()
@@ -87,16 +89,25 @@ impl ExecutorCore {
                     PartFile::create(&dir, partition, &attempt).map_err(|e| format!("output {dir:?}: {e}"))
                 });
                 match created {
-                    Ok(part) => Some(part),
+                    Ok(part) => Some(Part::File(part)),
                     Err(message) => return (TaskState::Failed(TaskFailure::Host { message }), String::new()),
                 }
             }
         };
         let (mut outcome, part) = taken.held().instance.reduce(ctx, partition, runs, part);
-        if let (Ok(_), Some(part)) = (&outcome.result, part)
-            && let Err(e) = part.place()
-        {
-            outcome.result = Err(TaskFailure::Host { message: format!("putting a part file in place: {e}") });
+        match part {
+            // Over the bound, whatever the guest made of the refused write.
+            Some(Part::Collected { refused: Some(size), limit, .. }) => {
+                outcome.result = Err(TaskFailure::ResultTooLarge { size, limit });
+            }
+            Some(Part::Collected { bytes, .. }) if outcome.result.is_ok() => outcome.result = Ok(bytes),
+            Some(Part::File(file)) if outcome.result.is_ok() => {
+                if let Err(e) = file.place() {
+                    let message = format!("putting a part file in place: {e}");
+                    outcome.result = Err(TaskFailure::Host { message });
+                }
+            }
+            _ => {}
         }
         self.task_ended(launch, taken, ctx, outcome)
     }

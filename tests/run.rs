@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{corpus, flint, flint_peak_memory, json, lossy, wasm};
+use common::{corpus, corpus_of, flint, flint_peak_memory, json, lossy, wasm};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -435,6 +435,31 @@ fn a_jobs_tasks_reuse_their_instance_as_flint_task_instance_reuse_says() {
     let out = flint(&["run", "examples/chaos", "--conf", "flint.task.instanceReuse=0", "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
     assert!(lossy(&out.stderr).contains("flint.task.instanceReuse"), "{}", lossy(&out.stderr));
+}
+
+/// A map whose keys overflow the SDK's combining table emits some keys more than once;
+/// the host folds them with the job's combine as it writes the map's output, so each
+/// key leaves the map once and the answer is the same.
+#[test]
+fn keys_a_map_wrote_more_than_once_leave_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("wide.txt");
+    // Hundreds of thousands of distinct words in one map: more than its table holds.
+    corpus_of(&input, 6 << 20, 1_000_000);
+    let input = input.to_string_lossy();
+    let args = ["run", "examples/word-count-mr", "--input", &input, "--partitions", "1", "--json"];
+    let out = common::command(&args).env("FLINT_LOG", "flint_executor::shuffle=debug").output().unwrap();
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let reference =
+        json(&flint(&["run", "examples/word-count", "--input", &input, "--json"]))["result"].clone();
+    assert_eq!(json(&out)["result"], reference);
+    let log = lossy(&out.stderr);
+    let line = log.lines().find(|l| l.contains("combined keys")).unwrap_or_else(|| panic!("{log}"));
+    let field = |name: &str| -> u64 {
+        line.split(&format!("{name}=")).nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert!(field("before") > field("after"), "{line}");
+    assert_eq!(field("after"), reference["distinct_words"].as_u64().unwrap(), "each word once: {line}");
 }
 
 /// Word count as map/reduce (maps emit `(word, 1)` combined where they run, eight reduce

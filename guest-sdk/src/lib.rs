@@ -441,6 +441,10 @@ pub mod __private {
         crate::shuffle::run_map::<J>(input.into(), out).map_err(wit_error)
     }
 
+    pub fn combine_sorted<J: MapReduce>(batch: Vec<u8>) -> Result<Option<Vec<u8>>, wit::TaskError> {
+        crate::shuffle::combine_sorted::<J>(&batch).map_err(wit_error)
+    }
+
     pub fn reduce<J: MapReduce>(
         partition: u32,
         input: &crate::map_reduce_bindings::flint::task::shuffle::SortedInput,
@@ -563,8 +567,13 @@ macro_rules! export_map_reduce {
         $crate::map_reduce_bindings::__flint_export_map_reduce!(__FlintJob with_types_in $crate::map_reduce_bindings);
         const _: () = {
             use $crate::bindings::flint::task::types::{Partition, TaskError};
-            use $crate::map_reduce_bindings::exports::flint::task::map_reduce_job;
+            use $crate::map_reduce_bindings::exports::flint::task::{map_combiner, map_reduce_job};
             use $crate::map_reduce_bindings::flint::task::shuffle::{Emitter, PartWriter, SortedInput};
+            impl map_combiner::Guest for __FlintJob {
+                fn combine_sorted(batch: Vec<u8>) -> Result<Option<Vec<u8>>, TaskError> {
+                    $crate::__private::combine_sorted::<$job>(batch)
+                }
+            }
             impl map_reduce_job::Guest for __FlintJob {
                 fn map(input: Partition, out: &Emitter) -> Result<(), TaskError> {
                     $crate::__private::map::<$job>(input, out)

@@ -146,16 +146,7 @@ impl<J: MapReduce> Emitter<'_, J> {
     }
 
     fn push(&mut self, partition: u32, key: &[u8], value: &J::Value) -> Result<(), Error> {
-        let start = self.batch.len();
-        self.batch.extend_from_slice(&partition.to_le_bytes());
-        self.batch.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        self.batch.extend_from_slice(&[0; 4]);
-        self.batch.extend_from_slice(key);
-        let before = self.batch.len();
-        self.batch = postcard::to_extend(value, std::mem::take(&mut self.batch))
-            .map_err(|e| Error::fatal(format!("cannot encode a value: {e}")))?;
-        let value_len = (self.batch.len() - before) as u32;
-        self.batch[start + 8..start + 12].copy_from_slice(&value_len.to_le_bytes());
+        push_record(&mut self.batch, partition, key, value)?;
         if self.batch.len() >= BATCH {
             self.flush()?;
         }
@@ -184,6 +175,83 @@ impl<J: MapReduce> Emitter<'_, J> {
         }
         Ok(())
     }
+}
+
+/// Appends one record in the flat layout: header, key, the value encoded.
+fn push_record<V: Serialize>(
+    batch: &mut Vec<u8>,
+    partition: u32,
+    key: &[u8],
+    value: &V,
+) -> Result<(), Error> {
+    let start = batch.len();
+    batch.extend_from_slice(&partition.to_le_bytes());
+    batch.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    batch.extend_from_slice(&[0; 4]);
+    batch.extend_from_slice(key);
+    let before = batch.len();
+    *batch = postcard::to_extend(value, std::mem::take(batch))
+        .map_err(|e| Error::fatal(format!("cannot encode a value: {e}")))?;
+    let value_len = (batch.len() - before) as u32;
+    batch[start + 8..start + 12].copy_from_slice(&value_len.to_le_bytes());
+    Ok(())
+}
+
+/// A record of a flat batch: partition, key, value, and where the next begins.
+type Flat<'a> = (u32, &'a [u8], &'a [u8], usize);
+
+/// The record at `at` of a flat batch.
+fn record_at(batch: &[u8], at: usize) -> Result<Flat<'_>, Error> {
+    let field =
+        |i: usize| batch.get(at + i..at + i + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let (Some(partition), Some(klen), Some(vlen)) = (field(0), field(4), field(8)) else {
+        return Err(Error::fatal("the host sent a cut record"));
+    };
+    let key_at = at + HEADER;
+    let value_at = key_at + klen as usize;
+    let end = value_at + vlen as usize;
+    if end > batch.len() {
+        return Err(Error::fatal("the host sent a cut record"));
+    }
+    Ok((partition, &batch[key_at..value_at], &batch[value_at..end], end))
+}
+
+fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, Error> {
+    postcard::from_bytes(bytes).map_err(|e| Error::fatal(format!("cannot decode a value: {e}")))
+}
+
+/// The host's `combine-sorted`: `batch`'s records (sorted by key) with each run of one
+/// key folded by [`MapReduce::combine`] into one record, a lone record left as it is;
+/// `None` for a job that does not combine.
+pub(crate) fn combine_sorted<J: MapReduce>(batch: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+    if !J::COMBINE {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(batch.len());
+    let mut at = 0;
+    while at < batch.len() {
+        let (partition, key, value, end) = record_at(batch, at)?;
+        let mut next = end;
+        let mut acc: Option<J::Value> = None;
+        while next < batch.len() {
+            let (p, k, v, e) = record_at(batch, next)?;
+            if (p, k) != (partition, key) {
+                break;
+            }
+            let acc = match &mut acc {
+                Some(acc) => acc,
+                None => acc.insert(decode(value)?),
+            };
+            J::combine(acc, decode(v)?)?;
+            next = e;
+        }
+        match acc {
+            None => out.extend_from_slice(&batch[at..end]),
+            Some(value) => push_record(&mut out, partition, key, &value)?,
+        }
+        at = next;
+    }
+    Ok(Some(out))
 }
 
 pub(crate) fn run_map<J: MapReduce>(input: Partition, out: &WitEmitter) -> Result<(), Error> {
@@ -224,23 +292,13 @@ impl Reader<'_> {
                 return Ok(None);
             }
         }
-        let rest = &self.batch[self.at..];
-        let field = |i: usize| rest.get(i..i + 4).map(|b| u32::from_le_bytes(b.try_into().unwrap()) as usize);
-        let (Some(klen), Some(vlen)) = (field(4), field(8)) else {
-            return Err(Error::fatal("the host sent a cut record"));
-        };
-        let end = HEADER + klen + vlen;
-        if rest.len() < end {
-            return Err(Error::fatal("the host sent a cut record"));
-        }
-        Ok(Some((&rest[HEADER..HEADER + klen], &rest[HEADER + klen..end])))
+        let (_, key, value, _) = record_at(&self.batch, self.at)?;
+        Ok(Some((key, value)))
     }
 
+    /// Past the record `peek` gave.
     fn advance(&mut self) {
-        let rest = &self.batch[self.at..];
-        let klen = u32::from_le_bytes(rest[4..8].try_into().unwrap()) as usize;
-        let vlen = u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize;
-        self.at += HEADER + klen + vlen;
+        self.at = record_at(&self.batch, self.at).map_or(self.batch.len(), |(.., end)| end);
     }
 }
 

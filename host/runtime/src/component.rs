@@ -1,7 +1,9 @@
 //! Job components: identified by SHA-256 digest, compiled once per engine and kept on
 //! disk, checked against the `flint:task` worlds, and pre-instantiated.
 
-use crate::bindings::exports::flint::task::{aggregator, combiner, job, map_reduce_job as map_reduce};
+use crate::bindings::exports::flint::task::{
+    aggregator, combiner, job, map_combiner, map_reduce_job as map_reduce,
+};
 use crate::host::HostState;
 use flint_proto::{Digest, World};
 use std::fmt;
@@ -48,6 +50,8 @@ pub struct JobComponent {
     pub(crate) combiner: Option<combiner::GuestIndices>,
     /// Present when the job exports `map-reduce` (world `map-reduce`).
     pub(crate) map_reduce: Option<map_reduce::GuestIndices>,
+    /// Present when a map/reduce job exports `map-combiner` (SDK-built ones do).
+    pub(crate) map_combiner: Option<map_combiner::GuestIndices>,
 }
 
 impl fmt::Debug for JobComponent {
@@ -83,6 +87,7 @@ impl JobComponent {
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
         let combiner = aggregator.as_ref().and_then(|_| combiner::GuestIndices::new(&pre).ok());
         let map_reduce = aggregator.as_ref().and_then(|_| map_reduce::GuestIndices::new(&pre).ok());
+        let map_combiner = map_reduce.as_ref().and_then(|_| map_combiner::GuestIndices::new(&pre).ok());
         let world = match (&aggregator, &map_reduce) {
             (Some(_), Some(_)) => World::MapReduce,
             (Some(_), None) => World::Aggregate,
@@ -96,7 +101,18 @@ impl JobComponent {
             .resources_required()
             .and_then(|r| r.max_initial_memory_size)
             .map_or(0, |pages| pages.saturating_mul(64 << 10));
-        Ok(JobComponent { digest, world, size, min_memory, pre, job, aggregator, combiner, map_reduce })
+        Ok(JobComponent {
+            digest,
+            world,
+            size,
+            min_memory,
+            pre,
+            job,
+            aggregator,
+            combiner,
+            map_reduce,
+            map_combiner,
+        })
     }
 
     /// Whether the job's partitions may be combined where they run (it exports

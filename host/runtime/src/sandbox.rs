@@ -287,6 +287,26 @@ impl Instance {
         (Outcome { result, log: store.data().log.contents(), elapsed: started.elapsed() }, part)
     }
 
+    /// After a map call of this task: `batch` (one partition's records, sorted) with
+    /// each run of one key folded by the job's combine, or `None` when the job does not
+    /// combine (or exports no `map-combiner`). Runs under the map call's deadline, kill
+    /// switch and memory cap: its time is the task's.
+    pub fn combine_sorted(
+        &mut self,
+        ctx: &TaskContext,
+        batch: &[u8],
+    ) -> Result<Option<Vec<u8>>, TaskFailure> {
+        let Some(indices) = &self.component.map_combiner else { return Ok(None) };
+        self.store.set_hostcall_fuel(hostcall_fuel(ctx));
+        self.store.set_epoch_deadline(1);
+        let store = &mut self.store;
+        let result =
+            indices.load(&mut *store, &self.instance).and_then(|c| c.call_combine_sorted(&mut *store, batch));
+        result
+            .map_err(|e| classify(e, store, ctx))
+            .and_then(|r| r.map_err(|e| TaskFailure::Guest { message: e.message, retryable: e.retryable }))
+    }
+
     /// The most memory the instance has grown to, in bytes.
     pub fn memory(&self) -> u64 {
         self.store.data().limits.grown

@@ -9,6 +9,7 @@
 //! decompresses a byte. A record in a slice is its key's and its value's lengths (u32 LE
 //! each), then the key, then the value.
 
+pub(crate) mod combine;
 pub(crate) mod files;
 pub(crate) mod gather;
 pub(crate) mod merge;

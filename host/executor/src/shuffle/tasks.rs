@@ -48,14 +48,16 @@ impl ExecutorCore {
             spec.reduces,
             budget as usize,
         );
-        let (outcome, writer) = taken.held().instance.map(ctx, input, writer);
+        let instance = &mut taken.held().instance;
+        let (outcome, writer) = instance.map(ctx, input, writer);
         let state = match outcome.result {
             Ok(_) if ctx.kill.is_killed() => TaskState::Failed(TaskFailure::Killed {
                 reason: "killed as its map output was written".into(),
             }),
-            Ok(_) => match writer.finish() {
+            // A combining job folds, in its own instance, the keys its map wrote twice.
+            Ok(_) => match writer.finish(Some(&mut |batch: &[u8]| instance.combine_sorted(ctx, batch))) {
                 Ok(status) => TaskState::Succeeded(TaskOutput::Map(status)),
-                Err(e) => TaskState::Failed(TaskFailure::Host { message: e.message }),
+                Err(failure) => TaskState::Failed(failure),
             },
             Err(failure) => TaskState::Failed(failure),
         };

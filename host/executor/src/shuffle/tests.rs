@@ -57,7 +57,7 @@ fn a_map_that_spills_writes_what_one_that_does_not_would() {
         whole.emit(batch).unwrap();
     }
     assert!(spilling.spills.len() >= 3, "{} runs", spilling.spills.len());
-    let (a, b) = (spilling.finish().unwrap(), whole.finish().unwrap());
+    let (a, b) = (spilling.finish(None).unwrap(), whole.finish(None).unwrap());
     assert_eq!(a.records, 200_000);
     assert_eq!(a.digest, b.digest, "the same records in the same order");
     assert_eq!(a.sizes.len(), 4);
@@ -111,7 +111,7 @@ fn a_batch_that_lies_is_refused_whole() {
     }
     assert_eq!(writer.records, 0, "nothing of a refused batch is kept");
     writer.emit(&good).unwrap();
-    assert_eq!(writer.finish().unwrap().records, 10);
+    assert_eq!(writer.finish(None).unwrap().records, 10);
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn a_slice_corrupted_on_disk_fails_its_checksum_and_a_missing_one_is_named() {
     for batch in batches(1_000, 1) {
         writer.emit(&batch).unwrap();
     }
-    writer.finish().unwrap();
+    writer.finish(None).unwrap();
     let (data, _) = files.paths(JOB, 3);
     let mut bytes = std::fs::read(&data).unwrap();
     let middle = bytes.len() / 2;
@@ -168,4 +168,100 @@ fn executors_starting_together_in_one_folder_never_sweep_each_other() {
             }
         }
     }
+}
+
+/// A job's `combine-sorted` as the SDK makes it, for values that are little-endian
+/// integers: each run of one key becomes one record of its values' sum (a u64).
+fn summing(batch: &[u8]) -> Result<Option<Vec<u8>>, flint_proto::TaskFailure> {
+    let mut runs: Vec<(u32, Vec<u8>, u64)> = Vec::new();
+    let mut at = 0;
+    while at < batch.len() {
+        let field = |i: usize| u32::from_le_bytes(batch[at + i..at + i + 4].try_into().unwrap()) as usize;
+        let (partition, klen, vlen) = (field(0) as u32, field(4), field(8));
+        let key = &batch[at + 12..at + 12 + klen];
+        let value = &batch[at + 12 + klen..at + 12 + klen + vlen];
+        let mut wide = [0u8; 8];
+        wide[..vlen].copy_from_slice(value);
+        match runs.last_mut() {
+            Some((_, k, sum)) if k.as_slice() == key => *sum += u64::from_le_bytes(wide),
+            _ => runs.push((partition, key.to_vec(), u64::from_le_bytes(wide))),
+        }
+        at += 12 + klen + vlen;
+    }
+    let mut out = Vec::new();
+    for (partition, key, sum) in runs {
+        out.extend_from_slice(&partition.to_le_bytes());
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        out.extend_from_slice(&8u32.to_le_bytes());
+        out.extend_from_slice(&key);
+        out.extend_from_slice(&sum.to_le_bytes());
+    }
+    Ok(Some(out))
+}
+
+#[test]
+fn a_combining_map_writes_each_key_once_whether_it_spilled_or_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
+    // 200,000 records of 5,000 keys, each key's values spread over many batches.
+    let input = batches(200_000, 4);
+    let mut spilling = MapWriter::new(files.clone(), JOB, 0, 4, 1 << 20);
+    let mut whole = MapWriter::new(files.clone(), JOB, 1, 4, 1 << 30);
+    for batch in &input {
+        spilling.emit(batch).unwrap();
+        whole.emit(batch).unwrap();
+    }
+    assert!(spilling.spills.len() >= 3);
+    let mut calls = 0;
+    let mut counting = |batch: &[u8]| {
+        calls += 1;
+        summing(batch)
+    };
+    let a = spilling.finish(Some(&mut counting)).unwrap();
+    let b = whole.finish(Some(&mut summing)).unwrap();
+    assert!(calls > 1, "asked once whether it combines, then given the repeats");
+    assert_eq!(a.records, 200_000, "records the map emitted");
+    assert_eq!(a.digest, b.digest, "the same records whether the map spilled or not");
+    let mut keys = 0;
+    let mut total = 0u64;
+    for partition in 0..4 {
+        let got = records(&files, partition, &[0]);
+        assert!(got.windows(2).all(|w| w[0].0 < w[1].0), "each key once, in order");
+        keys += got.len();
+        total += got.iter().map(|(_, v)| u64::from_le_bytes(v[..8].try_into().unwrap())).sum::<u64>();
+    }
+    assert_eq!(keys, 5_000);
+    assert_eq!(total, (0..200_000u64).sum::<u64>(), "every value folded in once");
+}
+
+#[test]
+fn a_combine_that_breaks_key_order_fails_the_map_and_places_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
+    let mut writer = MapWriter::new(files.clone(), JOB, 0, 2, 1 << 20);
+    for batch in batches(20_000, 2) {
+        writer.emit(&batch).unwrap();
+    }
+    // Folds, then hands the records back last key first.
+    let mut reversing = |batch: &[u8]| {
+        let Some(folded) = summing(batch)? else { return Ok(None) };
+        let mut records: Vec<&[u8]> = folded.chunks(12 + 9 + 8).collect();
+        records.reverse();
+        Ok(Some(records.concat()))
+    };
+    let failure = writer.finish(Some(&mut reversing)).unwrap_err();
+    assert!(
+        matches!(&failure, flint_proto::TaskFailure::Guest { message, retryable: false } if message.contains("order")),
+        "{failure:?}"
+    );
+    assert_eq!(files.count_files(), 0, "no output placed, no temporary left");
+
+    // A job that does not combine: its records go as they came.
+    let mut writer = MapWriter::new(files.clone(), JOB, 1, 2, 1 << 20);
+    for batch in batches(20_000, 2) {
+        writer.emit(&batch).unwrap();
+    }
+    let status = writer.finish(Some(&mut |_: &[u8]| Ok(None))).unwrap();
+    let written: usize = (0..2).map(|p| records(&files, p, &[1]).len()).sum();
+    assert_eq!((status.records, written), (20_000, 20_000));
 }

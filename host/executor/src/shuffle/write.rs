@@ -2,9 +2,10 @@
 //! index: kept in memory up to the task's shuffle budget, spilled as sorted runs past
 //! it, and merged once at the end.
 
+use super::combine::{Combine, Combiner};
 use super::files::{INDEX_MAGIC, ShuffleFiles};
 use super::merge::{FRAME, SortedRuns};
-use flint_proto::{INLINE_PER_MAP, INLINE_SLICE, InlineSlice, JobId, MapStatus};
+use flint_proto::{INLINE_PER_MAP, INLINE_SLICE, InlineSlice, JobId, MapStatus, TaskFailure};
 use flint_runtime::{RECORD_HEADER, RecordSink, ShuffleError};
 use sha2::{Digest as _, Sha256};
 use std::fs::File;
@@ -95,11 +96,13 @@ impl MapWriter {
 
     /// Writes the sorted records in memory as one zstd frame per partition into `out`,
     /// streamed (no copy of a partition is made), returning each partition's start
-    /// offset (and the end), and each slice's CRC; `digest` sees every record.
+    /// offset (and the end), and each slice's CRC. The final write (`last`) shows every
+    /// record to the digest and, for a combining job, hands keys seen twice to its
+    /// combine; a spill does neither.
     fn write_sorted<W: Write>(
         &mut self,
         out: &mut Slices<W>,
-        mut digest: Option<&mut Sha256>,
+        mut last: Option<(&mut Sha256, Option<&mut Combiner<'_>>)>,
     ) -> io::Result<()> {
         self.sort();
         let mut at = 0;
@@ -112,8 +115,17 @@ impl MapWriter {
                 let (_, klen, vlen) = header(&self.data, offset);
                 let key = &self.data[offset + RECORD_HEADER..offset + RECORD_HEADER + klen];
                 let value = &self.data[offset + RECORD_HEADER + klen..offset + RECORD_HEADER + klen + vlen];
-                frame.record(partition, key, value, digest.as_deref_mut())?;
+                match &mut last {
+                    Some((digest, Some(combiner))) => {
+                        combiner.record(&mut frame, partition, (key, value), digest)?
+                    }
+                    Some((digest, None)) => frame.record(partition, key, value, Some(&mut **digest))?,
+                    None => frame.record(partition, key, value, None)?,
+                }
                 at += 1;
+            }
+            if let Some((digest, Some(combiner))) = &mut last {
+                combiner.end(&mut frame, partition, digest)?;
             }
             frame.end()?;
         }
@@ -140,14 +152,22 @@ impl MapWriter {
         Ok(())
     }
 
-    /// Ends the map: one data file and its index, renamed into place whole.
-    pub fn finish(mut self) -> Result<MapStatus, ShuffleError> {
+    /// Ends the map: one data file and its index, renamed into place whole. With the
+    /// job's `combine` (a combining job's, called after its map), a key that reaches
+    /// the file more than once leaves as one record. A failure of the job's combine
+    /// fails the map as it failed; the host's own, as `host`.
+    pub fn finish(mut self, combine: Option<Combine<'_>>) -> Result<MapStatus, TaskFailure> {
+        let host = |e: ShuffleError| TaskFailure::Host { message: e.message };
+        let mut combiner = match combine {
+            Some(combine) => Combiner::new(combine)?,
+            None => None,
+        };
         let (data_path, index_path) = self.files.paths(self.job, self.map);
         let dir = data_path.parent().expect("a job folder").to_owned();
-        std::fs::create_dir_all(&dir).map_err(|e| host_error("cannot make the shuffle folder", e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| host(host_error("cannot make the shuffle folder", e)))?;
         let tag = rand::random::<u64>();
         let tmp_data = dir.join(format!("map-{}.data.{tag:x}", self.map));
-        let result = self.write_files(&tmp_data);
+        let result = self.write_files(&tmp_data, combiner.as_mut());
         for (path, _) in &self.spills {
             let _ = std::fs::remove_file(path);
         }
@@ -155,9 +175,17 @@ impl MapWriter {
             Ok(done) => done,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp_data);
-                return Err(host_error("cannot write the map output", e));
+                return Err(match combiner.and_then(|c| c.failed) {
+                    Some(failure) => failure,
+                    None => host(host_error("cannot write the map output", e)),
+                });
             }
         };
+        if let Some(Combiner { folded: (before, after), .. }) = combiner
+            && before > 0
+        {
+            tracing::debug!(map = self.map, before, after, "combined keys the map wrote more than once");
+        }
         let mut index = Vec::with_capacity(16 + offsets.len() * 8 + crcs.len() * 4);
         index.extend_from_slice(INDEX_MAGIC);
         index.extend_from_slice(&self.reduces.to_le_bytes());
@@ -170,7 +198,7 @@ impl MapWriter {
         if let Err(e) = placed {
             let _ = std::fs::remove_file(&tmp_data);
             let _ = std::fs::remove_file(&tmp_index);
-            return Err(host_error("cannot place the map output", e));
+            return Err(host(host_error("cannot place the map output", e)));
         }
         let sizes: Vec<u64> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
         let inline = inline_slices(&data_path, &offsets, &crcs);
@@ -180,11 +208,15 @@ impl MapWriter {
     /// Writes the data file: straight from memory, or by merging the spilled runs
     /// (what is still in memory spilled last). Returns the partitions' offsets and the
     /// digest of the framed records.
-    fn write_files(&mut self, path: &PathBuf) -> io::Result<(Vec<u64>, Vec<u32>, [u8; 32])> {
+    fn write_files(
+        &mut self,
+        path: &PathBuf,
+        mut combiner: Option<&mut Combiner<'_>>,
+    ) -> io::Result<(Vec<u64>, Vec<u32>, [u8; 32])> {
         let mut out = Slices::new(BufWriter::new(File::create(path)?));
         let mut digest = Sha256::new();
         if self.spills.is_empty() {
-            self.write_sorted(&mut out, Some(&mut digest))?;
+            self.write_sorted(&mut out, Some((&mut digest, combiner)))?;
         } else {
             if !self.index.is_empty() {
                 self.spill().map_err(|e| io::Error::other(e.message))?;
@@ -201,15 +233,22 @@ impl MapWriter {
                 }
                 let mut frame = out.begin();
                 let mut failed = None;
+                let partition = partition as u32;
                 while runs.pop(|key, value| {
-                    if failed.is_none()
-                        && let Err(e) = frame.record(partition as u32, key, value, Some(&mut digest))
-                    {
+                    let written = match combiner.as_deref_mut() {
+                        _ if failed.is_some() => return,
+                        Some(combiner) => combiner.record(&mut frame, partition, (key, value), &mut digest),
+                        None => frame.record(partition, key, value, Some(&mut digest)),
+                    };
+                    if let Err(e) = written {
                         failed = Some(e);
                     }
                 })? {}
                 if let Some(e) = failed {
                     return Err(e);
+                }
+                if let Some(combiner) = combiner.as_deref_mut() {
+                    combiner.end(&mut frame, partition, &mut digest)?;
                 }
                 frame.end()?;
             }
@@ -253,7 +292,7 @@ struct Slices<W: Write> {
 
 /// One partition's frame, begun at its first record (an empty partition stores
 /// nothing).
-struct Frame<'a, W: Write> {
+pub(super) struct Frame<'a, W: Write> {
     slices: &'a mut Slices<W>,
     encoder: Option<zstd::stream::write::Encoder<'static, Vec<u8>>>,
 }
@@ -288,7 +327,7 @@ impl<W: Write> Slices<W> {
 }
 
 impl<W: Write> Frame<'_, W> {
-    fn record(
+    pub(super) fn record(
         &mut self,
         partition: u32,
         key: &[u8],

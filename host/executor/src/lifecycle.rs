@@ -196,6 +196,11 @@ async fn forward(
 fn report_size(update: &StatusUpdate) -> usize {
     let output = match &update.state {
         TaskState::Succeeded(flint_proto::TaskOutput::Inline(bytes)) => bytes.len(),
+        // A size per reduce partition (a varint of at most ten bytes) and the inline slices.
+        TaskState::Succeeded(flint_proto::TaskOutput::Map(status)) => {
+            64 + 10 * status.sizes.len()
+                + status.inline.iter().map(|(_, s)| 16 + s.bytes.len()).sum::<usize>()
+        }
         TaskState::Succeeded(_) => 64,
         TaskState::Failed(failure) => failure.to_string().len(),
     };

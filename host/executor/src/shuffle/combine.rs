@@ -4,7 +4,7 @@
 //! `combine-sorted` and leave as one. What the guest gives back is checked: records of
 //! the partition asked, in key order, or the task fails.
 
-use super::write::Frame;
+use super::frames::Frame;
 use flint_proto::TaskFailure;
 use flint_runtime::RECORD_HEADER;
 use sha2::Sha256;

@@ -11,6 +11,7 @@
 
 pub(crate) mod combine;
 pub(crate) mod files;
+pub(crate) mod frames;
 pub(crate) mod gather;
 pub(crate) mod merge;
 pub(crate) mod parts;

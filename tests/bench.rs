@@ -75,6 +75,7 @@ fn ctx(config: Conf, index: u32, count: u32) -> TaskContext {
         deadline_key: "flint.task.deadline",
         max_result_size: 64 << 20,
         kill: KillSwitch::default(),
+        seed: None,
     }
 }
 

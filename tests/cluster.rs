@@ -2518,6 +2518,48 @@ fn a_killed_executor_costs_exactly_the_maps_it_held_and_the_answer_stays_exact()
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// `draws` over six generated partitions on two executors, `doomed` killed once its
+/// maps are done and the reducers hold their input: the job's report and how many maps
+/// `doomed` had run.
+fn draws_losing_an_executor(mode: &str) -> (Value, u64) {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2", "--executor-id", "keep"]);
+    cluster.executor(&["--cores", "2", "--executor-id", "doomed"]);
+    cluster.wait_live(2);
+    let args = ["submit", "examples/draws", "--partitions", "6", "--reduce-partitions", "4", "--json"];
+    let mut cmd = command(&args);
+    let mode = format!("mode={mode}");
+    cmd.args(["--conf", &mode, "--conf", "reduce_pause_ms=1500", "--driver-url", &cluster.url]);
+    let child =
+        cmd.env("FLINT_SECRET", SECRET).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_for_maps(&cluster);
+    let held = cluster.executor_status("doomed")["tasks_done"].as_u64().unwrap();
+    assert!(held > 0, "both executors ran maps: {}", cluster.status());
+    cluster.executors[1].signal("KILL");
+    let out = child.wait_with_output().unwrap();
+    (json(&out), held)
+}
+
+#[test]
+fn a_map_that_draws_random_numbers_draws_the_same_ones_when_it_runs_again() {
+    // Its random source is seeded from the job and the partition: the maps run again
+    // write what the lost ones wrote, so the reducers' input is one consistent whole.
+    let (report, held) = draws_losing_an_executor("random");
+    assert_eq!(report["status"], "succeeded", "{report}");
+    assert_eq!(report["maps_rerun"], held, "{report}");
+    assert_eq!(report["result"]["count"], 60_000, "{report}");
+}
+
+#[test]
+fn a_map_that_writes_other_records_when_it_runs_again_fails_its_job_never_mixes() {
+    // The wall clock: no rerun repeats it, so the job stops rather than join outputs of
+    // two different runs of one map.
+    let (report, _) = draws_losing_an_executor("clock");
+    assert_eq!(report["status"], "failed", "{report}");
+    assert_eq!(report["failure"]["reason"]["kind"], "nondeterministic-map", "{report}");
+    assert!(report["failure"]["task"].as_u64().unwrap() < 6, "names a map task: {report}");
+}
+
 #[test]
 fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exact() {
     let mut cluster = Cluster::start(&[]);

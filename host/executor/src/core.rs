@@ -630,6 +630,7 @@ impl ExecutorCore {
             // The value of many tasks: bounded by the instance's memory, which it came from.
             max_result_size: self.runtime.instance_memory(),
             kill: KillSwitch::default(),
+            seed: None,
         };
         let output = match held.instance.take(&ctx) {
             Ok(bytes) if bytes.len() <= self.inline_limit => Ok(TaskOutput::Inline(bytes)),
@@ -759,6 +760,8 @@ impl ExecutorCore {
             deadline_key: "flint.task.deadline",
             max_result_size: job.max_result_size,
             kill,
+            // A map task draws the same numbers in every run: its output must not change.
+            seed: job.shuffle.as_ref().filter(|s| s.is_map(launch.attempt.index)).map(|s| s.map_seed()),
         }
     }
 }

@@ -160,6 +160,13 @@ impl ShuffleSpec {
     pub fn is_map(&self, index: u32) -> bool {
         index < self.maps
     }
+
+    /// The seed of the job's map tasks' random numbers: from the job's secret, so
+    /// every run of a map draws the same ones and no other job can tell them.
+    pub fn map_seed(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        sha2::Sha256::new().chain_update(b"flint map random\0").chain_update(self.token).finalize().into()
+    }
 }
 
 impl fmt::Debug for ShuffleSpec {

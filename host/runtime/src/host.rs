@@ -41,6 +41,8 @@ pub(crate) struct HostState {
     pub(crate) input_handle: Option<u32>,
     /// Where a reduce call's part file goes, when its job writes files.
     pub(crate) part: Option<Box<dyn PartSink>>,
+    /// What `wasi:random` reads, reseeded as each call begins.
+    pub(crate) random: crate::random::TaskRandom,
 }
 
 /// How much of a guest's logging reaches the process's log: every line goes to the

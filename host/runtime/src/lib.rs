@@ -11,6 +11,7 @@ mod component;
 mod engine;
 mod host;
 mod limits;
+mod random;
 mod records;
 mod sandbox;
 

@@ -15,6 +15,7 @@ use crate::component::JobComponent;
 use crate::engine::Runtime;
 use crate::host::HostState;
 use crate::limits::{KillSwitch, Killed, MemoryCap};
+use crate::random::TaskRandom;
 use crate::records::{
     Emitter, LineSource, PartSink, PartWriter, RecordSink, RecordSource, Records, SortedInput, SplitReader,
 };
@@ -46,6 +47,9 @@ pub struct TaskContext {
     pub deadline_key: &'static str,
     pub max_result_size: u64,
     pub kill: KillSwitch,
+    /// A map task's random seed, from its job: `wasi:random` then gives the task (the
+    /// seed mixed with its index) the same numbers in every run. `None`: fresh ones.
+    pub seed: Option<[u8; 32]>,
 }
 
 /// A task's input: a file split's lines come from `source` as the guest reads them.
@@ -106,13 +110,20 @@ impl Runtime {
         let log = TaskLogSink::new(self.config.max_log_size);
         let limit =
             ctx.memory_limit.map_or(self.config.instance_memory, |l| l.min(self.config.instance_memory));
-        let wasi = WasiCtxBuilder::new()
-            .stdout(log.clone())
+        let random = TaskRandom::new();
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(log.clone())
             .stderr(log.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .build();
+            .secure_random(random.clone())
+            .insecure_random(random.clone());
+        // The seed of guests' hash tables, the same for every instance of a seeded job.
+        if let Some(seed) = &ctx.seed {
+            wasi.insecure_random_seed(u128::from_le_bytes(seed[16..].try_into().expect("16 bytes")));
+        }
+        let wasi = wasi.build();
         let info = TaskInfo {
             app_id: ctx.app_id.clone(),
             job_id: ctx.job_id.clone(),
@@ -136,6 +147,7 @@ impl Runtime {
             input_failed: None,
             input_handle: None,
             part: None,
+            random,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -338,6 +350,7 @@ impl Instance {
         state.tokens = ctx.tokens.clone();
         state.deadline = Instant::now() + ctx.deadline.saturating_sub(ctx.spent);
         state.kill = ctx.kill.clone();
+        state.random.reseed(ctx.seed.as_ref(), ctx.task_index);
         state.limits.refused = false;
         state.echo = crate::host::EchoBudget::new();
         state.records = Records::None;

@@ -43,6 +43,7 @@ fn ctx(conf: &[(&str, &str)]) -> TaskContext {
         deadline_key: "flint.task.deadline",
         max_result_size: 1 << 20,
         kill: KillSwitch::default(),
+        seed: None,
     }
 }
 

@@ -106,6 +106,7 @@ pub(super) fn spawn_fold(
                 // (`flint.driver.maxResultSize`), not to one task's.
                 max_result_size,
                 kill,
+                seed: None,
             };
             // Outputs load into accumulators in the job's instance and stay there,
             // decoded, until `finish`: each is decoded once, the total never re-encoded.

@@ -2561,6 +2561,46 @@ fn a_map_that_writes_other_records_when_it_runs_again_fails_its_job_never_mixes(
 }
 
 #[test]
+fn shuffle_files_past_the_disk_budget_fail_their_job_and_the_executor_serves_on() {
+    let mut cluster = Cluster::start(&[]);
+    let work = cluster.dir.path().join("work");
+    let w = work.to_string_lossy().into_owned();
+    cluster.executor(&["--cores", "2", "--work-dir", &w, "--conf", "flint.shuffle.maxDiskSize=1m"]);
+    cluster.wait_live(1);
+    // 60 MB of random records to sort: far past the executor's 1 MiB of shuffle files.
+    let sort = [
+        "examples/sort",
+        "--partitions",
+        "3",
+        "--reduce-partitions",
+        "2",
+        "--conf",
+        "records_per_map=200000",
+    ];
+    let refused = cluster.submit(&[&sort[..], &["--json"]].concat());
+    let report = json(&refused);
+    assert_eq!(report["status"], "failed", "{report}");
+    let reason = &report["failure"]["reason"];
+    assert_eq!(
+        (&reason["kind"], &reason["key"]),
+        (&Value::from("disk-full"), &Value::from("flint.shuffle.maxDiskSize")),
+        "{report}"
+    );
+    // The executor serves on, and each job's files give their room back when it ends:
+    // twenty jobs in a row fit where their outputs together would not.
+    let input = cluster.dir.path().join("inputs/corpus.txt");
+    corpus_of(&input, 2 << 20, 200_000);
+    let input = input.to_str().unwrap();
+    let reference = word_count_of(input);
+    for run in 0..20 {
+        let args = ["examples/word-count-mr", "--input", input, "--partitions", "4", "--json"];
+        let report = ok_json(&cluster.submit(&args));
+        assert_eq!(report["result"], reference, "run {run}");
+    }
+    assert_eq!(cluster.status()["executors"].as_array().unwrap().len(), 1);
+}
+
+#[test]
 fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exact() {
     let mut cluster = Cluster::start(&[]);
     let work = cluster.dir.path().join("work");

@@ -178,7 +178,8 @@ impl LocalCluster {
             // Large outputs wait as blocks here too, until the driver is ready for them.
             let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
             let source = Arc::new(InProcessSource(driver.clone()));
-            let shuffle = ShuffleFiles::new(&local_dirs(&settings, None)).map_err(LocalError::Shuffle)?;
+            let shuffle = ShuffleFiles::with_settings(&local_dirs(&settings, None), &settings)
+                .map_err(LocalError::Shuffle)?;
             let core = Arc::new(
                 ExecutorCore::new(
                     id.clone(),

@@ -33,8 +33,14 @@ use tracing::Instrument;
 
 /// Keys that configure the executor's own start-up: its local value wins over the
 /// driver's, as with Spark's executor start-up settings.
-const STARTUP_KEYS: &[&str] =
-    &["flint.executor.cores", "flint.executor.memory", "flint.network.idleTimeout", "flint.local.dir"];
+const STARTUP_KEYS: &[&str] = &[
+    "flint.executor.cores",
+    "flint.executor.memory",
+    "flint.network.idleTimeout",
+    "flint.local.dir",
+    "flint.shuffle.maxDiskSize",
+    "flint.local.dir.minFree",
+];
 
 pub use crate::core::INLINE_OUTPUT;
 
@@ -203,7 +209,7 @@ pub async fn run_executor(
             handle: tokio::runtime::Handle::current(),
         });
         let inputs = InputReader::new(&settings, tokio::runtime::Handle::current());
-        let shuffle = ShuffleFiles::new(&local_dirs(&settings, options.work_dir.as_deref()))
+        let shuffle = ShuffleFiles::with_settings(&local_dirs(&settings, options.work_dir.as_deref()), &settings)
             .map_err(|e| ExecutorExit::Config(format!("flint.local.dir: {e}")))?;
         let core = Arc::new(
             ExecutorCore::new(id.clone(), Arc::new(runtime), source, inputs, (INLINE_OUTPUT, settings.block_memory()))

@@ -114,6 +114,15 @@ pub struct Settings {
     /// task asks its map outputs' holders for at once, several holders at a time; one
     /// holder with more goes alone.
     pub reducer_max_size_in_flight: u64,
+    /// `flint.shuffle.maxDiskSize` (default: 90% of what the local directories had free
+    /// when the executor started): the most shuffle bytes (map outputs, spills, fetched
+    /// slices spilled) an executor keeps on disk at once; a task that would pass it fails
+    /// as `disk-full`. An executor's own value wins.
+    pub shuffle_max_disk_size: Option<u64>,
+    /// `flint.local.dir.minFree` (default 256m): what an executor leaves free on each
+    /// local directory's disk; a shuffle write that would leave less fails as
+    /// `disk-full`.
+    pub local_dir_min_free: u64,
     /// `flint.executor.heartbeatInterval` (default 10s).
     pub heartbeat_interval: Duration,
     /// `flint.network.timeout` (default 120s): an executor silent this long is lost.
@@ -177,6 +186,8 @@ impl Default for Settings {
             output_roots: Vec::new(),
             local_dirs: Vec::new(),
             reducer_max_size_in_flight: 48 << 20,
+            shuffle_max_disk_size: None,
+            local_dir_min_free: 256 << 20,
             component_cache_size: 256 << 20,
             retained_jobs: 1000,
             max_running_jobs: 16,
@@ -221,6 +232,8 @@ impl Settings {
         "flint.output.roots",
         "flint.local.dir",
         "flint.reducer.maxSizeInFlight",
+        "flint.shuffle.maxDiskSize",
+        "flint.local.dir.minFree",
         "flint.executor.componentCacheSize",
         "flint.driver.retainedJobs",
         "flint.driver.maxRunningJobs",
@@ -324,6 +337,10 @@ impl Settings {
                 "flint.reducer.maxSizeInFlight" => {
                     s.reducer_max_size_in_flight = positive(parse_size(value).map_err(unreadable)?)?
                 }
+                "flint.shuffle.maxDiskSize" => {
+                    s.shuffle_max_disk_size = Some(positive(parse_size(value).map_err(unreadable)?)?)
+                }
+                "flint.local.dir.minFree" => s.local_dir_min_free = parse_size(value).map_err(unreadable)?,
                 "flint.local.dir" => {
                     s.local_dirs =
                         value.split(',').map(str::trim).filter(|d| !d.is_empty()).map(str::to_owned).collect()

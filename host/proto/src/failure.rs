@@ -43,6 +43,11 @@ pub enum TaskFailure {
     /// fault: those maps run again, then the task.
     #[error("fetch failed: map outputs {maps:?} of executor {executor}: {reason}")]
     FetchFailed { executor: ExecutorId, incarnation: u64, maps: Vec<u32>, reason: String },
+    /// The executor would not write more shuffle files: `key` names the bound it would
+    /// have passed (`flint.shuffle.maxDiskSize`, or `flint.local.dir.minFree` left free
+    /// on the disk). Another attempt may run where there is room.
+    #[error("disk full: {message} ({key})")]
+    DiskFull { key: String, message: String },
 }
 
 impl TaskFailure {
@@ -59,6 +64,7 @@ impl TaskFailure {
             TaskFailure::ExecutorLost { .. } => "executor-lost",
             TaskFailure::Input { .. } => "input",
             TaskFailure::FetchFailed { .. } => "fetch-failed",
+            TaskFailure::DiskFull { .. } => "disk-full",
         }
     }
 
@@ -110,6 +116,9 @@ impl TaskFailure {
                 maps.truncate(MAX_MESSAGE / 4);
                 let executor = cut(executor.into_string()).into();
                 TaskFailure::FetchFailed { executor, incarnation, maps, reason: cut(reason) }
+            }
+            TaskFailure::DiskFull { key, message } => {
+                TaskFailure::DiskFull { key: cut(key), message: cut(message) }
             }
             other => other,
         }

@@ -1,10 +1,12 @@
 //! Where an executor's shuffle files live: its own folders under each local directory,
 //! locked while it lives, swept of dead executors' folders at start-up.
 
+use super::disk::{DiskBudget, Reservation};
 use flint_proto::JobId;
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Where an executor writes shuffle files: `flint.local.dir`'s folders, else its work
 /// folder, else the system's temporary folder.
@@ -61,6 +63,9 @@ struct Folders {
     dirs: Vec<PathBuf>,
     /// The locks that say the folders are in use.
     _locks: Vec<File>,
+    budget: Arc<DiskBudget>,
+    /// What each job's map outputs here hold of the budget, given back with them.
+    kept: Mutex<HashMap<JobId, Reservation>>,
 }
 
 impl Drop for Folders {
@@ -74,9 +79,28 @@ impl Drop for Folders {
 const PREFIX: &str = "flint-shuffle-";
 
 impl ShuffleFiles {
-    /// Shuffle folders of this executor's own under each of `roots` (made if missing),
-    /// after deleting those an executor that is gone left there.
+    /// Shuffle folders of this executor's own under each of `roots`, without a bound on
+    /// what they take (tests).
     pub fn new(roots: &[PathBuf]) -> std::io::Result<ShuffleFiles> {
+        ShuffleFiles::bounded(roots, |_| DiskBudget::unbounded())
+    }
+
+    /// Shuffle folders of this executor's own under each of `roots` (made if missing),
+    /// after deleting those an executor that is gone left there, within the settings'
+    /// `flint.shuffle.maxDiskSize` and `flint.local.dir.minFree`.
+    pub fn with_settings(
+        roots: &[PathBuf],
+        settings: &flint_proto::Settings,
+    ) -> std::io::Result<ShuffleFiles> {
+        ShuffleFiles::bounded(roots, |dirs| {
+            DiskBudget::new(dirs, settings.shuffle_max_disk_size, settings.local_dir_min_free)
+        })
+    }
+
+    fn bounded(
+        roots: &[PathBuf],
+        budget: impl FnOnce(&[PathBuf]) -> DiskBudget,
+    ) -> std::io::Result<ShuffleFiles> {
         if roots.is_empty() {
             return Err(std::io::Error::other("no local directory for shuffle files (flint.local.dir)"));
         }
@@ -97,7 +121,32 @@ impl ShuffleFiles {
             dirs.push(dir);
             locks.push(lock);
         }
-        Ok(ShuffleFiles { inner: Arc::new(Folders { dirs, _locks: locks }) })
+        let budget = Arc::new(budget(&dirs));
+        let kept = Mutex::new(HashMap::new());
+        Ok(ShuffleFiles { inner: Arc::new(Folders { dirs, _locks: locks, budget, kept }) })
+    }
+
+    /// An empty hold on the budget for files of `job`'s task `map` (or a reduce
+    /// partition's), under the folder they go in.
+    pub(crate) fn reserve(&self, job: JobId, map: u32) -> Reservation {
+        let dir = self.job_dir(job, map);
+        Reservation::new(&self.inner.budget, dir.parent().expect("a shuffle folder"))
+    }
+
+    /// Keeps `held` until the job's files go.
+    pub(crate) fn keep(&self, job: JobId, held: Reservation) {
+        let mut kept = self.inner.kept.lock().expect("kept lock");
+        match kept.get_mut(&job) {
+            Some(all) => all.absorb(held),
+            None => {
+                kept.insert(job, held);
+            }
+        }
+    }
+
+    /// The budget: its bound and what is on disk now.
+    pub fn budget(&self) -> &DiskBudget {
+        &self.inner.budget
     }
 
     fn job_dir(&self, job: JobId, map: u32) -> PathBuf {
@@ -124,8 +173,9 @@ impl ShuffleFiles {
         }
     }
 
-    /// Deletes every shuffle file of the job.
+    /// Deletes every shuffle file of the job, and gives back what they held.
     pub fn drop_job(&self, job: JobId) {
+        let held = self.inner.kept.lock().expect("kept lock").remove(&job);
         for dir in &self.inner.dirs {
             let path = dir.join(format!("job-{}", job.0));
             match std::fs::remove_dir_all(&path) {
@@ -136,6 +186,7 @@ impl ShuffleFiles {
                 }
             }
         }
+        drop(held);
     }
 
     /// Every folder shuffle files go under.

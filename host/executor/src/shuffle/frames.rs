@@ -1,6 +1,7 @@
 //! A map's data file as it is written: one zstd frame per reduce partition, streamed
 //! to the file a piece at a time, with each slice's offset and CRC-32 kept as it goes.
 
+use super::disk::Reservation;
 use sha2::{Digest as _, Sha256};
 use std::io::{self, Write};
 
@@ -15,6 +16,8 @@ pub(super) struct Slices<W: Write> {
     crc: crc32fast::Hasher,
     offsets: Vec<u64>,
     crcs: Vec<u32>,
+    /// What the file holds of the disk budget, grown before each write.
+    charge: Reservation,
 }
 
 /// One partition's frame, begun at its first record (an empty partition stores
@@ -28,8 +31,15 @@ pub(super) struct Frame<'a, W: Write> {
 const PIECE: usize = 1 << 20;
 
 impl<W: Write> Slices<W> {
-    pub(super) fn new(out: W) -> Slices<W> {
-        Slices { out, written: 0, crc: crc32fast::Hasher::new(), offsets: Vec::new(), crcs: Vec::new() }
+    pub(super) fn new(out: W, charge: Reservation) -> Slices<W> {
+        Slices {
+            out,
+            written: 0,
+            crc: crc32fast::Hasher::new(),
+            offsets: Vec::new(),
+            crcs: Vec::new(),
+            charge,
+        }
     }
 
     pub(super) fn begin(&mut self) -> Frame<'_, W> {
@@ -39,17 +49,19 @@ impl<W: Write> Slices<W> {
     }
 
     fn store(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.charge.grow(bytes.len() as u64)?;
         self.out.write_all(bytes)?;
         self.crc.update(bytes);
         self.written += bytes.len() as u64;
         Ok(())
     }
 
-    /// Each partition's offset (and the end) and CRC.
-    pub(super) fn finish(mut self) -> io::Result<(Vec<u64>, Vec<u32>)> {
+    /// Each partition's offset (and the end) and CRC, and what the file holds of the
+    /// disk budget.
+    pub(super) fn finish(mut self) -> io::Result<(Vec<u64>, Vec<u32>, Reservation)> {
         self.offsets.push(self.written);
         self.out.flush()?;
-        Ok((self.offsets, self.crcs))
+        Ok((self.offsets, self.crcs, self.charge))
     }
 }
 

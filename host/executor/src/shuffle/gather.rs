@@ -3,6 +3,7 @@
 //! asked for (`flint.reducer.maxSizeInFlight`), each slice checked as it arrives and
 //! kept in memory up to the task's budget, then in a spill file of its own.
 
+use super::disk::{Reservation, disk_full};
 use super::merge::SortedRuns;
 use super::read::{FetchError, ShuffleFetch, Slice};
 use flint_proto::{JobId, MapSource, TaskFailure};
@@ -37,13 +38,15 @@ pub(crate) struct Gathered {
     in_memory: u64,
     budget: u64,
     spill: Option<(PathBuf, File, u64)>,
+    /// What the spill holds of the executor's disk budget.
+    held: Reservation,
     dir: PathBuf,
     attempt: u32,
 }
 
 impl Gathered {
-    pub(crate) fn new(dir: PathBuf, attempt: u32, budget: u64) -> Gathered {
-        Gathered { slices: Vec::new(), in_memory: 0, budget, spill: None, dir, attempt }
+    pub(crate) fn new(dir: PathBuf, attempt: u32, budget: u64, held: Reservation) -> Gathered {
+        Gathered { slices: Vec::new(), in_memory: 0, budget, spill: None, held, dir, attempt }
     }
 
     pub(crate) fn in_place(&mut self, map: u32, path: PathBuf, start: u64, len: u64) {
@@ -52,7 +55,10 @@ impl Gathered {
         }
     }
 
-    pub(crate) fn keep(&mut self, slice: Slice) -> Result<(), String> {
+    /// Keeps a checked slice: in memory within the budget, else in the spill file (a
+    /// spill past the executor's disk budget fails the task as `disk-full`).
+    pub(crate) fn keep(&mut self, slice: Slice) -> Result<(), TaskFailure> {
+        let host = |message: String| TaskFailure::Host { message };
         let len = slice.bytes.len() as u64;
         if len == 0 {
             return Ok(());
@@ -63,13 +69,16 @@ impl Gathered {
             return Ok(());
         }
         if self.spill.is_none() {
-            std::fs::create_dir_all(&self.dir).map_err(|e| format!("cannot make the spill folder: {e}"))?;
+            std::fs::create_dir_all(&self.dir)
+                .map_err(|e| host(format!("cannot make the spill folder: {e}")))?;
             let path = self.dir.join(format!("fetched-{}-{:016x}", self.attempt, rand::random::<u64>()));
-            let file = File::create(&path).map_err(|e| format!("cannot spill fetched slices: {e}"))?;
+            let file = File::create(&path).map_err(|e| host(format!("cannot spill fetched slices: {e}")))?;
             self.spill = Some((path, file, 0));
         }
         let (path, file, at) = self.spill.as_mut().expect("made above");
-        file.write_all(&slice.bytes).map_err(|e| format!("cannot spill fetched slices: {e}"))?;
+        self.held.grow(len).and_then(|()| file.write_all(&slice.bytes)).map_err(|e| {
+            disk_full(&e).unwrap_or_else(|| host(format!("cannot spill fetched slices: {e}")))
+        })?;
         self.slices.push((slice.map, Waiting::File { path: path.clone(), start: *at, len }));
         *at += len;
         Ok(())
@@ -80,7 +89,7 @@ impl Gathered {
         let mut runs = SortedRuns::new(partition);
         if let Some((path, mut file, _)) = self.spill.take() {
             file.flush()?;
-            runs.own(path);
+            runs.own(path, self.held);
         }
         self.slices.sort_by_key(|(map, _)| *map);
         for (_, waiting) in self.slices {
@@ -199,7 +208,7 @@ pub(crate) fn fetch_all(
                         Err(failed(i, vec![map], "a slice does not match its checksum".into()))
                     } else {
                         seen[i].push(map);
-                        gathered.keep(slice).map_err(|message| TaskFailure::Host { message })
+                        gathered.keep(slice)
                     }
                 }
                 // This executor's own disk failed it: not the holder's maps' fault.

@@ -2,6 +2,7 @@
 //! file, and a reduce task's slices into the batches its guest reads. Ties go to the
 //! earlier run (the earlier spill, the lower map index), so a merge is deterministic.
 
+use super::disk::Reservation;
 use flint_runtime::{RECORD_HEADER, RecordSource, ShuffleError};
 use std::io::{self, Read};
 
@@ -74,7 +75,8 @@ impl<R: Read + Send> Run for FramedReader<R> {
 /// A k-way merge of sorted runs, smallest key first, earlier run first among equals.
 /// Files it was given to own (a reducer's spills) are deleted when it goes.
 pub(crate) struct SortedRuns {
-    owned: Vec<std::path::PathBuf>,
+    /// Files to delete, with what they hold of the disk budget.
+    owned: Vec<(std::path::PathBuf, Reservation)>,
     runs: Vec<Box<dyn Run>>,
     /// A binary min-heap of indices into `runs` (runs that still have a record).
     heap: Vec<usize>,
@@ -88,9 +90,9 @@ impl SortedRuns {
         SortedRuns { owned: Vec::new(), runs: Vec::new(), heap: Vec::new(), partition, failed: false }
     }
 
-    /// Deletes `path` when the merge is dropped.
-    pub(crate) fn own(&mut self, path: std::path::PathBuf) {
-        self.owned.push(path);
+    /// Deletes `path` when the merge is dropped, and gives back what it held.
+    pub(crate) fn own(&mut self, path: std::path::PathBuf, held: Reservation) {
+        self.owned.push((path, held));
     }
 
     /// Adds a run in its order (each later run loses ties to earlier ones).
@@ -155,7 +157,7 @@ impl SortedRuns {
 impl Drop for SortedRuns {
     fn drop(&mut self) {
         self.runs.clear();
-        for path in &self.owned {
+        for (path, _) in &self.owned {
             let _ = std::fs::remove_file(path);
         }
     }

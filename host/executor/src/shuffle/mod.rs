@@ -10,6 +10,7 @@
 //! each), then the key, then the value.
 
 pub(crate) mod combine;
+pub(crate) mod disk;
 pub(crate) mod files;
 pub(crate) mod frames;
 pub(crate) mod gather;

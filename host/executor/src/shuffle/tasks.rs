@@ -51,6 +51,8 @@ impl ExecutorCore {
         let instance = &mut taken.held().instance;
         let (outcome, writer) = instance.map(ctx, input, writer);
         let state = match outcome.result {
+            // Refused room on disk: that is the failure, whatever the guest made of it.
+            _ if writer.refused().is_some() => TaskState::Failed(writer.refused().expect("checked").clone()),
             Ok(_) if ctx.kill.is_killed() => TaskState::Failed(TaskFailure::Killed {
                 reason: "killed as its map output was written".into(),
             }),
@@ -146,7 +148,9 @@ impl ExecutorCore {
             }
         }
         let budget = self.blocks().limit() / u64::from(self.runtime().slots());
-        let mut gathered = Gathered::new(files.spill_dir(job, partition), launch.attempt.number, budget);
+        let held = files.reserve(job, partition);
+        let mut gathered =
+            Gathered::new(files.spill_dir(job, partition), launch.attempt.number, budget, held);
         for (map, slice) in inline {
             let slice = Slice { map: *map, crc: slice.crc, bytes: slice.bytes.clone() };
             if !slice.intact() {
@@ -154,7 +158,7 @@ impl ExecutorCore {
                     message: format!("map {map}'s inline slice does not match its checksum"),
                 });
             }
-            gathered.keep(slice).map_err(|message| TaskFailure::Host { message })?;
+            gathered.keep(slice)?;
         }
         let (own, others): (Vec<&MapSource>, Vec<&MapSource>) =
             sources.iter().partition(|source| source.executor == *self.id());

@@ -265,3 +265,36 @@ fn a_combine_that_breaks_key_order_fails_the_map_and_places_nothing() {
     let written: usize = (0..2).map(|p| records(&files, p, &[1]).len()).sum();
     assert_eq!((status.records, written), (20_000, 20_000));
 }
+
+#[test]
+fn shuffle_files_stay_within_the_disk_budget_and_give_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = flint_proto::Settings {
+        shuffle_max_disk_size: Some(256 << 10),
+        local_dir_min_free: 0,
+        ..flint_proto::Settings::default()
+    };
+    let files = ShuffleFiles::with_settings(&[dir.path().to_path_buf()], &settings).unwrap();
+    // About 10 MB of records in 1 MiB of memory: the spills pass 256 KiB of disk.
+    let mut big = MapWriter::new(files.clone(), JOB, 0, 4, 1 << 20);
+    let refused = batches(400_000, 4).iter().find_map(|batch| big.emit(batch).err());
+    assert!(refused.is_some(), "a spill past the budget is refused");
+    let failure = big.refused().cloned().expect("the refusal is kept");
+    assert!(
+        matches!(&failure, flint_proto::TaskFailure::DiskFull { key, .. } if key == "flint.shuffle.maxDiskSize")
+    );
+    assert_eq!(big.finish(None).unwrap_err(), failure, "the map fails as disk-full");
+    assert_eq!(files.budget().used(), 0, "its spills are gone and given back");
+    assert_eq!(files.count_files(), 0);
+
+    // Within it: the output is held until its job goes.
+    let mut small = MapWriter::new(files.clone(), JOB, 1, 4, 1 << 20);
+    for batch in batches(2_000, 4) {
+        small.emit(&batch).unwrap();
+    }
+    small.finish(None).unwrap();
+    let held = files.budget().used();
+    assert!(held > 0 && held <= 256 << 10, "{held}");
+    files.drop_job(JOB);
+    assert_eq!(files.budget().used(), 0);
+}

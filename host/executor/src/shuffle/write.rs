@@ -3,6 +3,7 @@
 //! it, and merged once at the end.
 
 use super::combine::{Combine, Combiner};
+use super::disk::{Reservation, disk_full};
 use super::files::{INDEX_MAGIC, ShuffleFiles};
 use super::frames::Slices;
 use super::merge::{FRAME, SortedRuns};
@@ -45,9 +46,13 @@ pub struct MapWriter {
     data: Vec<u8>,
     /// Where each record is in `data`, in emit order until sorted.
     index: Vec<Entry>,
-    /// Sorted runs on disk: the file and each partition's byte range in it.
-    pub(super) spills: Vec<(PathBuf, Vec<u64>)>,
+    /// Sorted runs on disk: the file, each partition's byte range in it, and what it
+    /// holds of the disk budget.
+    pub(super) spills: Vec<(PathBuf, Vec<u64>, Reservation)>,
     pub(super) records: u64,
+    /// Why a spill was refused room on disk: the map's failure, whatever the guest
+    /// makes of the error its `emit` got.
+    refused: Option<TaskFailure>,
 }
 
 /// Reads a record's three header fields at `at` (checked by `emit`).
@@ -77,6 +82,7 @@ impl MapWriter {
             index: Vec::new(),
             spills: Vec::new(),
             records: 0,
+            refused: None,
         }
     }
 
@@ -137,17 +143,29 @@ impl MapWriter {
         std::fs::create_dir_all(&dir).map_err(|e| host_error("cannot make the spill folder", e))?;
         let path = dir.join(format!("run-{}-{}", self.spills.len(), rand::random::<u64>()));
         let file = File::create(&path).map_err(|e| host_error("cannot spill", e))?;
-        let mut out = Slices::new(BufWriter::new(file));
-        self.write_sorted(&mut out, None).map_err(|e| host_error("cannot spill", e))?;
-        let (offsets, _) = out.finish().map_err(|e| host_error("cannot spill", e))?;
+        let mut out = Slices::new(BufWriter::new(file), self.files.reserve(self.job, self.map));
+        let written = self.write_sorted(&mut out, None).and_then(|()| out.finish());
+        let (offsets, _, held) = match written {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                self.refused = disk_full(&e);
+                return Err(host_error("cannot spill", e));
+            }
+        };
         tracing::debug!(
             map = self.map,
             run = self.spills.len(),
             bytes = offsets.last().copied().unwrap_or(0),
             "spilled a sorted run"
         );
-        self.spills.push((path, offsets));
+        self.spills.push((path, offsets, held));
         Ok(())
+    }
+
+    /// Why the map's records were refused room on disk, if they were.
+    pub fn refused(&self) -> Option<&TaskFailure> {
+        self.refused.as_ref()
     }
 
     /// Ends the map: one data file and its index, renamed into place whole. With the
@@ -166,14 +184,15 @@ impl MapWriter {
         let tag = rand::random::<u64>();
         let tmp_data = dir.join(format!("map-{}.data.{tag:x}", self.map));
         let result = self.write_files(&tmp_data, combiner.as_mut());
-        for (path, _) in &self.spills {
+        for (path, ..) in std::mem::take(&mut self.spills) {
             let _ = std::fs::remove_file(path);
         }
-        let (offsets, crcs, digest) = match result {
+        let Written { offsets, crcs, digest, mut held } = match result {
             Ok(done) => done,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp_data);
-                return Err(match combiner.and_then(|c| c.failed) {
+                let refused = self.refused.take().or_else(|| disk_full(&e));
+                return Err(match combiner.and_then(|c| c.failed).or(refused) {
                     Some(failure) => failure,
                     None => host(host_error("cannot write the map output", e)),
                 });
@@ -190,14 +209,17 @@ impl MapWriter {
         offsets.iter().for_each(|o| index.extend_from_slice(&o.to_le_bytes()));
         crcs.iter().for_each(|c| index.extend_from_slice(&c.to_le_bytes()));
         let tmp_index = dir.join(format!("map-{}.index.{tag:x}", self.map));
-        let placed = std::fs::write(&tmp_index, &index)
+        let placed = held
+            .grow(index.len() as u64)
+            .and_then(|()| std::fs::write(&tmp_index, &index))
             .and_then(|()| std::fs::rename(&tmp_data, &data_path))
             .and_then(|()| std::fs::rename(&tmp_index, &index_path));
         if let Err(e) = placed {
             let _ = std::fs::remove_file(&tmp_data);
             let _ = std::fs::remove_file(&tmp_index);
-            return Err(host(host_error("cannot place the map output", e)));
+            return Err(disk_full(&e).unwrap_or_else(|| host(host_error("cannot place the map output", e))));
         }
+        self.files.keep(self.job, held);
         let sizes: Vec<u64> = offsets.windows(2).map(|w| w[1] - w[0]).collect();
         let inline = inline_slices(&data_path, &offsets, &crcs);
         Ok(MapStatus { sizes, digest, records: self.records, inline })
@@ -210,18 +232,20 @@ impl MapWriter {
         &mut self,
         path: &PathBuf,
         mut combiner: Option<&mut Combiner<'_>>,
-    ) -> io::Result<(Vec<u64>, Vec<u32>, [u8; 32])> {
-        let mut out = Slices::new(BufWriter::new(File::create(path)?));
+    ) -> io::Result<Written> {
+        let mut out =
+            Slices::new(BufWriter::new(File::create(path)?), self.files.reserve(self.job, self.map));
         let mut digest = Sha256::new();
         if self.spills.is_empty() {
             self.write_sorted(&mut out, Some((&mut digest, combiner)))?;
         } else {
             if !self.index.is_empty() {
+                // A refusal is kept in `refused`, which the caller reads first.
                 self.spill().map_err(|e| io::Error::other(e.message))?;
             }
             for partition in 0..self.reduces as usize {
                 let mut runs = SortedRuns::new(partition as u32);
-                for (run, bounds) in &self.spills {
+                for (run, bounds, _) in &self.spills {
                     let (start, end) = (bounds[partition], bounds[partition + 1]);
                     if end > start {
                         let mut file = File::open(run)?;
@@ -251,9 +275,18 @@ impl MapWriter {
                 frame.end()?;
             }
         }
-        let (offsets, crcs) = out.finish()?;
-        Ok((offsets, crcs, digest.finalize().into()))
+        let (offsets, crcs, held) = out.finish()?;
+        Ok(Written { offsets, crcs, digest: digest.finalize().into(), held })
     }
+}
+
+/// A data file written: each partition's offset (and the end), each slice's CRC, the
+/// digest of its records, and what it holds of the disk budget.
+struct Written {
+    offsets: Vec<u64>,
+    crcs: Vec<u32>,
+    digest: [u8; 32],
+    held: Reservation,
 }
 
 /// The data file's smallest slices, read back (from the page cache) to ride in the

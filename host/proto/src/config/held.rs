@@ -54,6 +54,8 @@ impl Settings {
             ("flint.output.roots", fixed(&self.output_roots)),
             ("flint.local.dir", fixed(&self.local_dirs)),
             ("flint.reducer.maxSizeInFlight", fixed(&self.reducer_max_size_in_flight)),
+            ("flint.shuffle.maxDiskSize", fixed(&self.shuffle_max_disk_size)),
+            ("flint.local.dir.minFree", fixed(&self.local_dir_min_free)),
             ("flint.executor.componentCacheSize", fixed(&self.component_cache_size)),
             ("flint.driver.retainedJobs", fixed(&self.retained_jobs)),
             ("flint.driver.maxRunningJobs", fixed(&self.max_running_jobs)),

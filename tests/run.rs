@@ -541,6 +541,15 @@ fn map_reduce_word_count_writes_part_files_that_hold_word_counts_answer() {
         .unwrap();
     assert!(out.status.success(), "{}", lossy(&out.stderr));
     assert_eq!(json(&out)["result"], reference, "the folded result, as without --output");
+    // The report says how the shuffle spread over the reduce partitions.
+    let shuffle = &json(&out)["shuffle"];
+    assert_eq!((&shuffle["partitions"], &shuffle["skewed"]), (&Value::from(8), &Value::from(0)), "{shuffle}");
+    let (bytes, largest, median) = (
+        shuffle["bytes"].as_u64().unwrap(),
+        shuffle["largest"].as_u64().unwrap(),
+        shuffle["median"].as_u64().unwrap(),
+    );
+    assert!(bytes > 0 && largest >= median && largest <= bytes, "{shuffle}");
     let lines = part_lines(&out_dir, 8);
     let total: u64 = lines.iter().map(|(_, n)| n.parse::<u64>().unwrap()).sum();
     assert_eq!(total, reference["total_words"].as_u64().unwrap());

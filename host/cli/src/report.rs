@@ -43,6 +43,9 @@ pub fn json(report: &JobReport) -> Value {
         "task_failures_dropped": report.failures_dropped,
         "elapsed_ms": report.elapsed.as_secs_f64() * 1e3,
     });
+    if let Some(shuffle) = &report.shuffle {
+        out["shuffle"] = serde_json::to_value(shuffle).expect("sizes encode");
+    }
     match &report.outcome {
         Ok(bytes) => out["result"] = result_value(bytes),
         Err(e) => {
@@ -87,6 +90,18 @@ fn succeeded(report: &JobReport) -> String {
         text.push_str(&format!(
             "{} map tasks ran again: their outputs were lost with an executor or could not be read\n",
             report.maps_rerun
+        ));
+    }
+    if let Some(sh) = report.shuffle.filter(|sh| sh.skewed > 0) {
+        text.push_str(&format!(
+            "skew: {} of {} reduce partitions hold over {}× the median ({} bytes) and 256 MiB; \
+             the largest, partition {}, holds {} bytes\n",
+            sh.skewed,
+            sh.partitions,
+            flint_proto::SKEW_FACTOR,
+            sh.median,
+            sh.largest_partition,
+            sh.largest
         ));
     }
     text

@@ -615,14 +615,16 @@ impl ControlCore {
                     }
                 }
                 Output::JobSucceeded { job } => {
+                    let shuffle = self.outputs.sizes(ShuffleId { job, index: 0 });
                     self.outputs.job_ended(job);
-                    let counts = self.jobs.remove(&job).unwrap_or_default();
+                    let counts = JobCounts { shuffle, ..self.jobs.remove(&job).unwrap_or_default() };
                     self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobSucceeded { job, counts: JobCounts { running: 0, ..counts } });
                 }
                 Output::JobFailed { job, reason } => {
+                    let shuffle = self.outputs.sizes(ShuffleId { job, index: 0 });
                     self.outputs.job_ended(job);
-                    let counts = self.jobs.remove(&job).unwrap_or_default();
+                    let counts = JobCounts { shuffle, ..self.jobs.remove(&job).unwrap_or_default() };
                     self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobFailed {
                         job,
@@ -660,7 +662,11 @@ impl ControlCore {
 
     /// A running job's counts.
     pub fn job(&self, job: JobId) -> Option<JobCounts> {
-        self.jobs.get(&job).map(|c| JobCounts { running: self.scheduler.job_running(job), ..*c })
+        self.jobs.get(&job).map(|c| JobCounts {
+            running: self.scheduler.job_running(job),
+            shuffle: self.outputs.sizes(ShuffleId { job, index: 0 }),
+            ..*c
+        })
     }
 
     /// Registered executors that take new tasks.

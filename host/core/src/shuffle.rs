@@ -168,6 +168,18 @@ struct Shuffle {
     digests: Vec<Option<[u8; 32]>>,
     /// Outputs recorded again after they were gone: the maps rerun.
     reruns: u32,
+    /// Stored bytes of each reduce partition, every live output's together, as the
+    /// sizes are kept (each at most 10% over): an output gone takes back exactly what
+    /// it added.
+    bytes: Vec<u64>,
+}
+
+impl Shuffle {
+    fn forget(&mut self, gone: &Held) {
+        for (total, &code) in self.bytes.iter_mut().zip(gone.sizes.iter()) {
+            *total -= decompress_size(code);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -198,7 +210,8 @@ impl MapOutputTracker {
         }
         let outputs = (0..maps).map(|_| None).collect();
         let digests = vec![None; maps as usize];
-        self.shuffles.insert(shuffle, Shuffle { reduces, outputs, digests, reruns: 0 });
+        let bytes = vec![0; reduces as usize];
+        self.shuffles.insert(shuffle, Shuffle { reduces, outputs, digests, reruns: 0, bytes });
         Ok(())
     }
 
@@ -227,7 +240,8 @@ impl MapOutputTracker {
         }
         let incarnation = output.incarnation;
         let holder = (output.executor.clone(), incarnation);
-        let sizes = output.sizes.iter().map(|&b| compress_size(b)).collect();
+        let sizes: Box<[u8]> = output.sizes.iter().map(|&b| compress_size(b)).collect();
+        s.bytes.iter_mut().zip(sizes.iter()).for_each(|(total, &code)| *total += decompress_size(code));
         let inline_bytes: u64 = output.inline.iter().map(|(_, s)| s.bytes.len() as u64).sum();
         // Past the bound the slices are not kept: their reducers fetch them.
         let inline = match self.inline_held + inline_bytes <= MAX_INLINE_HELD {
@@ -253,6 +267,7 @@ impl MapOutputTracker {
             if slot.as_ref().is_some_and(|o| o.incarnation == incarnation && &o.executor == executor) {
                 let held = slot.take().expect("checked above");
                 self.inline_held -= held.inline_bytes();
+                s.forget(&held);
                 gone.push(Gone { shuffle, map, reason: GoneReason::ExecutorLost });
             }
         }
@@ -276,6 +291,7 @@ impl MapOutputTracker {
             let slot = s.outputs.get_mut(map as usize).ok_or(TrackerError::NoSuchMap { map, maps: count })?;
             let Some(output) = slot.take_if(|o| o.incarnation == incarnation) else { continue };
             self.inline_held -= output.inline_bytes();
+            s.forget(&output);
             if let Some(held) = self.held.get_mut(&(output.executor, incarnation)) {
                 held.retain(|h| *h != (shuffle, map));
             }
@@ -328,6 +344,12 @@ impl MapOutputTracker {
             .map(|((executor, incarnation), slices)| Holder { executor, incarnation, slices })
             .collect();
         Ok(ReduceInput { holders, inline })
+    }
+
+    /// How the shuffle's live outputs spread over its reduce partitions; `None` for no
+    /// such shuffle.
+    pub fn sizes(&self, shuffle: ShuffleId) -> Option<flint_proto::ShuffleSizes> {
+        self.shuffles.get(&shuffle).map(|s| flint_proto::ShuffleSizes::of(&s.bytes))
     }
 
     /// How many outputs of the shuffle were recorded again after they were gone.

@@ -187,6 +187,25 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
         },
         duration = millis(ended.saturating_sub(entry.started_ms)),
     );
+    if let Some(sh) = &s.progress.shuffle {
+        let _ = write!(
+            out,
+            "<p id=shuffle>Shuffle: {} over {} reduce partitions · median {} · largest: partition {} with {}{}</p>",
+            bytes(sh.bytes),
+            sh.partitions,
+            bytes(sh.median),
+            sh.largest_partition,
+            bytes(sh.largest),
+            match sh.skewed {
+                0 => String::new(),
+                n => format!(
+                    " · <span id=skewed>{n} skewed partitions</span> (over {}× the median and {})",
+                    flint_proto::SKEW_FACTOR,
+                    bytes(flint_proto::SKEW_MIN_BYTES)
+                ),
+            }
+        );
+    }
     if let Some(error) = &entry.error {
         let _ = write!(out, "<p>Failed: <span id=job-error>{}</span></p>", esc(error));
     }

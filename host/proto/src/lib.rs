@@ -24,7 +24,8 @@ pub use job::{
 };
 pub use report::{
     AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,
-    JobReport, JobState, JobStatus, LOG_TAIL, TaskRecord, log_tail,
+    JobReport, JobState, JobStatus, LOG_TAIL, SKEW_FACTOR, SKEW_MIN_BYTES, ShuffleSizes, TaskRecord,
+    log_tail,
 };
 pub use task::{
     Attempt, BlockId, BlockRef, Digest, ExecutorCommand, INLINE_PER_LAUNCH, INLINE_PER_MAP, INLINE_SLICE,

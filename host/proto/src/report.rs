@@ -135,6 +135,53 @@ pub struct JobProgress {
     /// reducer could not read) and which ran again.
     #[serde(default)]
     pub outputs_lost: u32,
+    /// A map/reduce job's shuffle as its live map outputs hold it.
+    #[serde(default)]
+    pub shuffle: Option<ShuffleSizes>,
+}
+
+/// A reduce partition is skewed when it holds more than this many times the median…
+pub const SKEW_FACTOR: u64 = 5;
+/// …and more than this many bytes (Spark's adaptive execution uses the same rule).
+pub const SKEW_MIN_BYTES: u64 = 256 << 20;
+
+/// A map/reduce job's shuffle as written (stored bytes, compressed, each map's slice
+/// counted as its map status keeps it: at most 10% over): how its bytes spread over
+/// the reduce partitions, and how many partitions are skewed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleSizes {
+    pub bytes: u64,
+    pub partitions: u32,
+    /// The median partition's bytes.
+    pub median: u64,
+    pub largest: u64,
+    pub largest_partition: u32,
+    /// Partitions over [`SKEW_FACTOR`] times the median and [`SKEW_MIN_BYTES`].
+    pub skewed: u32,
+}
+
+impl ShuffleSizes {
+    /// The sizes of partitions holding `bytes` each, in partition order.
+    pub fn of(bytes: &[u64]) -> ShuffleSizes {
+        let mut sorted = bytes.to_vec();
+        sorted.sort_unstable();
+        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+        let (largest_partition, largest) = bytes
+            .iter()
+            .enumerate()
+            .max_by_key(|(p, b)| (**b, std::cmp::Reverse(*p)))
+            .map_or((0, 0), |(p, b)| (p as u32, *b));
+        let skewed =
+            bytes.iter().filter(|&&b| b > SKEW_MIN_BYTES && b > median.saturating_mul(SKEW_FACTOR)).count();
+        ShuffleSizes {
+            bytes: bytes.iter().sum(),
+            partitions: bytes.len() as u32,
+            median,
+            largest,
+            largest_partition,
+            skewed: skewed as u32,
+        }
+    }
 }
 
 /// A failed attempt, kept for the report.
@@ -190,6 +237,8 @@ pub struct JobReport {
     /// [`REPORT_FAILURE_BYTES`] (the status page lists up to 1,000 of them).
     pub failures_dropped: u32,
     pub elapsed: Duration,
+    /// A map/reduce job's shuffle, as its map outputs held it at the end.
+    pub shuffle: Option<ShuffleSizes>,
 }
 
 /// About the most bytes of failure records a report carries: it travels in one frame.
@@ -379,6 +428,7 @@ mod tests {
             attempts: 3,
             maps_rerun: 0,
             failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
+            shuffle: None,
             failures_dropped: 0,
             elapsed: Duration::from_millis(7),
         };
@@ -393,5 +443,24 @@ mod tests {
         };
         let bytes = postcard::to_stdvec(&update).unwrap();
         assert_eq!(postcard::from_bytes::<StatusUpdate>(&bytes).unwrap(), update);
+    }
+}
+
+#[cfg(test)]
+mod shuffle_sizes {
+    use super::*;
+
+    #[test]
+    fn a_partition_is_skewed_past_five_medians_and_256_mib_both() {
+        const M: u64 = 1 << 20;
+        let even = ShuffleSizes::of(&[100 * M, 90 * M, 110 * M, 100 * M]);
+        assert_eq!((even.bytes, even.median, even.skewed), (400 * M, 100 * M, 0));
+        // 600 MiB against a 100 MiB median: skewed; 400 MiB is not (four medians).
+        let one = ShuffleSizes::of(&[100 * M, 600 * M, 100 * M, 400 * M, 90 * M]);
+        assert_eq!((one.largest_partition, one.largest, one.skewed), (1, 600 * M, 1));
+        // Many times the median but small: not worth flagging.
+        let small = ShuffleSizes::of(&[1, 1, 1, 200 * M]);
+        assert_eq!(small.skewed, 0);
+        assert_eq!(ShuffleSizes::of(&[]), ShuffleSizes::default());
     }
 }

@@ -267,3 +267,24 @@ fn inline_slices_no_map_can_have_written_are_refused() {
     assert_eq!(t.inline_held(), 0);
     assert_eq!(t.missing(SHUFFLE).unwrap(), vec![0], "nothing recorded");
 }
+
+#[test]
+fn a_shuffles_sizes_follow_its_live_outputs() {
+    let mut t = four_maps();
+    let sizes = t.sizes(SHUFFLE).unwrap();
+    let exact = [10 + 100 + 5 + 1, 20 + 6 + 1, 30 + 7 + 70_000];
+    assert_eq!(sizes.partitions, 3);
+    let total: u64 = exact.iter().sum();
+    assert!(sizes.bytes >= total && sizes.bytes <= total + total / 10, "{sizes:?}");
+    assert_eq!(sizes.largest_partition, 2);
+    // `b` goes: its outputs' bytes go with it.
+    t.executor_lost(&"b".into(), Incarnation(2));
+    let after = t.sizes(SHUFFLE).unwrap();
+    let left: u64 = 10 + 20 + 30 + 100;
+    assert!(after.bytes >= left && after.bytes <= left + left / 10, "{after:?}");
+    // The maps run again elsewhere: the sizes are as before.
+    t.record(SHUFFLE, 2, output("c", 3, &[5, 6, 7], 2)).unwrap();
+    t.record(SHUFFLE, 3, output("c", 3, &[1, 1, 70_000], 3)).unwrap();
+    assert_eq!(t.sizes(SHUFFLE).unwrap(), sizes);
+    assert_eq!(t.sizes(ShuffleId { job: JobId(9), index: 0 }), None);
+}

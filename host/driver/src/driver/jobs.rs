@@ -92,6 +92,7 @@ impl EventLoop {
                 failures: Vec::new(),
                 failures_dropped: 0,
                 elapsed: submitted.elapsed(),
+                shuffle: None,
             });
         }
     }
@@ -255,6 +256,7 @@ impl EventLoop {
             failures: std::mem::take(&mut job.failures),
             failures_dropped: 0,
             elapsed: job.started.elapsed(),
+            shuffle: counts.shuffle,
         };
         // The report travels in one frame: many large failures must not stop it.
         report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
@@ -287,5 +289,6 @@ fn progress(c: JobCounts, executors: u32) -> JobProgress {
         failed_attempts: c.failed_attempts,
         executors,
         outputs_lost: c.outputs_lost,
+        shuffle: c.shuffle,
     }
 }

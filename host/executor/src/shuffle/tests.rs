@@ -44,19 +44,34 @@ fn records(files: &ShuffleFiles, partition: u32, maps: &[u32]) -> Vec<(Vec<u8>, 
     out
 }
 
-#[test]
-fn a_map_that_spills_writes_what_one_that_does_not_would() {
-    let dir = tempfile::tempdir().unwrap();
-    let files = ShuffleFiles::new(&[dir.path().join("a"), dir.path().join("b")]).unwrap();
-    let input = batches(200_000, 4);
-    // 1 MiB of budget for about 4 MiB of records: several sorted runs, merged at the end.
+/// A map's writer with `records` records of `batches` emitted into it.
+fn filled(files: &ShuffleFiles, map: u32, reduces: u32, records: u32) -> MapWriter {
+    let mut writer = MapWriter::new(files.clone(), JOB, map, reduces, 1 << 20);
+    for batch in batches(records, reduces) {
+        writer.emit(&batch).unwrap();
+    }
+    writer
+}
+
+/// Maps 0 and 1 given the same 200,000 records over four partitions: map 0 in 1 MiB
+/// of memory for about 4 MiB of records (several sorted runs, merged at the end), map
+/// 1 with room for all.
+fn spilling_and_whole(files: &ShuffleFiles) -> (MapWriter, MapWriter) {
     let mut spilling = MapWriter::new(files.clone(), JOB, 0, 4, 1 << 20);
     let mut whole = MapWriter::new(files.clone(), JOB, 1, 4, 1 << 30);
-    for batch in &input {
+    for batch in &batches(200_000, 4) {
         spilling.emit(batch).unwrap();
         whole.emit(batch).unwrap();
     }
     assert!(spilling.spills.len() >= 3, "{} runs", spilling.spills.len());
+    (spilling, whole)
+}
+
+#[test]
+fn a_map_that_spills_writes_what_one_that_does_not_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ShuffleFiles::new(&[dir.path().join("a"), dir.path().join("b")]).unwrap();
+    let (spilling, whole) = spilling_and_whole(&files);
     let (a, b) = (spilling.finish(None).unwrap(), whole.finish(None).unwrap());
     assert_eq!(a.records, 200_000);
     assert_eq!(a.digest, b.digest, "the same records in the same order");
@@ -118,11 +133,7 @@ fn a_batch_that_lies_is_refused_whole() {
 fn a_slice_corrupted_on_disk_fails_its_checksum_and_a_missing_one_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
-    let mut writer = MapWriter::new(files.clone(), JOB, 3, 1, 1 << 20);
-    for batch in batches(1_000, 1) {
-        writer.emit(&batch).unwrap();
-    }
-    writer.finish(None).unwrap();
+    filled(&files, 3, 1, 1_000).finish(None).unwrap();
     let (data, _) = files.paths(JOB, 3);
     let mut bytes = std::fs::read(&data).unwrap();
     let middle = bytes.len() / 2;
@@ -204,14 +215,7 @@ fn a_combining_map_writes_each_key_once_whether_it_spilled_or_not() {
     let dir = tempfile::tempdir().unwrap();
     let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
     // 200,000 records of 5,000 keys, each key's values spread over many batches.
-    let input = batches(200_000, 4);
-    let mut spilling = MapWriter::new(files.clone(), JOB, 0, 4, 1 << 20);
-    let mut whole = MapWriter::new(files.clone(), JOB, 1, 4, 1 << 30);
-    for batch in &input {
-        spilling.emit(batch).unwrap();
-        whole.emit(batch).unwrap();
-    }
-    assert!(spilling.spills.len() >= 3);
+    let (spilling, whole) = spilling_and_whole(&files);
     let mut calls = 0;
     let mut counting = |batch: &[u8]| {
         calls += 1;
@@ -238,10 +242,7 @@ fn a_combining_map_writes_each_key_once_whether_it_spilled_or_not() {
 fn a_combine_that_breaks_key_order_fails_the_map_and_places_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
-    let mut writer = MapWriter::new(files.clone(), JOB, 0, 2, 1 << 20);
-    for batch in batches(20_000, 2) {
-        writer.emit(&batch).unwrap();
-    }
+    let writer = filled(&files, 0, 2, 20_000);
     // Folds, then hands the records back last key first.
     let mut reversing = |batch: &[u8]| {
         let Some(folded) = summing(batch)? else { return Ok(None) };
@@ -257,11 +258,7 @@ fn a_combine_that_breaks_key_order_fails_the_map_and_places_nothing() {
     assert_eq!(files.count_files(), 0, "no output placed, no temporary left");
 
     // A job that does not combine: its records go as they came.
-    let mut writer = MapWriter::new(files.clone(), JOB, 1, 2, 1 << 20);
-    for batch in batches(20_000, 2) {
-        writer.emit(&batch).unwrap();
-    }
-    let status = writer.finish(Some(&mut |_: &[u8]| Ok(None))).unwrap();
+    let status = filled(&files, 1, 2, 20_000).finish(Some(&mut |_: &[u8]| Ok(None))).unwrap();
     let written: usize = (0..2).map(|p| records(&files, p, &[1]).len()).sum();
     assert_eq!((status.records, written), (20_000, 20_000));
 }
@@ -288,11 +285,7 @@ fn shuffle_files_stay_within_the_disk_budget_and_give_it_back() {
     assert_eq!(files.count_files(), 0);
 
     // Within it: the output is held until its job goes.
-    let mut small = MapWriter::new(files.clone(), JOB, 1, 4, 1 << 20);
-    for batch in batches(2_000, 4) {
-        small.emit(&batch).unwrap();
-    }
-    small.finish(None).unwrap();
+    filled(&files, 1, 4, 2_000).finish(None).unwrap();
     let held = files.budget().used();
     assert!(held > 0 && held <= 256 << 10, "{held}");
     files.drop_job(JOB);

@@ -2601,6 +2601,49 @@ fn shuffle_files_past_the_disk_budget_fail_their_job_and_the_executor_serves_on(
 }
 
 #[test]
+fn a_job_holds_its_output_directory_until_it_ends() {
+    let shared = tempfile::tempdir().unwrap();
+    let roots = format!("flint.output.roots={}", shared.path().display());
+    let mut cluster = Cluster::start(&["--conf", &roots]);
+    cluster.executor(&["--cores", "2", "--conf", &roots]);
+    cluster.wait_live(1);
+    let input = cluster.dir.path().join("inputs/corpus.txt");
+    corpus(&input, 1 << 20);
+    let output = shared.path().join("counts");
+    let args = ["submit", "examples/word-count-mr", "--input", input.to_str().unwrap(), "--partitions", "2"];
+    let first = command(
+        &[&args[..], &["--output", output.to_str().unwrap(), "--conf", "reduce_pause_ms=1500"]].concat(),
+    )
+    .args(["--driver-url", &cluster.url, "--json"])
+    .env("FLINT_SECRET", SECRET)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let claimed = eventually(Duration::from_secs(20), || output.join("_temporary").exists().then_some(()));
+    assert!(claimed.is_some(), "the first job claimed the directory");
+    // A second job naming the same directory while the first runs: refused, and the
+    // first is untouched.
+    let second = cluster.submit(&[&args[1..], &["--output", output.to_str().unwrap()]].concat());
+    assert_eq!(second.status.code(), Some(3), "{}", lossy(&second.stderr));
+    assert!(
+        lossy(&second.stderr).contains("_temporary: another job is writing there"),
+        "{}",
+        lossy(&second.stderr)
+    );
+    let report = json(&first.wait_with_output().unwrap());
+    assert_eq!(report["status"], "succeeded", "{report}");
+    let mut names: Vec<String> = std::fs::read_dir(&output)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names[0], "_SUCCESS", "{names:?}");
+    assert!(names[1..].iter().all(|n| n.starts_with("part-")), "no _temporary left: {names:?}");
+}
+
+#[test]
 fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exact() {
     let mut cluster = Cluster::start(&[]);
     let work = cluster.dir.path().join("work");

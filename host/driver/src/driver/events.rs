@@ -129,6 +129,8 @@ pub(super) struct PreparedJob {
     pub(super) shuffle: Option<(u32, u32)>,
     /// Where a map/reduce job's part output goes (a directory checked and made ready).
     pub(super) parts: Option<flint_proto::Parts>,
+    /// The output directory's claim, released when the job (or its refusal) goes.
+    pub(super) output_claim: Option<crate::job::OutputClaim>,
     /// Files sent with the job, kept until it ends.
     pub(super) uploads: Option<Arc<crate::job::Uploads>>,
 }

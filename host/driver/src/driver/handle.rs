@@ -198,6 +198,7 @@ impl Driver {
             }
             (_, None) => None,
         };
+        let mut claim = None;
         let parts = match (&request.output, request.collect, shuffle) {
             (None, false, _) => None,
             (_, _, None) => {
@@ -208,7 +209,11 @@ impl Driver {
             (Some(_), true, _) => {
                 return Err(SubmitError::Output("--output and --collect: one or the other".into()));
             }
-            (Some(dir), false, _) => Some(Parts::Files(super::plan::prepare_output(&settings, dir).await?)),
+            (Some(dir), false, _) => {
+                let (dir, held) = super::plan::prepare_output(&settings, dir).await?;
+                claim = Some(held);
+                Some(Parts::Files(dir))
+            }
             (None, true, _) => Some(Parts::Collect),
         };
         if plan.len() > MAX_TASKS as usize {
@@ -229,6 +234,7 @@ impl Driver {
             every: request.every,
             shuffle,
             parts,
+            output_claim: claim,
             uploads: request.uploads,
         };
         let digest = job.component.digest;

@@ -174,6 +174,7 @@ impl EventLoop {
                 executors: BTreeSet::new(),
                 span,
                 _uploads: job.uploads,
+                _output: job.output_claim,
             },
         );
         let max_failures = job.settings.task_max_failures;

@@ -90,13 +90,14 @@ pub(super) async fn plan(
 pub(super) const OUTPUT_ROOTS: &str = "flint.output.roots";
 
 /// Makes a map/reduce job's output directory ready: absolute, under the driver's
-/// `flint.output.roots` once its links are resolved, made if missing, and holding no
-/// earlier job's parts (as Spark refuses an output path that exists). Returns the
-/// resolved path the executors write under.
+/// `flint.output.roots` once its links are resolved, made if missing, holding no
+/// earlier job's parts (as Spark refuses an output path that exists), and claimed by
+/// making its `_temporary` (one job wins a race for it). Returns the resolved path the
+/// executors write under, and the claim.
 pub(super) async fn prepare_output(
     settings: &flint_proto::Settings,
     dir: &str,
-) -> Result<String, SubmitError> {
+) -> Result<(String, crate::job::OutputClaim), SubmitError> {
     let refuse = |reason: String| SubmitError::Output(format!("{dir}: {reason}"));
     if !dir.starts_with('/') {
         return Err(refuse("not an absolute path".into()));
@@ -124,11 +125,23 @@ pub(super) async fn prepare_output(
     while let Some(entry) = entries.next_entry().await.map_err(|e| refuse(e.to_string()))? {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("part-") || name == SUCCESS || name == TEMPORARY {
+        if name == TEMPORARY {
+            return Err(refuse(format!(
+                "holds {name}: another job is writing there, or one that did not end cleanly (name a new directory, or remove it)"
+            )));
+        }
+        if name.starts_with("part-") || name == SUCCESS {
             return Err(refuse(format!("holds {name} of an earlier job: name a new directory or remove it")));
         }
     }
-    Ok(real.to_string_lossy().into_owned())
+    let temporary = real.join(TEMPORARY);
+    match tokio::fs::create_dir(&temporary).await {
+        Ok(()) => Ok((real.to_string_lossy().into_owned(), crate::job::OutputClaim { temporary })),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(refuse(format!("holds {TEMPORARY}: another job is writing there (name a new directory)")))
+        }
+        Err(e) => Err(refuse(e.to_string())),
+    }
 }
 
 /// The marker a job writing files leaves once all its parts are in place.

@@ -40,4 +40,6 @@ pub(super) struct JobRecord {
     pub(super) span: tracing::Span,
     /// Files sent with the job: removed when the record goes (the job ended).
     pub(super) _uploads: Option<Arc<crate::job::Uploads>>,
+    /// The output directory's `_temporary`: removed when the record goes.
+    pub(super) _output: Option<crate::job::OutputClaim>,
 }

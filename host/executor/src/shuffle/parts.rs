@@ -20,10 +20,16 @@ impl PartFile {
     /// the job) under `dir`.
     pub fn create(dir: &Path, partition: u32, attempt: &str) -> std::io::Result<PartFile> {
         let name = format!("part-{partition:05}");
-        let temporary = dir.join("_temporary");
-        std::fs::create_dir_all(&temporary)?;
-        let temporary = temporary.join(format!("{name}.{attempt}"));
-        let file = BufWriter::with_capacity(1 << 20, File::create(&temporary)?);
+        // Made by the driver when it took the job, removed when the job ended: an
+        // attempt that outlives its job has nowhere to write.
+        let temporary = dir.join("_temporary").join(format!("{name}.{attempt}"));
+        let file = match File::create(&temporary) {
+            Ok(file) => BufWriter::with_capacity(1 << 20, file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(std::io::Error::new(e.kind(), "its _temporary is gone: the job has ended"));
+            }
+            Err(e) => return Err(e),
+        };
         Ok(PartFile { file, temporary, dest: dir.join(name), placed: false })
     }
 

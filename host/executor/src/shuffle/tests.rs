@@ -291,3 +291,19 @@ fn shuffle_files_stay_within_the_disk_budget_and_give_it_back() {
     files.drop_job(JOB);
     assert_eq!(files.budget().used(), 0);
 }
+
+#[test]
+fn an_attempt_that_outlives_its_job_has_nowhere_to_write_its_part() {
+    use flint_runtime::PartSink;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("_temporary")).unwrap();
+    let mut part = super::parts::PartFile::create(dir.path(), 3, "0-e").unwrap();
+    part.write(b"w\t1\n").unwrap();
+    part.place().unwrap();
+    assert_eq!(std::fs::read(dir.path().join("part-00003")).unwrap(), b"w\t1\n");
+    // The job ended: the driver removed `_temporary`.
+    std::fs::remove_dir(dir.path().join("_temporary")).unwrap();
+    let late = super::parts::PartFile::create(dir.path(), 3, "1-e").err().unwrap();
+    assert!(late.to_string().contains("the job has ended"), "{late}");
+    assert!(!dir.path().join("_temporary").exists(), "not made again");
+}

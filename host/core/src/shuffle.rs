@@ -172,10 +172,17 @@ struct Shuffle {
     /// sizes are kept (each at most 10% over): an output gone takes back exactly what
     /// it added.
     bytes: Vec<u64>,
+    /// Outputs live now.
+    live: u32,
+    /// `bytes` read as sizes, once every map's output is in; forgotten when an output
+    /// comes or goes (so a status read many times a second sorts them once).
+    read: std::cell::Cell<Option<flint_proto::ShuffleSizes>>,
 }
 
 impl Shuffle {
     fn forget(&mut self, gone: &Held) {
+        self.live -= 1;
+        self.read.set(None);
         for (total, &code) in self.bytes.iter_mut().zip(gone.sizes.iter()) {
             *total -= decompress_size(code);
         }
@@ -211,7 +218,8 @@ impl MapOutputTracker {
         let outputs = (0..maps).map(|_| None).collect();
         let digests = vec![None; maps as usize];
         let bytes = vec![0; reduces as usize];
-        self.shuffles.insert(shuffle, Shuffle { reduces, outputs, digests, reruns: 0, bytes });
+        let read = std::cell::Cell::new(None);
+        self.shuffles.insert(shuffle, Shuffle { reduces, outputs, digests, reruns: 0, bytes, live: 0, read });
         Ok(())
     }
 
@@ -252,6 +260,8 @@ impl MapOutputTracker {
             false => Box::default(),
         };
         *slot = Some(Held { executor: output.executor, incarnation, sizes, inline });
+        s.live += 1;
+        s.read.set(None);
         self.held.entry(holder).or_default().push((shuffle, map));
         Ok(Recorded::Added)
     }
@@ -346,10 +356,14 @@ impl MapOutputTracker {
         Ok(ReduceInput { holders, inline })
     }
 
-    /// How the shuffle's live outputs spread over its reduce partitions; `None` for no
+    /// How the shuffle's outputs spread over its reduce partitions, once every map's
+    /// output is in (skew is known when the map stage ends); `None` before, or for no
     /// such shuffle.
     pub fn sizes(&self, shuffle: ShuffleId) -> Option<flint_proto::ShuffleSizes> {
-        self.shuffles.get(&shuffle).map(|s| flint_proto::ShuffleSizes::of(&s.bytes))
+        let s = self.shuffles.get(&shuffle).filter(|s| s.live as usize == s.outputs.len())?;
+        let sizes = s.read.get().unwrap_or_else(|| flint_proto::ShuffleSizes::of(&s.bytes));
+        s.read.set(Some(sizes));
+        Some(sizes)
     }
 
     /// How many outputs of the shuffle were recorded again after they were gone.

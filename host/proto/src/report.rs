@@ -135,7 +135,7 @@ pub struct JobProgress {
     /// reducer could not read) and which ran again.
     #[serde(default)]
     pub outputs_lost: u32,
-    /// A map/reduce job's shuffle as its live map outputs hold it.
+    /// A map/reduce job's shuffle, once every map's output is in (its map stage done).
     #[serde(default)]
     pub shuffle: Option<ShuffleSizes>,
 }

@@ -203,7 +203,7 @@ pub struct JobCounts {
     /// Done tasks whose outputs were lost, of any kind (map outputs, combined outputs
     /// held by an executor), so that they ran again.
     pub outputs_lost: u32,
-    /// A map/reduce job's shuffle as its live map outputs hold it (at its end: as
-    /// they held it then).
+    /// A map/reduce job's shuffle, once every map's output is in (at its end: as its
+    /// outputs held it then).
     pub shuffle: Option<flint_proto::ShuffleSizes>,
 }

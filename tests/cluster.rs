@@ -2633,12 +2633,7 @@ fn a_job_holds_its_output_directory_until_it_ends() {
     );
     let report = json(&first.wait_with_output().unwrap());
     assert_eq!(report["status"], "succeeded", "{report}");
-    let mut names: Vec<String> = std::fs::read_dir(&output)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = common::names_in(&output);
     assert_eq!(names[0], "_SUCCESS", "{names:?}");
     assert!(names[1..].iter().all(|n| n.starts_with("part-")), "no _temporary left: {names:?}");
 }
@@ -2788,12 +2783,7 @@ fn map_reduce_over_three_executors_reads_every_holder_and_equals_word_count() {
     let reference = word_count_of(input);
     assert_eq!(report["result"], reference);
     assert!(served(&cluster) >= 6, "each reducer asked its peers: {}", served(&cluster));
-    let mut names: Vec<String> = std::fs::read_dir(&output)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = common::names_in(&output);
     assert_eq!(
         names,
         ["_SUCCESS", "part-00000", "part-00001", "part-00002", "part-00003", "part-00004", "part-00005"]

@@ -497,12 +497,7 @@ fn map_reduce_word_count_equals_word_count_and_leaves_no_shuffle_files() {
 /// Every `word<TAB>value` line of the part files in `dir`, which must hold `parts`
 /// parts, `_SUCCESS`, and nothing else; no word is in two lines.
 fn part_lines(dir: &std::path::Path, parts: u32) -> Vec<(String, String)> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = common::names_in(dir);
     let mut expected: Vec<String> = (0..parts).map(|p| format!("part-{p:05}")).collect();
     expected.insert(0, "_SUCCESS".into());
     assert_eq!(names, expected, "what {} holds", dir.display());

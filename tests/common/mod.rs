@@ -129,6 +129,17 @@ pub fn eventually<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> O
     }
 }
 
+/// The names in `dir`, sorted.
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 pub fn read_url(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok().filter(|u| u.starts_with("flint://"))
 }

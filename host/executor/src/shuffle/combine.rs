@@ -111,20 +111,22 @@ impl<'a> Combiner<'a> {
             false => None,
         };
         let records = combined.as_deref().unwrap_or(&batch);
+        let written = std::mem::take(&mut self.written);
+        let mut last: &[u8] = &written;
         let (mut at, mut count) = (0, 0);
         while at < records.len() {
             let Some((p, key, value, end)) = record_at(records, at) else {
                 return self.fail(guest("combine-sorted gave back a cut record"));
             };
-            if p != partition || key < self.written.as_slice() {
+            if p != partition || key < last {
                 return self
                     .fail(guest("combine-sorted gave back records out of their partition or key order"));
             }
             frame.record(partition, key, value, Some(digest))?;
-            self.written.clear();
-            self.written.extend_from_slice(key);
-            (at, count) = (end, count + 1);
+            (last, at, count) = (key, end, count + 1);
         }
+        // The batch's last key, kept once a batch rather than once a record.
+        self.written = last.to_vec();
         if repeated {
             let before = count_records(&batch);
             self.folded = (self.folded.0 + before, self.folded.1 + count);

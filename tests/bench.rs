@@ -900,6 +900,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
         bootstrap_timeout: Duration::from_secs(60),
         allocation: None,
         backend: "static",
+        decommission_timeout: Duration::from_secs(20),
     });
     let mut lives = Vec::new();
     for i in 0..executors {

@@ -2561,6 +2561,78 @@ fn a_map_that_writes_other_records_when_it_runs_again_fails_its_job_never_mixes(
 }
 
 #[test]
+fn sigterm_hands_an_executors_map_outputs_over_and_no_map_runs_again() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2", "--executor-id", "keep"]);
+    cluster.executor(&["--cores", "2", "--executor-id", "leaving"]);
+    cluster.wait_live(2);
+    // Eight reducers in waves of four, over slices too big to ride inline: those that
+    // start after the hand-over read the copies `keep` made.
+    let (child, inputs) = paused_map_reduce(&cluster, "8", 1_000_000);
+    wait_for_maps(&cluster);
+    let held = cluster.executor_status("leaving")["tasks_done"].as_u64().unwrap();
+    assert!(held > 0, "both executors ran maps: {}", cluster.status());
+    cluster.executors[1].signal("TERM");
+    let report = ok_json(&child.wait_with_output().unwrap());
+    assert_eq!(report["result"], word_count_of(&inputs[0]));
+    assert_eq!(report["maps_rerun"], 0, "{report}");
+    assert_eq!(report["outputs_handed_over"], held, "every map output it held: {report}");
+    assert_eq!(report["task_failures"], serde_json::json!([]), "no fetch failed: {report}");
+    let status = cluster.executor_status("leaving");
+    assert_eq!(status["removed"], "decommissioned", "{status}");
+    assert_eq!(cluster.executors[1].wait(Duration::from_secs(10)), Some(0), "it left cleanly");
+}
+
+#[test]
+fn dynamic_allocation_gives_back_executors_holding_map_outputs_without_a_rerun() {
+    let cluster = Cluster::start(&[
+        "--backend",
+        "local",
+        "--conf",
+        "flint.dynamicAllocation.enabled=true",
+        "--conf",
+        "flint.dynamicAllocation.maxExecutors=4",
+        "--conf",
+        "flint.dynamicAllocation.executorIdleTimeout=1s",
+        "--conf",
+        "flint.dynamicAllocation.schedulerBacklogTimeout=200ms",
+        "--conf",
+        "flint.dynamicAllocation.cooldown=0s",
+        "--conf",
+        "flint.executor.cores=1",
+    ]);
+    let driver = cluster.driver.pid();
+    // Twelve slow maps grow the fleet to four; two reducers keep two of them busy while
+    // the other two, idle and holding map outputs, are given back.
+    let job = [
+        "examples/draws",
+        "--partitions",
+        "12",
+        "--reduce-partitions",
+        "2",
+        "--conf",
+        "map_pause_ms=1500",
+        "--conf",
+        "reduce_pause_ms=6000",
+        "--json",
+    ];
+    let report = ok_json(&cluster.submit(&job));
+    assert_eq!(report["result"]["count"], 120_000, "every record once: {report}");
+    assert_eq!(report["maps_rerun"], 0, "{report}");
+    assert_eq!(report["task_failures"], serde_json::json!([]), "no fetch failed: {report}");
+    assert!(report["outputs_handed_over"].as_u64() >= Some(2), "two executors handed theirs over: {report}");
+    let status = cluster.status();
+    let started = status["executors"].as_array().unwrap().len();
+    assert_eq!(started, 4, "the fleet grew to four: {status}");
+    // Idle and holding nothing once the job ended, every executor goes.
+    let gone = eventually(Duration::from_secs(8), || children_of(driver).is_empty().then_some(()));
+    assert!(gone.is_some(), "executors left: {}", cluster.status());
+    for e in cluster.status()["executors"].as_array().unwrap() {
+        assert_eq!(e["removed"], "decommissioned", "{e}");
+    }
+}
+
+#[test]
 fn shuffle_files_past_the_disk_budget_fail_their_job_and_the_executor_serves_on() {
     let mut cluster = Cluster::start(&[]);
     let work = cluster.dir.path().join("work");

@@ -464,3 +464,61 @@ fn a_pod_event_the_watch_missed_is_mended_by_the_periodic_list() {
     let replaced = eventually(Duration::from_secs(10), || (cluster.api.created() >= 2).then_some(()));
     assert!(replaced.is_some(), "flint.executor.instances=1 keeps one: {}", cluster.logs());
 }
+
+/// `kubectl delete pod NAME` without a grace period of its own: an HTTP DELETE to the
+/// API server.
+fn kubectl_delete(api: &KubeApi, name: &str) {
+    use std::io::{Read, Write};
+    let host = api.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    let request = format!(
+        "DELETE /api/v1/namespaces/{NS}/pods/{name} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+}
+
+#[test]
+fn a_pod_deleted_mid_shuffle_hands_its_map_outputs_over_within_its_grace_period() {
+    let cluster = PodCluster::start("flint:test", &["flint.executor.instances=2"]);
+    let live = |status: &Value| -> Vec<Value> {
+        status["executors"].as_array().unwrap().iter().filter(|e| e["removed"].is_null()).cloned().collect()
+    };
+    let two = eventually(Duration::from_secs(30), || (live(&cluster.status()).len() == 2).then_some(()));
+    assert!(two.is_some(), "two executor pods: {}", cluster.logs());
+    // Six maps, then eight reducers in waves on the two one-slot executors: those after
+    // the pod is gone read what it handed over.
+    let job = [
+        "submit",
+        "examples/draws",
+        "--partitions",
+        "6",
+        "--reduce-partitions",
+        "8",
+        "--conf",
+        "reduce_pause_ms=1000",
+        "--json",
+    ];
+    let submitted = cluster.client(&job).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let maps_done = eventually(Duration::from_secs(30), || {
+        let status = cluster.status();
+        let running =
+            status["jobs"].as_array().unwrap().iter().any(|j| j["progress"]["done"].as_u64() >= Some(6));
+        running.then_some(status)
+    });
+    let status = maps_done.unwrap_or_else(|| panic!("the maps end: {}", cluster.logs()));
+    let victim = live(&status).into_iter().find(|e| e["tasks_done"].as_u64() > Some(0)).unwrap();
+    let (pod, held) = (victim["pod"].as_str().unwrap().to_owned(), victim["tasks_done"].as_u64().unwrap());
+    kubectl_delete(&cluster.api, &pod);
+    let out = submitted.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", cluster.logs());
+    let report = json(&out);
+    assert_eq!(report["result"]["count"], 60_000, "every record once: {report}");
+    assert_eq!(report["maps_rerun"], 0, "{report}");
+    assert_eq!(report["outputs_handed_over"], held, "every map output it held: {report}");
+    let status = cluster.status();
+    let gone = status["executors"].as_array().unwrap().iter().find(|e| e["pod"] == pod.as_str()).unwrap();
+    assert_eq!(gone["removed"], "decommissioned", "{status}");
+}

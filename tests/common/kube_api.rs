@@ -401,15 +401,19 @@ async fn delete_collection(
         .into_response()
 }
 
-fn grace_of(q: &HashMap<String, String>, body: &[u8]) -> u64 {
+/// The grace period a delete asks for, if it asks for one.
+fn grace_of(q: &HashMap<String, String>, body: &[u8]) -> Option<u64> {
     let from_body = serde_json::from_slice::<Value>(body).ok().and_then(|b| b["gracePeriodSeconds"].as_u64());
-    from_body.or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok())).unwrap_or(30)
+    from_body.or_else(|| q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()))
 }
 
 /// Marks a pod deleted; it goes once its process has ended (at once if none runs).
-fn delete(inner: &Arc<Inner>, key: (String, String), grace: u64) -> Option<Value> {
+/// Without a grace period of its own, the delete gives the pod's
+/// `terminationGracePeriodSeconds` (30 unless set), as Kubernetes does.
+fn delete(inner: &Arc<Inner>, key: (String, String), grace: Option<u64>) -> Option<Value> {
     let mut store = inner.store.lock().unwrap();
     let mut pod = store.pods.get(&key)?.clone();
+    let grace = grace.or_else(|| pod["spec"]["terminationGracePeriodSeconds"].as_u64()).unwrap_or(30);
     if pod["metadata"]["deletionTimestamp"].is_null() {
         pod["metadata"]["deletionTimestamp"] = json!("2026-11-30T00:00:01Z");
         pod = store.put(&inner.changes, "MODIFIED", pod);

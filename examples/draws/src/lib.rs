@@ -2,8 +2,9 @@
 //! map run again must write. Each generated partition emits `records` (default 10,000)
 //! values under keys 0..1000: with `mode=random` (the default) drawn from `wasi:random`,
 //! as any random crate draws them; with `mode=clock`, the wall clock's nanoseconds, which
-//! no rerun repeats. Reduce tasks count and sum what they get; `reduce_pause_ms` holds
-//! each back once it has its input. The result: `{"count": …, "sum": …}`.
+//! no rerun repeats. `map_pause_ms` holds each map task back before it emits. Reduce
+//! tasks count and sum what they get; `reduce_pause_ms` holds each back once it has
+//! its input. The result: `{"count": …, "sum": …}`.
 
 use flint_guest::{Emitter, Error, MapReduce, Partition, Values, config_or};
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,7 @@ impl MapReduce for Draws {
         };
         let records: u32 = config_or("records", 10_000)?;
         let clock = config_or("mode", "random".to_string())? == "clock";
+        std::thread::sleep(std::time::Duration::from_millis(config_or("map_pause_ms", 0)?));
         for i in 0..records {
             let value = match clock {
                 true => std::time::SystemTime::now()

@@ -75,6 +75,32 @@ impl ShuffleFetch for InProcessPeers {
         }
         Ok(())
     }
+
+    fn fetch_output(
+        &self,
+        adoption: &flint_proto::Adoption,
+        map: u32,
+        (most, index_most): (u64, usize),
+        data: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<Vec<u8>, String> {
+        use std::io::Read;
+        let from = &adoption.from.executor;
+        let peer = self.0.iter().filter_map(|c| c.upgrade()).find(|c| c.id() == from);
+        let peer = peer.ok_or_else(|| format!("no executor {from}"))?;
+        let output = peer.serve_output(adoption.job, &adoption.token, map).map_err(|e| e.to_string())?;
+        if output.index.len() > index_most || output.size > most {
+            return Err(format!("map {map}'s output is larger than its sizes say"));
+        }
+        let file = std::fs::File::open(&output.data).map_err(|e| e.to_string())?;
+        let mut file = file.take(output.size);
+        let mut piece = vec![0; 1 << 20];
+        loop {
+            match file.read(&mut piece).map_err(|e| e.to_string())? {
+                0 => return Ok(output.index),
+                n => data(&piece[..n]).map_err(|e| e.to_string())?,
+            }
+        }
+    }
 }
 
 /// What an in-process executor asks its driver for, asked of the driver itself.
@@ -134,10 +160,15 @@ async fn serve_in_process(
                 Outbound::Reports(batch) => batch.into_iter().for_each(|u| driver.status(incarnation, u)),
                 Outbound::Partial(partial) => driver.local_partial(id.clone(), incarnation, partial),
                 Outbound::Draining => driver.decommissioning(id.clone(), incarnation).await,
+                Outbound::Adopted(adopted) => driver.adopted(id.clone(), incarnation, adopted).await,
             }
         }
     };
-    tokio::join!(lifecycle::serve(core, commands, outbound, decommission), forward);
+    // In-process executors leave as they drain: their outputs go with the process.
+    tokio::join!(
+        lifecycle::serve(core, commands, outbound, decommission, std::time::Duration::ZERO),
+        forward
+    );
 }
 
 pub struct LocalCluster {

@@ -33,6 +33,7 @@ pub fn json(report: &JobReport) -> Value {
         "tasks": report.tasks,
         "attempts": report.attempts,
         "maps_rerun": report.maps_rerun,
+        "outputs_handed_over": report.outputs_handed_over,
         "task_failures": report.failures.iter().map(|f| json!({
             "task": f.task,
             "attempt": f.attempt,
@@ -86,6 +87,12 @@ fn succeeded(report: &JobReport) -> String {
         report.attempts,
         report.failures.len() + report.failures_dropped as usize
     );
+    if report.outputs_handed_over > 0 {
+        text.push_str(&format!(
+            "{} map outputs were handed over by executors that left, and did not run again\n",
+            report.outputs_handed_over
+        ));
+    }
     if report.maps_rerun > 0 {
         text.push_str(&format!(
             "{} map tasks ran again: their outputs were lost with an executor or could not be read\n",

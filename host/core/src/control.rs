@@ -18,7 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 mod events;
+mod leaving;
 pub use events::{Action, Event, JobCounts};
+use leaving::{Due, Leavers};
 
 /// Unanswered kills remembered per executor.
 const KILLED_KEPT: usize = 4096;
@@ -37,6 +39,9 @@ pub struct CoreConfig {
     pub allocation: Option<AllocationConfig>,
     /// The backend's name, for the executors it started (`local`).
     pub backend: &'static str,
+    /// `flint.decommission.timeout`: how long a leaving executor's map outputs may take
+    /// to be copied to executors that stay.
+    pub decommission_timeout: Duration,
 }
 
 #[derive(Debug)]
@@ -64,6 +69,8 @@ pub struct ControlCore {
     credentials: Option<Credentials>,
     /// Where map/reduce jobs' map outputs are.
     outputs: MapOutputTracker,
+    /// Draining executors not let go yet: their map outputs are handed over first.
+    leaving: Leavers,
 }
 
 impl ControlCore {
@@ -86,6 +93,7 @@ impl ControlCore {
             backend: config.backend,
             credentials: None,
             outputs: MapOutputTracker::new(),
+            leaving: Leavers::new(config.decommission_timeout),
         }
     }
 
@@ -113,6 +121,55 @@ impl ControlCore {
                     let outputs = self.scheduler.forget_outputs(job, &tasks);
                     self.apply_outputs(now, outputs, actions);
                 }
+            }
+        }
+    }
+
+    /// Moves every leaving executor on: plans the copies of one whose attempts have
+    /// ended, and lets go one whose copies are all answered or whose time is up.
+    fn step_leaving(&mut self, now: Instant, actions: &mut Vec<Action>) {
+        let idle = |id: &ExecutorId, incarnation| {
+            self.registry.current(id, incarnation).map(|_| self.scheduler.is_idle(id))
+        };
+        for ((id, incarnation), due) in self.leaving.due(now, idle) {
+            match due {
+                Due::Gone => self.leaving.forget(&id),
+                Due::Plan => {
+                    let held = self.outputs.held_by(&id, incarnation);
+                    let adopters = self
+                        .registry
+                        .live()
+                        .filter(|(other, entry)| {
+                            **other != id
+                                && entry.state == Lifecycle::Registered
+                                && !self.scheduler.is_excluded(other)
+                                && !self.leaving.contains(other)
+                        })
+                        .map(|(other, entry)| (other.clone(), entry.incarnation))
+                        .collect();
+                    actions.extend(self.leaving.plan(now, (id, incarnation), held, adopters));
+                }
+                Due::LetGo => {
+                    let copied = self.leaving.let_go(&id);
+                    self.switch(&id, incarnation, copied);
+                    actions.push(Action::Leave { executor: id, incarnation });
+                }
+            }
+        }
+    }
+
+    /// The copies made of outputs `id` held become the outputs, in one step.
+    fn switch(
+        &mut self,
+        id: &ExecutorId,
+        incarnation: Incarnation,
+        copied: Vec<(leaving::Output, leaving::Life)>,
+    ) {
+        for ((shuffle, map), to) in copied {
+            if self.outputs.moved(shuffle, map, (id, incarnation), to)
+                && let Some(counts) = self.jobs.get_mut(&shuffle.job)
+            {
+                counts.outputs_handed_over += 1;
             }
         }
     }
@@ -161,7 +218,8 @@ impl ControlCore {
     }
 
     pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
-        let actions = self.handle_event(now, event);
+        let mut actions = self.handle_event(now, event);
+        self.step_leaving(now, &mut actions);
         self.clock = Some(now);
         if let Some(allocator) = &mut self.allocator
             && self.scheduler.queued() > 0
@@ -195,7 +253,16 @@ impl ControlCore {
             }
             Event::Draining { id, incarnation } => {
                 if self.registry.drain(&id, incarnation) {
+                    self.leaving.adopter_gone(&id);
+                    self.leaving.start(&id, incarnation);
                     self.step(now, Input::ExecutorDecommissioning { id }, &mut actions);
+                }
+            }
+            Event::Adopted { id, incarnation, job, from, maps, failed } => {
+                if self.registry.current(&id, incarnation).is_none()
+                    || !self.leaving.adopted((id, incarnation), job, from, maps, failed)
+                {
+                    self.stale += 1;
                 }
             }
             Event::Lost { id, incarnation, reason } => {
@@ -412,6 +479,7 @@ impl ControlCore {
             self.allocated_at = Some(now);
             self.allocate(now, &mut actions);
         }
+        self.step_leaving(now, &mut actions);
         actions
     }
 
@@ -426,10 +494,19 @@ impl ControlCore {
         };
         let renewal = self.credentials.as_ref().and_then(Credentials::next_wake);
         let collect = self.scheduler.poll_timeout();
-        [self.registry.poll_timeout(), self.starting.values().min().copied(), tick, wake, renewal, collect]
-            .into_iter()
-            .flatten()
-            .min()
+        let leaving = self.leaving.deadline();
+        [
+            self.registry.poll_timeout(),
+            self.starting.values().min().copied(),
+            tick,
+            wake,
+            renewal,
+            collect,
+            leaving,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Why executors cannot be started, once dynamic allocation gave up.
@@ -454,17 +531,12 @@ impl ControlCore {
 
     /// Steps the allocation policy and carries out what it decides.
     fn allocate(&mut self, now: Instant, actions: &mut Vec<Action>) {
-        // An executor holding map outputs of a running job is not idle: giving it back
-        // would rerun those maps (handing them to a peer first is for later).
-        let holders = self.outputs.holders();
+        // An idle executor holding map outputs is given back as any other: it hands
+        // them to executors that stay before it goes (see `leaving`).
         let view = View {
             pending_tasks: self.scheduler.queued(),
             running_tasks: self.scheduler.running_tasks(),
-            executors: self
-                .scheduler
-                .usable_executors()
-                .map(|(id, busy)| (id.clone(), busy || holders.contains(id)))
-                .collect(),
+            executors: self.scheduler.usable_executors().map(|(id, busy)| (id.clone(), busy)).collect(),
         };
         let Some(allocator) = &mut self.allocator else { return };
         for decision in allocator.step(now, &view) {
@@ -485,6 +557,8 @@ impl ControlCore {
                     let Some(incarnation) = self.registry.incarnation_of(&id) else { continue };
                     if self.registry.drain(&id, incarnation) {
                         // Nothing new goes there from now on.
+                        self.leaving.adopter_gone(&id);
+                        self.leaving.start(&id, incarnation);
                         self.step(now, Input::ExecutorDecommissioning { id: id.clone() }, actions);
                         actions.push(Action::Decommission { executor: id, incarnation });
                     }
@@ -537,11 +611,22 @@ impl ControlCore {
             self.stale += 1;
             return;
         };
-        // An executor that was draining and had nothing left left as asked.
-        let reason = if entry.state == Lifecycle::Draining && self.scheduler.is_idle(&id) {
-            "decommissioned".to_owned()
-        } else {
-            reason
+        let draining = entry.state == Lifecycle::Draining;
+        // Copies it finished handing over still count; an adopter going takes its own.
+        let copied = self.leaving.left_early(&id, incarnation);
+        self.switch(&id, incarnation, copied);
+        self.leaving.adopter_gone(&id);
+        // One loss, one event: every map output it held is gone at once, before its
+        // attempts are placed elsewhere, so no reducer starts without them.
+        let gone = self.outputs.executor_lost(&id, incarnation);
+        // An executor that was draining and had nothing left left as asked (and says
+        // what it could not hand over).
+        let reason = match (draining && self.scheduler.is_idle(&id), gone.len()) {
+            (true, 0) => "decommissioned".to_owned(),
+            (true, n) => {
+                format!("decommissioned; {n} map outputs it held were not handed over and run again")
+            }
+            (false, _) => reason,
         };
         let Some(entry) = self.registry.remove(&id, incarnation, reason.clone()) else { return };
         self.killed.remove(&id);
@@ -549,9 +634,6 @@ impl ControlCore {
             allocator.removed(&id);
         }
         actions.push(Action::ExecutorRemoved { executor: id.clone(), incarnation, reason: reason.clone() });
-        // One loss, one event: every map output it held is gone at once, before its
-        // attempts are placed elsewhere, so no reducer starts without them.
-        let gone = self.outputs.executor_lost(&id, incarnation);
         self.outputs_gone(now, gone, entry.state == Lifecycle::Pending, actions);
         if entry.state != Lifecycle::Pending {
             self.step(now, Input::ExecutorLost { id, reason }, actions);
@@ -617,6 +699,7 @@ impl ControlCore {
                 Output::JobSucceeded { job } => {
                     let shuffle = self.outputs.sizes(ShuffleId { job, index: 0 });
                     self.outputs.job_ended(job);
+                    self.leaving.forget_job(job);
                     let counts = JobCounts { shuffle, ..self.jobs.remove(&job).unwrap_or_default() };
                     self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobSucceeded { job, counts: JobCounts { running: 0, ..counts } });
@@ -624,6 +707,7 @@ impl ControlCore {
                 Output::JobFailed { job, reason } => {
                     let shuffle = self.outputs.sizes(ShuffleId { job, index: 0 });
                     self.outputs.job_ended(job);
+                    self.leaving.forget_job(job);
                     let counts = JobCounts { shuffle, ..self.jobs.remove(&job).unwrap_or_default() };
                     self.run_ended(now, job, counts.tasks);
                     actions.push(Action::JobFailed {

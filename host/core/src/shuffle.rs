@@ -371,10 +371,54 @@ impl MapOutputTracker {
         Ok(self.shuffles.get(&shuffle).ok_or(TrackerError::UnknownShuffle(shuffle))?.reruns)
     }
 
-    /// Executors holding a live map output of a running job: taking one away would
-    /// cost those maps a rerun.
-    pub fn holders(&self) -> std::collections::HashSet<&ExecutorId> {
-        self.held.iter().filter(|(_, outputs)| !outputs.is_empty()).map(|((id, _), _)| id).collect()
+    /// The live outputs this executor incarnation holds: for each, its shuffle, map,
+    /// the digest its first run wrote and the most bytes its data file holds (its sizes
+    /// as kept, each at or above the size it stands for).
+    pub fn held_by(
+        &self,
+        executor: &ExecutorId,
+        incarnation: Incarnation,
+    ) -> Vec<(ShuffleId, u32, [u8; 32], u64)> {
+        let Some(held) = self.held.get(&(executor.clone(), incarnation)) else { return Vec::new() };
+        let mut outputs: Vec<_> = held
+            .iter()
+            .filter_map(|&(shuffle, map)| {
+                let s = self.shuffles.get(&shuffle)?;
+                let output = s.outputs[map as usize].as_ref()?;
+                let digest = s.digests[map as usize]?;
+                let bytes = output.sizes.iter().map(|&c| decompress_size(c)).sum();
+                Some((shuffle, map, digest, bytes))
+            })
+            .collect();
+        outputs.sort_by_key(|o| (o.0, o.1));
+        outputs
+    }
+
+    /// The output of `map` moves from one holder to another (a copy made before the
+    /// first leaves): nothing changes unless `from` holds it now. Its sizes, digest and
+    /// inline slices stay as they were.
+    pub fn moved(
+        &mut self,
+        shuffle: ShuffleId,
+        map: u32,
+        from: (&ExecutorId, Incarnation),
+        to: (ExecutorId, Incarnation),
+    ) -> bool {
+        let Some(output) = self
+            .shuffles
+            .get_mut(&shuffle)
+            .and_then(|s| s.outputs.get_mut(map as usize))
+            .and_then(Option::as_mut)
+            .filter(|o| o.incarnation == from.1 && &o.executor == from.0)
+        else {
+            return false;
+        };
+        (output.executor, output.incarnation) = to.clone();
+        if let Some(held) = self.held.get_mut(&(from.0.clone(), from.1)) {
+            held.retain(|h| *h != (shuffle, map));
+        }
+        self.held.entry(to).or_default().push((shuffle, map));
+        true
     }
 
     /// Inline slice bytes the tracker keeps now.

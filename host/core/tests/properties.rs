@@ -192,6 +192,7 @@ impl World {
             bootstrap_timeout: TIMEOUT,
             allocation,
             backend: "local",
+            decommission_timeout: Duration::from_secs(20),
         });
         let mut world = World {
             core,
@@ -399,6 +400,12 @@ impl World {
                         .any(|(((e, i), _), t)| *e == executor && *i == incarnation && !t.is_empty());
                     assert!(!holds, "decommissioned {executor}, which holds outputs no one collected");
                     self.leaving.insert((executor, incarnation));
+                }
+                Action::Adopt { .. } => panic!("no job here writes map outputs: {action:?}"),
+                Action::Leave { executor, incarnation } => {
+                    assert_eq!(self.live.get(&executor), Some(&incarnation), "let go a dead executor");
+                    let busy = self.placed.values().any(|(e, i, _)| *e == executor && *i == incarnation);
+                    assert!(!busy, "let go {executor}, which runs a task: {:?}", self.placed);
                 }
             }
         }

@@ -18,6 +18,7 @@ fn core() -> ControlCore {
         bootstrap_timeout: Duration::from_secs(60),
         allocation: None,
         backend: "static",
+        decommission_timeout: Duration::from_secs(20),
     })
 }
 
@@ -154,8 +155,209 @@ fn a_fetch_failure_reruns_exactly_the_maps_named_and_a_rerun_must_write_the_same
     );
 }
 
+/// The actions' copies asked for: (adopter, from, maps).
+fn adoptions(actions: &[Action]) -> Vec<(ExecutorId, ExecutorId, Vec<u32>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Adopt { executor, from, outputs, job, .. } if *job == JOB => {
+                Some((executor.clone(), from.0.clone(), outputs.iter().map(|o| o.0).collect()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn leaves(actions: &[Action]) -> Vec<ExecutorId> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Leave { executor, .. } => Some(executor.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Attempts placed, and where.
+type Placed = Vec<(ExecutorId, Attempt)>;
+
+/// Runs every map of the job on `a` and `b` (alternating as placed), places both
+/// reducers, and returns them with the maps each executor holds.
+fn maps_on_two(
+    core: &mut ControlCore,
+    now: Instant,
+    lives: &[(&str, Incarnation)],
+) -> (Placed, Vec<(ExecutorId, u32)>) {
+    let on = |id: &ExecutorId| lives.iter().find(|(n, _)| *n == id.as_str()).unwrap().1;
+    let mut pending = launched(&submit(core, now));
+    let (mut reducers, mut held) = (Vec::new(), Vec::new());
+    while let Some((exec, attempt)) = pending.pop() {
+        held.push((exec.clone(), attempt.index));
+        for (e, next) in launched(&map_done(core, now, exec.as_str(), on(&exec), attempt)) {
+            if next.index < MAPS { pending.push((e, next)) } else { reducers.push((e, next)) }
+        }
+    }
+    (reducers, held)
+}
+
 #[test]
-fn dynamic_allocation_never_gives_back_an_executor_holding_a_running_jobs_map_outputs() {
+fn a_leaving_executor_hands_its_map_outputs_over_and_goes_only_once_the_tracker_switched() {
+    let (mut core, now) = (core(), Instant::now());
+    let (a, b, c) = (join(&mut core, now, "a"), join(&mut core, now, "b"), join(&mut core, now, "c"));
+    let (reducers, held) = maps_on_two(&mut core, now, &[("a", a), ("b", b), ("c", c)]);
+    assert_eq!(reducers.len(), 2);
+    let of_b: Vec<u32> = held.iter().filter(|(e, _)| e.as_str() == "b").map(|(_, m)| *m).collect();
+    // `b` is told to leave (SIGTERM) once its reducer, if any, has ended.
+    let drain = core.handle(now, Event::Draining { id: "b".into(), incarnation: b });
+    let busy = reducers.iter().find(|(e, _)| e.as_str() == "b").map(|(_, t)| *t);
+    let asked = match busy {
+        Some(attempt) => {
+            assert!(adoptions(&drain).is_empty(), "nothing is copied while a task runs there: {drain:?}");
+            let event =
+                Event::TaskSucceeded { id: "b".into(), incarnation: b, attempt, elapsed: Duration::ZERO };
+            adoptions(&core.handle(now, event))
+        }
+        None => adoptions(&drain),
+    };
+    assert!(!of_b.is_empty(), "placement spread the maps: {held:?}");
+    let mut copied: Vec<u32> = asked.iter().flat_map(|(_, _, maps)| maps.clone()).collect();
+    copied.sort();
+    let mut want = of_b.clone();
+    want.sort();
+    assert_eq!(copied, want, "every output b holds, and only those: {asked:?}");
+    assert!(asked.iter().all(|(to, from, _)| to.as_str() != "b" && from.as_str() == "b"), "{asked:?}");
+    // Before every answer is in, b still serves its outputs and does not go.
+    let mut last = Vec::new();
+    for (i, (to, _, maps)) in asked.iter().enumerate() {
+        let incarnation = if to.as_str() == "a" { a } else { c };
+        let event = Event::Adopted {
+            id: to.clone(),
+            incarnation,
+            job: JOB,
+            from: b,
+            maps: maps.clone(),
+            failed: Vec::new(),
+        };
+        last = core.handle(now, event);
+        if i + 1 < asked.len() {
+            assert!(leaves(&last).is_empty(), "{last:?}");
+            let holders = core.reduce_sources(JOB, 0).unwrap().holders;
+            assert!(holders.iter().any(|h| h.executor.as_str() == "b"), "not switched yet: {holders:?}");
+        }
+    }
+    assert_eq!(leaves(&last), ["b"], "let go once every copy is in: {last:?}");
+    let holders = core.reduce_sources(JOB, 0).unwrap().holders;
+    assert!(holders.iter().all(|h| h.executor.as_str() != "b"), "switched in one step: {holders:?}");
+    // It goes: nothing runs again.
+    let gone = core.handle(now, Event::Lost { id: "b".into(), incarnation: b, reason: "closed".into() });
+    assert!(launched(&gone).iter().all(|(_, t)| t.index >= MAPS), "no map reruns: {gone:?}");
+    let counts = core.job(JOB).unwrap();
+    assert_eq!((counts.maps_rerun, counts.outputs_handed_over), (0, of_b.len() as u32));
+    let removed = core.executor(now, &"b".into()).unwrap();
+    assert_eq!(removed.removed.as_deref(), Some("decommissioned"), "{removed:?}");
+}
+
+#[test]
+fn outputs_not_copied_in_time_or_refused_run_again_and_the_removal_says_so() {
+    let (mut core, now) = (core(), Instant::now());
+    let (a, b) = (join(&mut core, now, "a"), join(&mut core, now, "b"));
+    let (reducers, held) = maps_on_two(&mut core, now, &[("a", a), ("b", b)]);
+    for (exec, attempt) in reducers.iter().filter(|(e, _)| e.as_str() == "b") {
+        let event = Event::TaskSucceeded {
+            id: exec.clone(),
+            incarnation: b,
+            attempt: *attempt,
+            elapsed: Duration::ZERO,
+        };
+        core.handle(now, event);
+    }
+    let of_b: Vec<u32> = held.iter().filter(|(e, _)| e.as_str() == "b").map(|(_, m)| *m).collect();
+    assert!(of_b.len() >= 2, "placement spread the maps: {held:?}");
+    let asked = adoptions(&core.handle(now, Event::Draining { id: "b".into(), incarnation: b }));
+    assert_eq!(asked.len(), 1, "a is the only adopter: {asked:?}");
+    // A refuses one (no room, say), copies another, never answers the rest.
+    let (refused, copied) = (of_b[0], of_b[1]);
+    let event = Event::Adopted {
+        id: "a".into(),
+        incarnation: a,
+        job: JOB,
+        from: b,
+        maps: vec![copied],
+        failed: vec![(refused, "no room".into())],
+    };
+    let out = core.handle(now, event);
+    let answered_all = of_b.len() == 2;
+    assert_eq!(leaves(&out).is_empty(), !answered_all, "{out:?}");
+    // An answer from an executor never asked, or for another incarnation, is stale.
+    let stale = Event::Adopted {
+        id: "b".into(),
+        incarnation: b,
+        job: JOB,
+        from: b,
+        maps: of_b.clone(),
+        failed: vec![],
+    };
+    assert!(leaves(&core.handle(now, stale)).is_empty());
+    // The timeout lets it go with what was copied.
+    let due = core.poll_timeout().unwrap();
+    if !answered_all {
+        assert!(due <= now + Duration::from_secs(20), "the hand-over's deadline is a timeout");
+        assert!(leaves(&core.handle_timeout(now + Duration::from_secs(19))).is_empty());
+        assert_eq!(leaves(&core.handle_timeout(now + Duration::from_secs(20))), ["b"]);
+    }
+    let later = now + Duration::from_secs(21);
+    let gone = core.handle(later, Event::Lost { id: "b".into(), incarnation: b, reason: "closed".into() });
+    let mut rerun: Vec<u32> = launched(&gone).iter().map(|(_, t)| t.index).filter(|i| *i < MAPS).collect();
+    rerun.sort();
+    let want: Vec<u32> = of_b.iter().copied().filter(|m| *m != copied).collect();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    // a has two slots: as many of them as fit run at once.
+    assert!(
+        !rerun.is_empty() && rerun.iter().all(|m| want_sorted.contains(m)),
+        "{rerun:?} of {want_sorted:?}"
+    );
+    let counts = core.job(JOB).unwrap();
+    assert_eq!((counts.maps_rerun, counts.outputs_handed_over), (want.len() as u32, 1));
+    let removed = core.executor(now, &"b".into()).unwrap();
+    let reason = removed.removed.unwrap();
+    assert!(reason.contains(&format!("{} map outputs it held were not handed over", want.len())), "{reason}");
+}
+
+#[test]
+fn a_leaving_executor_killed_mid_copy_keeps_the_copies_made_and_loses_the_rest() {
+    let (mut core, now) = (core(), Instant::now());
+    let (a, b) = (join(&mut core, now, "a"), join(&mut core, now, "b"));
+    let (reducers, held) = maps_on_two(&mut core, now, &[("a", a), ("b", b)]);
+    for (exec, attempt) in reducers.iter().filter(|(e, _)| e.as_str() == "b") {
+        let event = Event::TaskSucceeded {
+            id: exec.clone(),
+            incarnation: b,
+            attempt: *attempt,
+            elapsed: Duration::ZERO,
+        };
+        core.handle(now, event);
+    }
+    let of_b: Vec<u32> = held.iter().filter(|(e, _)| e.as_str() == "b").map(|(_, m)| *m).collect();
+    assert!(of_b.len() >= 2, "placement spread the maps: {held:?}");
+    core.handle(now, Event::Draining { id: "b".into(), incarnation: b });
+    let event = Event::Adopted {
+        id: "a".into(),
+        incarnation: a,
+        job: JOB,
+        from: b,
+        maps: vec![of_b[0]],
+        failed: vec![],
+    };
+    core.handle(now, event);
+    let gone = core.handle(now, Event::Lost { id: "b".into(), incarnation: b, reason: "killed".into() });
+    assert!(launched(&gone).iter().all(|(_, t)| t.index != of_b[0]), "the copy holds: {gone:?}");
+    let counts = core.job(JOB).unwrap();
+    assert_eq!((counts.maps_rerun, counts.outputs_handed_over), (of_b.len() as u32 - 1, 1));
+}
+
+#[test]
+fn dynamic_allocation_gives_back_an_idle_executor_holding_map_outputs_once_they_are_handed_over() {
     use flint_core::AllocationConfig;
     use flint_proto::DynamicAllocation;
     let idle = Duration::from_secs(1);
@@ -176,6 +378,7 @@ fn dynamic_allocation_never_gives_back_an_executor_holding_a_running_jobs_map_ou
             slots_per_executor: 2,
         }),
         backend: "local",
+        decommission_timeout: Duration::from_secs(20),
     });
     let t0 = Instant::now();
     let ids = core
@@ -188,41 +391,53 @@ fn dynamic_allocation_never_gives_back_an_executor_holding_a_running_jobs_map_ou
         .expect("the initial executors are asked for");
     let incarnations: Vec<Incarnation> = ids.iter().map(|id| join(&mut core, t0, id.as_str())).collect();
     let on = |id: &ExecutorId| incarnations[ids.iter().position(|i| i == id).unwrap()];
-    let mut pending: Vec<(ExecutorId, Attempt)> = launched(&submit(&mut core, t0));
-    let mut reducers = Vec::new();
-    while let Some((exec, attempt)) = pending.pop() {
-        for (e, next) in launched(&map_done(&mut core, t0, exec.as_str(), on(&exec), attempt)) {
-            if next.index < MAPS { pending.push((e, next)) } else { reducers.push((e, next)) }
+    let lives: Vec<(&str, Incarnation)> = ids.iter().map(|id| (id.as_str(), on(id))).collect();
+    let (mut reducers, _) = maps_on_two(&mut core, t0, &lives);
+    assert_eq!(reducers.len(), 2);
+    // One reducer ends: its executor runs nothing now, though it holds map outputs.
+    let (done_on, done) = reducers.pop().unwrap();
+    let event = Event::TaskSucceeded {
+        id: done_on.clone(),
+        incarnation: on(&done_on),
+        attempt: done,
+        elapsed: Duration::ZERO,
+    };
+    core.handle(t0, event);
+    let (busy_on, _) = reducers.pop().unwrap();
+    assert_ne!(busy_on, done_on, "one reducer on each executor");
+    // Past the idle timeout it is given back, and hands its outputs to the busy one.
+    let mut later = t0;
+    let mut asked = Vec::new();
+    for _ in 0..5 {
+        later += idle;
+        let out = core.handle_timeout(later);
+        asked.extend(adoptions(&out));
+        if !asked.is_empty() {
+            assert!(
+                out.iter()
+                    .any(|a| matches!(a, Action::Decommission { executor, .. } if *executor == done_on))
+            );
+            break;
         }
     }
-    assert_eq!(reducers.len(), 2);
-    // One reducer ends: an executor may now run nothing, but both hold map outputs.
-    let (done_on, done) = reducers.pop().unwrap();
-    let ok = |core: &mut ControlCore, exec: &ExecutorId, attempt: Attempt, at: Instant| {
-        let event = Event::TaskSucceeded {
-            id: exec.clone(),
-            incarnation: on(exec),
-            attempt,
-            elapsed: Duration::ZERO,
-        };
-        core.handle(at, event)
+    assert!(
+        !asked.is_empty() && asked.iter().all(|(to, from, _)| *to == busy_on && *from == done_on),
+        "{asked:?}"
+    );
+    let (to, _, maps) = asked.remove(0);
+    let event = Event::Adopted {
+        id: to.clone(),
+        incarnation: on(&to),
+        job: JOB,
+        from: on(&done_on),
+        maps,
+        failed: vec![],
     };
-    ok(&mut core, &done_on, done, t0);
-    let released =
-        |actions: &[Action]| actions.iter().filter(|a| matches!(a, Action::Decommission { .. })).count();
-    let mut later = t0;
-    for _ in 0..5 {
-        later += idle;
-        assert_eq!(released(&core.handle_timeout(later)), 0, "no executor holding map outputs is given back");
-    }
-    // The job ends: its outputs are nothing to keep, and idle executors go.
-    let (last_on, last) = reducers.pop().unwrap();
-    let end = ok(&mut core, &last_on, last, later);
-    assert!(end.iter().any(|a| matches!(a, Action::JobSucceeded { .. })), "{end:?}");
-    let mut gone = 0;
-    for _ in 0..5 {
-        later += idle;
-        gone += released(&core.handle_timeout(later));
-    }
-    assert!(gone > 0, "once the job ended, idle executors are given back");
+    assert_eq!(leaves(&core.handle(later, event)), std::slice::from_ref(&done_on));
+    let gone = core.handle(
+        later,
+        Event::Lost { id: done_on.clone(), incarnation: on(&done_on), reason: "closed".into() },
+    );
+    assert!(launched(&gone).is_empty(), "no map runs again: {gone:?}");
+    assert_eq!(core.job(JOB).unwrap().maps_rerun, 0);
 }

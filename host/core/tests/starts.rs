@@ -25,6 +25,7 @@ fn core() -> ControlCore {
             slots_per_executor: 1,
         }),
         backend: "kubernetes",
+        decommission_timeout: Duration::from_secs(20),
     })
 }
 

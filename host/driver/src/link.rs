@@ -26,6 +26,10 @@ pub trait ExecutorLink: Send + Sync {
     fn decommission(&self);
     /// Hand over the partial results of the job's combined tasks.
     fn collect(&self, job: JobId);
+    /// Copy these map outputs from a leaving executor, and hold them.
+    fn adopt(&self, adoption: flint_proto::Adoption);
+    /// A drained executor may go.
+    fn leave(&self);
     /// Tasks read these delegation tokens from now on.
     fn tokens(&self, tokens: Vec<flint_proto::Token>) {
         let _ = tokens;
@@ -56,7 +60,7 @@ pub trait Blocks: Send + Sync {
 /// launches only under the scheduler's placement credit (slots × pipeline depth, each
 /// handed back as its report arrives), kills at most one per attempt placed, a collect
 /// per job the executor holds outputs of, a job's end once per job, a token push per
-/// change. Nothing a peer sends is queued here; a writer that cannot write ends the
+/// change, an adoption per job and leaving executor, one word to leave. Nothing a peer sends is queued here; a writer that cannot write ends the
 /// link, and the executor is removed.
 pub struct ChannelLink<B> {
     commands: mpsc::UnboundedSender<ExecutorCommand>,
@@ -108,6 +112,14 @@ impl<B: Blocks> ExecutorLink for ChannelLink<B> {
 
     fn tokens(&self, tokens: Vec<flint_proto::Token>) {
         self.send(ExecutorCommand::Tokens(tokens));
+    }
+
+    fn adopt(&self, adoption: flint_proto::Adoption) {
+        self.send(ExecutorCommand::Adopt(adoption));
+    }
+
+    fn leave(&self) {
+        self.send(ExecutorCommand::Leave);
     }
 
     fn fetch(&self, block: BlockRef) -> Fetch {

@@ -336,6 +336,8 @@ async fn serve_executor(
                         ExecutorCommand::Decommission => messages.push(DriverMessage::Decommission),
                         ExecutorCommand::Collect(job) => messages.push(DriverMessage::Collect(job)),
                         ExecutorCommand::Tokens(tokens) => messages.push(DriverMessage::Tokens(tokens)),
+                        ExecutorCommand::Adopt(adoption) => messages.push(DriverMessage::Adopt(adoption)),
+                        ExecutorCommand::Leave => messages.push(DriverMessage::Leave),
                     }
                 }
                 if !launches.is_empty() {
@@ -380,6 +382,9 @@ async fn serve_executor(
             }
             Ok(Some(ExecutorMessage::Partial(partial))) => {
                 driver.partial(id.clone(), incarnation, partial).await
+            }
+            Ok(Some(ExecutorMessage::Adopted(adopted))) => {
+                driver.adopted(id.clone(), incarnation, adopted).await
             }
             Ok(Some(other)) => break Err(PeerError::Protocol(format!("unexpected {other:?}"))),
             Ok(None) => break Ok(()),

@@ -264,6 +264,11 @@ impl ExecutorCore {
         *self.fetcher.write().expect("fetcher lock") = Some((fetch, max_in_flight));
     }
 
+    /// Whether map outputs of a running job are here, for its reducers to read.
+    pub fn holds_map_outputs(&self) -> bool {
+        self.shuffle.as_ref().is_some_and(ShuffleFiles::holds_outputs)
+    }
+
     /// The folders this executor writes shuffle files under.
     pub fn shuffle_files(&self) -> Option<&ShuffleFiles> {
         self.shuffle.as_ref()

@@ -1,10 +1,11 @@
 //! One executor's serving life, shared by the in-process executors of `flint run` and
-//! the remote ones: take commands, run launches on the core, batch reports, and drain
-//! when told to (finish what runs, hand back what arrives, then end). Only the
-//! transport around it differs.
+//! the remote ones: take commands, run launches on the core, batch reports, copy map
+//! outputs handed over by executors that leave, and drain when told to (finish what
+//! runs, hand back what arrives, wait while its own map outputs are copied off, then
+//! end). Only the transport around it differs.
 
 use crate::core::ExecutorCore;
-use flint_proto::{ExecutorCommand, Partial, StatusUpdate, TaskFailure, TaskState};
+use flint_proto::{Adopted, ExecutorCommand, Partial, StatusUpdate, TaskFailure, TaskState};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -26,6 +27,8 @@ pub enum Outbound {
     Partial(Partial),
     /// It drains: it takes nothing new.
     Draining,
+    /// What it made of an adoption.
+    Adopted(Adopted),
 }
 
 /// What the slot threads say, in the order they say it: a task's report before the
@@ -33,6 +36,7 @@ pub enum Outbound {
 enum Said {
     Report(StatusUpdate),
     Partial(Partial),
+    Adopted(Adopted),
 }
 
 /// How serving ended.
@@ -46,12 +50,15 @@ pub enum Ended {
 
 /// Serves `commands` until drained or the channel closes. Reports and the start of a
 /// drain go to `outbound`, in order. `decommission` turning true (or its sender going)
-/// starts a drain, as a `Decommission` command does.
+/// starts a drain, as a `Decommission` command does. Drained while it holds map
+/// outputs, it waits up to `leave_within` for the driver to let it go (their copies
+/// made) or for their jobs to end.
 pub async fn serve(
     core: Arc<ExecutorCore>,
     mut commands: mpsc::UnboundedReceiver<ExecutorCommand>,
     outbound: mpsc::Sender<Outbound>,
     mut decommission: watch::Receiver<bool>,
+    leave_within: Duration,
 ) -> Ended {
     // Reports of attempts launched here (at most `limit` are ever outstanding) and the
     // partial results of combined ones. Unbounded as a type, bounded by what feeds it:
@@ -69,6 +76,9 @@ pub async fn serve(
     let mut running = 0usize;
     let limit = core.runtime().slots() as usize * MAX_HELD_PER_SLOT;
     let mut draining = false;
+    // Told to go by the driver; drained and waiting to be, until then.
+    let mut leave = false;
+    let mut waiting: Option<tokio::time::Instant> = None;
     loop {
         let drain_now = tokio::select! {
             command = commands.recv() => match command {
@@ -119,6 +129,27 @@ pub async fn serve(
                     false
                 }
                 Some(ExecutorCommand::Decommission) => true,
+                Some(ExecutorCommand::Leave) => {
+                    leave = true;
+                    false
+                }
+                Some(ExecutorCommand::Adopt(adoption)) => {
+                    let (core, said) = (core.clone(), said.clone());
+                    // Off the async threads: the copies are files written as they come.
+                    tokio::task::spawn_blocking(move || {
+                        let adopted = match draining {
+                            false => core.adopt(&adoption),
+                            true => Adopted {
+                                job: adoption.job,
+                                from: adoption.from.incarnation,
+                                maps: Vec::new(),
+                                failed: adoption.outputs.iter().map(|o| (o.0, "it is leaving too".into())).collect(),
+                            },
+                        };
+                        let _ = said.send(Said::Adopted(adopted));
+                    });
+                    false
+                }
                 Some(ExecutorCommand::Tokens(tokens)) => {
                     core.set_tokens(tokens);
                     false
@@ -131,6 +162,10 @@ pub async fn serve(
                 }
             }
             changed = decommission.changed(), if !draining => changed.is_err() || *decommission.borrow(),
+            () = tokio::time::sleep_until(waiting.unwrap_or_else(tokio::time::Instant::now)), if waiting.is_some() => {
+                tracing::warn!("leaving without word from the driver (flint.decommission.timeout)");
+                return Ended::Drained;
+            }
         };
         if drain_now && !draining {
             tracing::info!(running, "decommissioning: finishing running tasks");
@@ -139,7 +174,7 @@ pub async fn serve(
                 return Ended::Closed;
             }
         }
-        if draining && running == 0 {
+        if draining && running == 0 && waiting.is_none() {
             // What it combined goes to the driver before it leaves, so that no task runs
             // again for want of it.
             let handing = core.clone();
@@ -149,6 +184,15 @@ pub async fn serve(
                     return Ended::Closed;
                 }
             }
+            if core.holds_map_outputs() && !leave && !leave_within.is_zero() {
+                tracing::info!("drained; waiting while its map outputs are copied to executors that stay");
+                waiting = Some(tokio::time::Instant::now() + leave_within);
+                continue;
+            }
+            return Ended::Drained;
+        }
+        // Let go by the driver, or nothing of its own left to hand over.
+        if waiting.is_some() && (leave || !core.holds_map_outputs()) {
             return Ended::Drained;
         }
     }
@@ -184,6 +228,7 @@ async fn forward(
                 }
                 outbound.send(Outbound::Partial(partial)).await.map_err(|_| Closed)?;
             }
+            Said::Adopted(adopted) => outbound.send(Outbound::Adopted(adopted)).await.map_err(|_| Closed)?,
         }
     }
     if !batch.is_empty() {

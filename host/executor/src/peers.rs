@@ -12,8 +12,8 @@ use flint_net::gate::{Gate, HELLO_DEADLINE, Pass};
 use flint_net::limited::Limited;
 use flint_net::{Secret, read_frame, read_frame_within, read_payload_exact, write_frame, write_payload};
 use flint_proto::wire::{
-    MAX_HELLO, PROTOCOL_VERSION, PeerHello, PeerHelloReply, Rejection, SliceHeader, SliceRefusal, SliceReply,
-    SliceRequest,
+    MAX_HELLO, OutputReply, OutputRequest, PROTOCOL_VERSION, PeerHello, PeerHelloReply, PeerRequest,
+    Rejection, SliceHeader, SliceRefusal, SliceReply, SliceRequest,
 };
 use flint_proto::{ExecutorId, JobId, MapSource, ShuffleEndpoint};
 use std::collections::HashMap;
@@ -134,13 +134,74 @@ async fn serve_peer(
     }
 }
 
-/// One request: its slices, read off the async threads, or a typed refusal.
+/// One request: slices, or a whole output.
 async fn answer(
     send: &mut quinn::SendStream,
     recv: &mut quinn::RecvStream,
     core: Weak<ExecutorCore>,
 ) -> Result<(), flint_net::FrameError> {
-    let Some(request) = read_frame::<SliceRequest>(recv).await? else { return Ok(()) };
+    match read_frame::<PeerRequest>(recv).await? {
+        None => Ok(()),
+        Some(PeerRequest::Slices(request)) => answer_slices(send, request, core).await,
+        Some(PeerRequest::Output(request)) => answer_output(send, request, core).await,
+    }
+}
+
+fn refusal(refused: Refusal) -> SliceRefusal {
+    match refused {
+        Refusal::UnknownJob(job) => SliceRefusal::UnknownJob(job),
+        Refusal::BadToken(job) => SliceRefusal::BadToken(job),
+        Refusal::Unreadable(e) => SliceRefusal::Unreadable { maps: e.maps, reason: e.reason },
+    }
+}
+
+/// A whole map output, for a peer adopting it: its index, then its data file sent
+/// from the file a piece at a time.
+async fn answer_output(
+    send: &mut quinn::SendStream,
+    request: OutputRequest,
+    core: Weak<ExecutorCore>,
+) -> Result<(), flint_net::FrameError> {
+    let map = request.map;
+    let found = tokio::task::spawn_blocking(move || {
+        let core = core.upgrade()?;
+        Some(core.serve_output(request.job, &request.token, request.map).and_then(|output| {
+            let file = std::fs::File::open(&output.data).map_err(|e| {
+                Refusal::Unreadable(FetchError {
+                    maps: vec![map],
+                    reason: format!("map {map}'s output: {e}"),
+                })
+            })?;
+            Ok((output, file))
+        }))
+    });
+    match found.await.ok().flatten() {
+        None => {
+            let stopping =
+                SliceRefusal::Unreadable { maps: vec![map], reason: "the executor is stopping".into() };
+            write_frame(send, &OutputReply::Refused(stopping)).await?;
+        }
+        Some(Err(refused)) => write_frame(send, &OutputReply::Refused(refusal(refused))).await?,
+        Some(Ok((output, file))) => {
+            tracing::debug!(map, bytes = output.size, "serving a map output to its adopter");
+            write_frame(send, &OutputReply::Output { index: output.index, size: output.size }).await?;
+            if flint_net::write_payload_from_file(send, file, 0, output.size).await? != output.size {
+                // Shorter than its index says: the adopter sees the payload end early.
+                let _ = send.reset(2u32.into());
+                return Ok(());
+            }
+        }
+    }
+    let _ = send.finish();
+    Ok(())
+}
+
+/// A reducer's request: its slices, read off the async threads, or a typed refusal.
+async fn answer_slices(
+    send: &mut quinn::SendStream,
+    request: SliceRequest,
+    core: Weak<ExecutorCore>,
+) -> Result<(), flint_net::FrameError> {
     let (job, partition) = (request.job, request.partition);
     let reply = if request.maps.len() > MAX_MAPS {
         Err(SliceRefusal::Malformed(format!(
@@ -157,11 +218,7 @@ async fn answer(
                 Err(SliceRefusal::Unreadable { maps: Vec::new(), reason: "the executor is stopping".into() })
             }
             Some(Ok(slices)) => Ok(slices),
-            Some(Err(Refusal::UnknownJob(job))) => Err(SliceRefusal::UnknownJob(job)),
-            Some(Err(Refusal::BadToken(job))) => Err(SliceRefusal::BadToken(job)),
-            Some(Err(Refusal::Unreadable(e))) => {
-                Err(SliceRefusal::Unreadable { maps: e.maps, reason: e.reason })
-            }
+            Some(Err(refused)) => Err(refusal(refused)),
         }
     };
     match reply {
@@ -264,6 +321,61 @@ impl PeerFetch {
         }
     }
 
+    /// The connection to `source`'s incarnation: the one kept, or a new one.
+    async fn connection(
+        &self,
+        source: &MapSource,
+        peer: &ShuffleEndpoint,
+    ) -> Result<quinn::Connection, String> {
+        let key = (source.executor.clone(), source.incarnation);
+        let known = self.connections.lock().expect("connections lock").get(&key).cloned();
+        match known.filter(|c| c.close_reason().is_none()) {
+            Some(c) => Ok(c),
+            None => {
+                let c = self.connect(peer).await?;
+                self.connections.lock().expect("connections lock").insert(key, c.clone());
+                Ok(c)
+            }
+        }
+    }
+
+    /// One whole output from its holder: the index returned, the data to `data`.
+    async fn request_output(
+        &self,
+        adoption: &flint_proto::Adoption,
+        map: u32,
+        (most, index_most): (u64, usize),
+        data: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<Vec<u8>, String> {
+        let source = &adoption.from;
+        let peer = source.address.as_ref().ok_or("the executor serves no map outputs over the network")?;
+        let connection = self.connection(source, peer).await?;
+        let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
+        let request = OutputRequest { job: adoption.job, token: adoption.token, map };
+        write_frame(&mut send, &PeerRequest::Output(request)).await.map_err(|e| e.to_string())?;
+        let _ = send.finish();
+        let (index, size) = match read_frame::<OutputReply>(&mut recv).await.map_err(|e| e.to_string())? {
+            Some(OutputReply::Output { index, size }) => (index, size),
+            Some(OutputReply::Refused(refusal)) => return Err(format!("refused: {refusal}")),
+            None => return Err("the peer closed the stream".into()),
+        };
+        if index.len() > index_most || size > most {
+            return Err(format!("the peer announced {size} bytes and a {}-byte index", index.len()));
+        }
+        let (mut piece, mut got) = (Vec::new(), 0u64);
+        while flint_net::read_piece(&mut recv, &mut piece).await.map_err(|e| e.to_string())? {
+            got += piece.len() as u64;
+            if got > size {
+                return Err(format!("the peer sent more than the {size} bytes it announced"));
+            }
+            data(&piece).map_err(|e| format!("cannot write the copy: {e}"))?;
+        }
+        match got == size {
+            true => Ok(index),
+            false => Err(format!("the peer sent {got} of the {size} bytes it announced")),
+        }
+    }
+
     /// One request to a holder; each slice goes to `each` as it arrives. An error from
     /// `each` is the reader's own and ends the request as it is.
     async fn request(
@@ -276,18 +388,9 @@ impl PeerFetch {
             .address
             .as_ref()
             .ok_or(Failure::Peer("the executor serves no map outputs over the network".into()))?;
-        let key = (source.executor.clone(), source.incarnation);
-        let known = self.connections.lock().expect("connections lock").get(&key).cloned();
-        let connection = match known.filter(|c| c.close_reason().is_none()) {
-            Some(c) => c,
-            None => {
-                let c = self.connect(peer).await?;
-                self.connections.lock().expect("connections lock").insert(key, c.clone());
-                c
-            }
-        };
+        let connection = self.connection(source, peer).await?;
         let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
-        write_frame(&mut send, &request).await.map_err(|e| e.to_string())?;
+        write_frame(&mut send, &PeerRequest::Slices(request.clone())).await.map_err(|e| e.to_string())?;
         let _ = send.finish();
         match read_frame::<SliceReply>(&mut recv).await.map_err(|e| e.to_string())? {
             Some(SliceReply::Slices(count)) => {
@@ -353,5 +456,27 @@ impl ShuffleFetch for PeerFetch {
                 Err(FetchError { maps, reason: format!("fetching from {}: {reason}", source.executor) })
             }
         }
+    }
+
+    fn fetch_output(
+        &self,
+        adoption: &flint_proto::Adoption,
+        map: u32,
+        bounds: (u64, usize),
+        data: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<Vec<u8>, String> {
+        // Each piece is written to the copy on this (blocking) thread as it arrives.
+        let copy = self.request_output(adoption, map, bounds, data);
+        let limit = Instant::now() + self.network_timeout;
+        let result = self.handle.block_on(async {
+            tokio::time::timeout_at(limit.into(), copy)
+                .await
+                .unwrap_or_else(|_| Err("no whole copy in time (flint.network.timeout)".into()))
+        });
+        result.map_err(|reason| {
+            let key = (adoption.from.executor.clone(), adoption.from.incarnation);
+            self.connections.lock().expect("connections lock").remove(&key);
+            format!("copying from {}: {reason}", adoption.from.executor)
+        })
     }
 }

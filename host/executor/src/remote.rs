@@ -239,7 +239,7 @@ pub async fn run_executor(
             "registered"
         );
         let files = core.shuffle_files().cloned();
-        let served = serve(core, &connection, send, recv, settings.heartbeat_interval, decommission).await;
+        let served = serve(core, &connection, (send, recv), &settings, decommission).await;
         // Whatever the end, this executor's map outputs go with it.
         if let Some(files) = files {
             files.remove_all();
@@ -379,11 +379,13 @@ impl DriverSource for RemoteSource {
 async fn serve(
     core: Arc<ExecutorCore>,
     connection: &quinn::Connection,
-    mut send: quinn::SendStream,
-    mut recv: quinn::RecvStream,
-    heartbeat_interval: Duration,
+    (mut send, mut recv): (quinn::SendStream, quinn::RecvStream),
+    settings: &flint_proto::Settings,
     decommission: watch::Receiver<bool>,
 ) -> Result<(), ExecutorExit> {
+    let heartbeat_interval = settings.heartbeat_interval;
+    // A little past the driver's own bound, whose word it waits for.
+    let leave_within = settings.decommission_timeout + Duration::from_secs(5);
     let tasks_done = Arc::new(AtomicU64::new(0));
 
     // Heartbeats on their own stream, so a busy control stream cannot starve them.
@@ -453,6 +455,8 @@ async fn serve(
                         }
                         Ok(Some(DriverMessage::Decommission)) => ExecutorCommand::Decommission,
                         Ok(Some(DriverMessage::Collect(job))) => ExecutorCommand::Collect(job),
+                        Ok(Some(DriverMessage::Adopt(adoption))) => ExecutorCommand::Adopt(adoption),
+                        Ok(Some(DriverMessage::Leave)) => ExecutorCommand::Leave,
                         Ok(Some(DriverMessage::Tokens(tokens))) => {
                             core.set_tokens(tokens);
                             continue;
@@ -487,6 +491,7 @@ async fn serve(
                         }
                         Outbound::Partial(partial) => ExecutorMessage::Partial(partial),
                         Outbound::Draining => ExecutorMessage::Decommissioning,
+                        Outbound::Adopted(adopted) => ExecutorMessage::Adopted(adopted),
                     };
                     write_frame(&mut send, &message).await?;
                 }
@@ -496,7 +501,7 @@ async fn serve(
         )
     };
 
-    let ended = lifecycle::serve(core, command_rx, outbound, decommission).await;
+    let ended = lifecycle::serve(core, command_rx, outbound, decommission, leave_within).await;
     heartbeats.abort();
     blocks.abort();
     // The lifecycle has dropped its sender: the writer ends once the last frame is out.

@@ -144,7 +144,7 @@ async fn launches_past_what_any_driver_may_place_are_handed_back_not_queued() {
     let (commands, command_rx) = mpsc::unbounded_channel();
     let (outbound, mut outbound_rx) = mpsc::channel(16);
     let (_decommission, watch) = tokio::sync::watch::channel(false);
-    let serving = tokio::spawn(lifecycle::serve(core.clone(), command_rx, outbound, watch));
+    let serving = tokio::spawn(lifecycle::serve(core.clone(), command_rx, outbound, watch, Duration::ZERO));
     let launches = (0..100)
         .map(|i| TaskLaunch {
             attempt: Attempt { job: JobId(1), index: i, number: 0 },

@@ -5,7 +5,8 @@
 
 use flint_net::decode;
 use flint_proto::wire::{
-    BlockReply, Chunk, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Request, SubmitReply,
+    BlockReply, Chunk, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, OutputReply,
+    PeerHello, PeerHelloReply, PeerRequest, Request, SliceHeader, SliceReply, SubmitReply,
 };
 use flint_proto::{ClusterStatus, StatusUpdate};
 use libfuzzer_sys::fuzz_target;
@@ -30,4 +31,10 @@ fuzz_target!(|bytes: &[u8]| {
     check::<Chunk>(bytes);
     check::<StatusUpdate>(bytes);
     check::<ClusterStatus>(bytes);
+    check::<PeerHello>(bytes);
+    check::<PeerHelloReply>(bytes);
+    check::<PeerRequest>(bytes);
+    check::<SliceReply>(bytes);
+    check::<SliceHeader>(bytes);
+    check::<OutputReply>(bytes);
 });

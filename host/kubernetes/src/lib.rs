@@ -107,6 +107,7 @@ impl KubernetesBackend {
             cores: settings.executor_cores,
             memory: settings.executor_memory,
             memory_overhead_factor: k.memory_overhead_factor,
+            decommission_timeout: settings.decommission_timeout,
             template,
             owner,
         };

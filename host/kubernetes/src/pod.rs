@@ -32,6 +32,9 @@ pub struct PodConfig {
     /// Executor memory in bytes; the pod asks for this plus the overhead.
     pub memory: u64,
     pub memory_overhead_factor: f64,
+    /// `flint.decommission.timeout`: a deleted pod is given this and a margin to hand
+    /// its map outputs over before its kubelet kills it.
+    pub decommission_timeout: std::time::Duration,
     /// The pod executor pods start from.
     pub template: Option<Value>,
     /// The driver's pod, owner of every executor pod, when the driver runs in one.
@@ -74,6 +77,12 @@ impl PodConfig {
         // An executor that ends is replaced by the driver, never restarted in place.
         spec.insert("restartPolicy".into(), json!("Never"));
         spec.insert("automountServiceAccountToken".into(), json!(false));
+        // A pod deleted gets its grace period to finish its tasks and hand its map
+        // outputs over (the executor waits the timeout and 5 s for the driver's word);
+        // a template may give it longer.
+        let grace = self.decommission_timeout.as_secs() + 15;
+        let asked = spec.get("terminationGracePeriodSeconds").and_then(Value::as_u64).unwrap_or(0);
+        spec.insert("terminationGracePeriodSeconds".into(), json!(grace.max(asked)));
         // Flint's hardening wins over the template's, field by field (a template may add
         // to it). With `fsGroup` a kubelet makes the secret's files (root's own) readable
         // by the executor's group, which is how uid 65532 reads them.

@@ -127,6 +127,12 @@ pub struct Settings {
     pub heartbeat_interval: Duration,
     /// `flint.network.timeout` (default 120s): an executor silent this long is lost.
     pub network_timeout: Duration,
+    /// `flint.decommission.timeout` (default 20s): how long a leaving executor (told to
+    /// by dynamic allocation, or by SIGTERM, as a pod being deleted is) may take to copy
+    /// its map outputs to the executors that stay, once its running tasks are done; past
+    /// it, it leaves anyway and what it still held runs again. Keep it under a pod's
+    /// `terminationGracePeriodSeconds`.
+    pub decommission_timeout: Duration,
     /// `flint.excludeOnFailure.enabled` (default false): exclude executors that keep
     /// failing tasks.
     pub exclude_on_failure: bool,
@@ -195,6 +201,7 @@ impl Default for Settings {
             merge_deadline: Duration::from_secs(600),
             heartbeat_interval: Duration::from_secs(10),
             network_timeout: Duration::from_secs(120),
+            decommission_timeout: Duration::from_secs(20),
             exclude_on_failure: false,
             max_failed_tasks_per_executor: 2,
             executor_backend: Backend::Static,
@@ -242,6 +249,7 @@ impl Settings {
         "flint.network.idleTimeout",
         "flint.executor.heartbeatInterval",
         "flint.network.timeout",
+        "flint.decommission.timeout",
         "flint.excludeOnFailure.enabled",
         "flint.excludeOnFailure.maxFailedTasksPerExecutor",
         "flint.executor.backend",
@@ -380,6 +388,9 @@ impl Settings {
                     s.heartbeat_interval = parse_duration(value).map_err(unreadable)?
                 }
                 "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(unreadable)?,
+                "flint.decommission.timeout" => {
+                    s.decommission_timeout = parse_duration(value).map_err(unreadable)?
+                }
                 "flint.excludeOnFailure.enabled" => {
                     s.exclude_on_failure =
                         value.trim().parse().map_err(|_| invalid("must be true or false".into()))?

@@ -28,7 +28,7 @@ pub use report::{
     log_tail,
 };
 pub use task::{
-    Attempt, BlockId, BlockRef, Digest, ExecutorCommand, INLINE_PER_LAUNCH, INLINE_PER_MAP, INLINE_SLICE,
-    InlineSlice, JobDescriptor, MAX_HELD_PER_SLOT, MAX_PARTIAL_TASKS, MapStatus, Partial, Parts, ShuffleSpec,
-    StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
+    Adopted, Adoption, Attempt, BlockId, BlockRef, Digest, ExecutorCommand, INLINE_PER_LAUNCH,
+    INLINE_PER_MAP, INLINE_SLICE, InlineSlice, JobDescriptor, MAX_HELD_PER_SLOT, MAX_PARTIAL_TASKS,
+    MapStatus, Partial, Parts, ShuffleSpec, StatusUpdate, TaskLaunch, TaskOutput, TaskState, Token,
 };

@@ -232,6 +232,9 @@ pub struct JobReport {
     /// Map tasks run again because their outputs were lost (their executor gone, or a
     /// reducer could not read them).
     pub maps_rerun: u32,
+    /// Map outputs copied off executors that left (decommissioned) before they went,
+    /// so that their maps did not run again.
+    pub outputs_handed_over: u32,
     pub failures: Vec<FailureRecord>,
     /// Failed attempts left out of `failures` to keep the report within
     /// [`REPORT_FAILURE_BYTES`] (the status page lists up to 1,000 of them).
@@ -427,6 +430,7 @@ mod tests {
             tasks: 3,
             attempts: 3,
             maps_rerun: 0,
+            outputs_handed_over: 0,
             failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
             shuffle: None,
             failures_dropped: 0,

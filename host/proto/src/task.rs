@@ -346,4 +346,47 @@ pub enum ExecutorCommand {
     Tokens(Vec<Token>),
     /// Hand over the partial results held for the job.
     Collect(JobId),
+    /// Copy map outputs a leaving executor holds, and hold them from now on.
+    Adopt(Adoption),
+    /// A drained executor may go: what it held is handed over, or given up.
+    Leave,
+}
+
+/// Map outputs of one job that a leaving executor holds, for another to copy and hold
+/// in its place (the hand-over of a decommission).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Adoption {
+    pub job: JobId,
+    /// The job's shuffle secret: the leaving executor serves only to a peer showing it,
+    /// and the adopter serves the copies behind it.
+    pub token: [u8; 32],
+    /// The job's reduce partitions: what each output's index must have.
+    pub reduces: u32,
+    /// The executor that holds them now.
+    pub from: crate::job::MapSource,
+    /// Each output: its map, the digest its map's first run wrote, and the most bytes
+    /// its data file can hold.
+    pub outputs: Vec<(u32, [u8; 32], u64)>,
+}
+
+impl fmt::Debug for Adoption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Adoption")
+            .field("job", &self.job)
+            .field("token", &"<hidden>")
+            .field("from", &self.from.executor)
+            .field("outputs", &self.outputs.len())
+            .finish()
+    }
+}
+
+/// What an executor made of an [`Adoption`]: the maps whose outputs it holds now, and
+/// those it could not copy, with why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Adopted {
+    pub job: JobId,
+    /// The incarnation the outputs came from.
+    pub from: u64,
+    pub maps: Vec<u32>,
+    pub failed: Vec<(u32, String)>,
 }

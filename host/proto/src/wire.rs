@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 13;
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -106,6 +106,39 @@ pub enum PeerHelloReply {
     Rejected(Rejection),
 }
 
+/// What a peer asks on a stream of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerRequest {
+    /// A reducer's slices: answered by [`SliceReply`].
+    Slices(SliceRequest),
+    /// A whole map output, for an executor adopting it from one that leaves: answered
+    /// by [`OutputReply`].
+    Output(OutputRequest),
+}
+
+/// One map's whole output: its index and its data file.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputRequest {
+    pub job: JobId,
+    /// The job's shuffle secret.
+    pub token: [u8; 32],
+    pub map: u32,
+}
+
+impl std::fmt::Debug for OutputRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputRequest").field("job", &self.job).field("map", &self.map).finish()
+    }
+}
+
+/// The answer to an [`OutputRequest`]: the index, then the data file's `size` bytes
+/// in [`Chunk`]s; or why not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OutputReply {
+    Output { index: Vec<u8>, size: u64 },
+    Refused(SliceRefusal),
+}
+
 /// A reducer's one request to a holder: every slice of `partition` it holds of `maps`.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SliceRequest {
@@ -186,6 +219,8 @@ pub enum ExecutorMessage {
     Decommissioning,
     /// Combined outputs handed over (after the reports of the tasks they combine).
     Partial(crate::Partial),
+    /// What it made of an `Adopt`: the outputs it copied and holds now.
+    Adopted(crate::Adopted),
 }
 
 /// Driver → executor, on the control stream.
@@ -206,6 +241,10 @@ pub enum DriverMessage {
     JobEnded(JobId),
     /// Hand over the partial results held for the job.
     Collect(JobId),
+    /// Copy these map outputs from a leaving executor and hold them.
+    Adopt(crate::Adoption),
+    /// A drained executor may go now.
+    Leave,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

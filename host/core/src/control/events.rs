@@ -109,6 +109,16 @@ pub enum Event {
     TokenFailed {
         service: String,
     },
+    /// An executor asked to adopt map outputs of `job` from the executor life `from`
+    /// copied `maps` and holds them now; it could not copy `failed`.
+    Adopted {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        from: Incarnation,
+        maps: Vec<u32>,
+        failed: Vec<(u32, String)>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -170,6 +180,20 @@ pub enum Action {
         executor: ExecutorId,
         incarnation: Incarnation,
     },
+    /// Copy these map outputs of `job` from the leaving executor `from` and hold them:
+    /// each its map, digest and most bytes.
+    Adopt {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+        job: JobId,
+        from: (ExecutorId, Incarnation),
+        outputs: Vec<(u32, [u8; 32], u64)>,
+    },
+    /// A drained executor may go: its map outputs are handed over, or given up.
+    Leave {
+        executor: ExecutorId,
+        incarnation: Incarnation,
+    },
     /// Fetch a new token for `service` from its provider (renewal is due).
     FetchToken {
         service: String,
@@ -200,6 +224,8 @@ pub struct JobCounts {
     pub failed_attempts: u32,
     /// Map outputs lost (their executor gone, or unreadable), so those maps ran again.
     pub maps_rerun: u32,
+    /// Map outputs copied off leaving executors and switched to their copies.
+    pub outputs_handed_over: u32,
     /// Done tasks whose outputs were lost, of any kind (map outputs, combined outputs
     /// held by an executor), so that they ran again.
     pub outputs_lost: u32,

@@ -203,6 +203,28 @@ impl EventLoop {
                 Action::TokenRetry { service, failures, wait } => {
                     tracing::warn!(%service, failures, retry_in_ms = wait.as_millis() as u64, "token renewal will be tried again");
                 }
+                Action::Adopt { executor, incarnation, job, from, outputs } => {
+                    let link = self.links.get(&executor).filter(|(i, _)| *i == incarnation);
+                    let spec = self.jobs.get(&job).and_then(|r| r.descriptor.shuffle.as_ref());
+                    if let (Some((_, link)), Some(spec)) = (link, spec) {
+                        let address = self.shuffle_addresses.get(&from.0).cloned();
+                        let from =
+                            MapSource { executor: from.0, incarnation: from.1.0, address, maps: Vec::new() };
+                        let adoption = flint_proto::Adoption {
+                            job,
+                            token: spec.token,
+                            reduces: spec.reduces,
+                            from,
+                            outputs,
+                        };
+                        link.adopt(adoption);
+                    }
+                }
+                Action::Leave { executor, incarnation } => {
+                    if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
+                        link.leave();
+                    }
+                }
                 Action::Decommission { executor, incarnation } => {
                     tracing::info!(executor_id = %executor, "releasing an idle executor");
                     if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {

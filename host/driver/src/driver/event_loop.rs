@@ -86,6 +86,7 @@ impl EventLoop {
             bootstrap_timeout: BOOTSTRAP_TIMEOUT,
             allocation: flint_core::AllocationConfig::from_settings(settings),
             backend: settings.executor_backend.name(),
+            decommission_timeout: settings.decommission_timeout,
         });
         EventLoop {
             shared,
@@ -246,6 +247,11 @@ impl EventLoop {
                 self.feed(now, CoreEvent::Draining { id: id.clone(), incarnation });
                 self.record_executor(now, &id, |executor| AppEvent::ExecutorUpdated { executor });
                 self.slots_changed = true;
+            }
+            Event::Adopted { id, incarnation, adopted } => {
+                let flint_proto::Adopted { job, from, maps, failed } = adopted;
+                let from = Incarnation(from);
+                self.feed(now, CoreEvent::Adopted { id, incarnation, job, from, maps, failed })
             }
             Event::ExecutorLost { id, incarnation, reason } => {
                 self.feed(now, CoreEvent::Lost { id, incarnation, reason })

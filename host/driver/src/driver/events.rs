@@ -52,6 +52,12 @@ pub(super) enum Event {
         id: ExecutorId,
         incarnation: Incarnation,
     },
+    /// An executor's answer to an adoption.
+    Adopted {
+        id: ExecutorId,
+        incarnation: Incarnation,
+        adopted: flint_proto::Adopted,
+    },
     ExecutorLost {
         id: ExecutorId,
         incarnation: Incarnation,

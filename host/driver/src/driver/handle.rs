@@ -385,6 +385,11 @@ impl Driver {
         let _ = self.peers.send(Event::Decommissioning { id, incarnation }).await;
     }
 
+    /// An executor copied map outputs of a leaving one (or could not).
+    pub async fn adopted(&self, id: ExecutorId, incarnation: Incarnation, adopted: flint_proto::Adopted) {
+        let _ = self.peers.send(Event::Adopted { id, incarnation, adopted }).await;
+    }
+
     /// Removes an executor; its running tasks are requeued. A loss of an old
     /// incarnation changes nothing.
     pub async fn executor_lost(&self, id: ExecutorId, incarnation: Incarnation, reason: String) {

@@ -44,9 +44,6 @@ fn sweep(root: &Path) {
     }
 }
 
-/// What an index file starts with.
-pub(crate) const INDEX_MAGIC: &[u8; 8] = b"FLSHIDX1";
-
 /// The folders map outputs are written under, one picked per map by a hash of its job
 /// and index (as Spark spreads its block files over `spark.local.dir`). Each executor
 /// writes in folders of its own (`flint-shuffle-<random>` under each local directory),
@@ -142,6 +139,11 @@ impl ShuffleFiles {
                 kept.insert(job, held);
             }
         }
+    }
+
+    /// Whether map outputs of a job that has not ended are here.
+    pub fn holds_outputs(&self) -> bool {
+        !self.inner.kept.lock().expect("kept lock").is_empty()
     }
 
     /// The budget: its bound and what is on disk now.

@@ -9,17 +9,20 @@
 //! decompresses a byte. A record in a slice is its key's and its value's lengths (u32 LE
 //! each), then the key, then the value.
 
+pub(crate) mod adopt;
 pub(crate) mod combine;
 pub(crate) mod disk;
 pub(crate) mod files;
 pub(crate) mod frames;
 pub(crate) mod gather;
+pub(crate) mod index;
 pub(crate) mod merge;
 pub(crate) mod parts;
 pub(crate) mod read;
 pub(crate) mod tasks;
 pub(crate) mod write;
 
+pub use adopt::Output;
 pub use files::{ShuffleFiles, local_dirs};
 pub use read::{FetchError, Located, ShuffleFetch, Slice};
 pub use tasks::Refusal;

@@ -2,7 +2,8 @@
 //! checked against the CRCs their index holds, and the seam through which a reduce
 //! task fetches slices other executors hold.
 
-use super::files::{INDEX_MAGIC, ShuffleFiles};
+use super::files::ShuffleFiles;
+use super::index::Index;
 use flint_proto::{JobId, MapSource};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -51,6 +52,17 @@ pub trait ShuffleFetch: Send + Sync {
         deadline: Instant,
         each: &mut dyn FnMut(Slice) -> Result<(), FetchError>,
     ) -> Result<(), FetchError>;
+
+    /// Copies one map's whole output from the executor `adoption` names: its data
+    /// file's bytes go to `data` as they arrive (at most `bounds.0` of them), and its
+    /// index (at most `bounds.1` bytes) is returned.
+    fn fetch_output(
+        &self,
+        adoption: &flint_proto::Adoption,
+        map: u32,
+        bounds: (u64, usize),
+        data: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<Vec<u8>, String>;
 }
 
 /// The CRC-32 of `len` bytes of `path` from `start`, read a piece at a time.
@@ -137,26 +149,13 @@ impl ShuffleFiles {
         partition: u32,
         map: u32,
     ) -> std::io::Result<(std::path::PathBuf, u64, u64, u32)> {
-        let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
         let (data_path, index_path) = self.paths(job, map);
-        let index = std::fs::read(&index_path)?;
-        if index.len() < 12 || &index[..8] != INDEX_MAGIC {
-            return Err(invalid("its index is not a shuffle index"));
-        }
-        let reduces = u32::from_le_bytes(index[8..12].try_into().expect("4 bytes"));
-        let want = 12 + (reduces as usize + 1) * 8 + reduces as usize * 4;
-        if index.len() != want || partition >= reduces {
-            return Err(invalid("its index does not match the job's partitions"));
-        }
-        let offset =
-            |i: usize| u64::from_le_bytes(index[12 + i * 8..20 + i * 8].try_into().expect("8 bytes"));
-        let (start, end) = (offset(partition as usize), offset(partition as usize + 1));
-        let crcs = 12 + (reduces as usize + 1) * 8;
-        let at = crcs + partition as usize * 4;
-        let crc = u32::from_le_bytes(index[at..at + 4].try_into().expect("4 bytes"));
-        if end < start {
-            return Err(invalid("its index is out of order"));
-        }
+        let (start, end, crc) = Index::read(&index_path)?.slice(partition).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "its index does not match the job's partitions",
+            )
+        })?;
         Ok((data_path, start, end, crc))
     }
 }

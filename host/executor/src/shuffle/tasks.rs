@@ -199,6 +199,17 @@ impl ExecutorCore {
             .map_err(|e| TaskFailure::Host { message: format!("cannot read the slices: {e}") })
     }
 
+    /// Whether `token` is the shuffle secret of a job this executor knows.
+    pub(crate) fn check_token(&self, job: JobId, token: &[u8; 32]) -> Result<(), Refusal> {
+        let known = self.shuffle_tokens.lock().expect("tokens lock").get(&job).copied();
+        let Some(secret) = known else { return Err(Refusal::UnknownJob(job)) };
+        // Compared in constant time: the secret must not leak through timing.
+        match secret.iter().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0 {
+            true => Ok(()),
+            false => Err(Refusal::BadToken(job)),
+        }
+    }
+
     /// Where the slices of `partition` from `maps`' outputs held here are, for a
     /// reducer that shows the job's shuffle secret: the server reads and sends them one
     /// at a time.
@@ -209,13 +220,7 @@ impl ExecutorCore {
         partition: u32,
         maps: &[u32],
     ) -> Result<Vec<Located>, Refusal> {
-        let known = self.shuffle_tokens.lock().expect("tokens lock").get(&job).copied();
-        let Some(secret) = known else { return Err(Refusal::UnknownJob(job)) };
-        // Compared in constant time: the secret must not leak through timing.
-        let same = secret.iter().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
-        if !same {
-            return Err(Refusal::BadToken(job));
-        }
+        self.check_token(job, token)?;
         let files = self.shuffle.as_ref().ok_or_else(|| {
             Refusal::Unreadable(FetchError { maps: maps.to_vec(), reason: "no shuffle folder here".into() })
         })?;

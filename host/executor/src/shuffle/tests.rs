@@ -307,3 +307,99 @@ fn an_attempt_that_outlives_its_job_has_nowhere_to_write_its_part() {
     assert!(late.to_string().contains("the job has ended"), "{late}");
     assert!(!dir.path().join("_temporary").exists(), "not made again");
 }
+
+/// Hands a map output over as a holder would, from its files: its data through
+/// `spoil` (which may change a byte) on the way.
+struct Holder {
+    files: ShuffleFiles,
+    spoil: fn(&mut Vec<u8>),
+}
+
+impl super::read::ShuffleFetch for Holder {
+    fn fetch(
+        &self,
+        _: JobId,
+        _: &[u8; 32],
+        _: u32,
+        _: &flint_proto::MapSource,
+        _: std::time::Instant,
+        _: &mut dyn FnMut(super::read::Slice) -> Result<(), super::read::FetchError>,
+    ) -> Result<(), super::read::FetchError> {
+        unreachable!("only whole outputs here")
+    }
+
+    fn fetch_output(
+        &self,
+        adoption: &flint_proto::Adoption,
+        map: u32,
+        (most, index_most): (u64, usize),
+        data: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<Vec<u8>, String> {
+        let (data_path, index_path) = self.files.paths(adoption.job, map);
+        let index = std::fs::read(index_path).unwrap();
+        let mut bytes = std::fs::read(data_path).unwrap();
+        (self.spoil)(&mut bytes);
+        let _ = (most, index_most); // the adopter's own checks are what is tested
+        bytes.chunks(1000).try_for_each(data).map_err(|e| e.to_string())?;
+        Ok(index)
+    }
+}
+
+#[test]
+fn an_adopted_output_is_checked_whole_before_it_takes_the_place_of_one_written_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let holder = ShuffleFiles::new(&[dir.path().join("leaving")]).unwrap();
+    let status = filled(&holder, 3, 4, 20_000).finish(None).unwrap();
+    let stored: u64 = status.sizes.iter().sum();
+    let from = flint_proto::MapSource {
+        executor: "leaving".into(),
+        incarnation: 1,
+        address: None,
+        maps: Vec::new(),
+    };
+    let adoption = |reduces: u32| flint_proto::Adoption {
+        job: JOB,
+        token: [1; 32],
+        reduces,
+        from: from.clone(),
+        outputs: Vec::new(),
+    };
+    let adopt = |spoil: fn(&mut Vec<u8>), reduces: u32, digest: [u8; 32], bound: u64| {
+        let files =
+            ShuffleFiles::new(&[dir.path().join(format!("adopter-{}", rand::random::<u32>()))]).unwrap();
+        let fetcher = Holder { files: holder.clone(), spoil };
+        let result = super::adopt::copy(&files, &fetcher, &adoption(reduces), (3, digest, bound));
+        (result, files)
+    };
+    let intact: fn(&mut Vec<u8>) = |_| {};
+    // Whole and right: read back as the holder's own, and held against the budget.
+    let (result, files) = adopt(intact, 4, status.digest, stored);
+    assert_eq!(result, Ok(()));
+    for partition in 0..4 {
+        assert_eq!(records(&files, partition, &[3]), records(&holder, partition, &[3]));
+    }
+    assert!(files.holds_outputs() && files.budget().used() >= stored);
+    // A byte changed on the way, another map's digest, another job's partitions, more
+    // than its sizes allow: refused, nothing left behind, nothing held.
+    let flipped: fn(&mut Vec<u8>) = |bytes| {
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 1;
+    };
+    let cases = [
+        (adopt(flipped, 4, status.digest, stored), "does not match its checksum"),
+        (adopt(intact, 4, [9; 32], stored), "digest"),
+        (adopt(intact, 5, status.digest, stored), "partitions"),
+        (adopt(intact, 4, status.digest, stored - 1), "more than its sizes say"),
+    ];
+    for ((result, files), why) in cases {
+        let said = result.unwrap_err();
+        assert!(said.contains(why), "{said}");
+        assert_eq!(files.count_files(), 0, "{why}: nothing left");
+        assert!(!files.holds_outputs() && files.budget().used() == 0, "{why}: nothing held");
+    }
+    // One already here with the same digest is taken as it is, without a copy.
+    let (result, files) = adopt(intact, 4, status.digest, stored);
+    assert_eq!(result, Ok(()));
+    let fetcher = Holder { files: holder.clone(), spoil: |_| panic!("copied again") };
+    assert_eq!(super::adopt::copy(&files, &fetcher, &adoption(4), (3, status.digest, stored)), Ok(()));
+}

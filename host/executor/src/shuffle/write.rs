@@ -4,8 +4,9 @@
 
 use super::combine::{Combine, Combiner};
 use super::disk::{Reservation, disk_full};
-use super::files::{INDEX_MAGIC, ShuffleFiles};
+use super::files::ShuffleFiles;
 use super::frames::Slices;
+use super::index::Index;
 use super::merge::{FRAME, SortedRuns};
 use flint_proto::{INLINE_PER_MAP, INLINE_SLICE, InlineSlice, JobId, MapStatus, TaskFailure};
 use flint_runtime::{RECORD_HEADER, RecordSink, ShuffleError};
@@ -203,11 +204,7 @@ impl MapWriter {
         {
             tracing::debug!(map = self.map, before, after, "combined keys the map wrote more than once");
         }
-        let mut index = Vec::with_capacity(16 + offsets.len() * 8 + crcs.len() * 4);
-        index.extend_from_slice(INDEX_MAGIC);
-        index.extend_from_slice(&self.reduces.to_le_bytes());
-        offsets.iter().for_each(|o| index.extend_from_slice(&o.to_le_bytes()));
-        crcs.iter().for_each(|c| index.extend_from_slice(&c.to_le_bytes()));
+        let index = Index::encode(&offsets, &crcs, &digest);
         let tmp_index = dir.join(format!("map-{}.index.{tag:x}", self.map));
         let placed = held
             .grow(index.len() as u64)

@@ -11,6 +11,7 @@ fn config(template: Option<Value>) -> PodConfig {
         cores: 2,
         memory: 512 << 20,
         memory_overhead_factor: 0.1,
+        decommission_timeout: std::time::Duration::from_secs(20),
         template,
         owner: None,
     }
@@ -32,6 +33,7 @@ fn a_template_keeps_its_own_fields_and_flints_win() {
         "spec": {
             "nodeSelector": { "disk": "ssd" },
             "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 5,
             "containers": [
                 { "name": "sidecar", "image": "proxy:1" },
                 { "name": "executor", "image": "other:2", "command": ["/bin/sh"],
@@ -47,6 +49,7 @@ fn a_template_keeps_its_own_fields_and_flints_win() {
     assert_eq!(pod["metadata"]["labels"]["flint.dev/executor-id"], "7");
     assert_eq!(pod["spec"]["nodeSelector"]["disk"], "ssd");
     assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    assert_eq!(pod["spec"]["terminationGracePeriodSeconds"], 35, "time to hand map outputs over");
     let containers = pod["spec"]["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 2);
     assert_eq!(containers[0]["image"], "proxy:1", "the sidecar is left alone");

@@ -64,6 +64,7 @@ impl Settings {
             ("flint.network.idleTimeout", fixed(&self.network_idle_timeout)),
             ("flint.executor.heartbeatInterval", fixed(&self.heartbeat_interval)),
             ("flint.network.timeout", fixed(&self.network_timeout)),
+            ("flint.decommission.timeout", fixed(&self.decommission_timeout)),
             ("flint.excludeOnFailure.enabled", fixed(&self.exclude_on_failure)),
             ("flint.excludeOnFailure.maxFailedTasksPerExecutor", fixed(&self.max_failed_tasks_per_executor)),
             ("flint.executor.backend", fixed(&self.executor_backend)),

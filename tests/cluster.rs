@@ -2759,7 +2759,10 @@ fn shuffle_endpoint(log: &str) -> (std::net::SocketAddr, [u8; 32]) {
 
 #[test]
 fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_token() {
-    use flint_proto::wire::{PeerHello, PeerHelloReply, SliceRefusal, SliceReply, SliceRequest};
+    use flint_proto::wire::{
+        OutputReply, OutputRequest, PeerHello, PeerHelloReply, PeerRequest, SliceRefusal, SliceReply,
+        SliceRequest,
+    };
     let mut cluster = Cluster::start(&[]);
     cluster.executor(&["--cores", "2"]);
     cluster.wait_live(1);
@@ -2802,10 +2805,22 @@ fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_to
             (ask(job + 40, [7; 32]), SliceRefusal::UnknownJob(flint_proto::JobId(job + 40))),
         ] {
             let (mut send, mut recv) = conn.open_bi().await.unwrap();
-            flint_net::write_frame(&mut send, &request).await.unwrap();
+            flint_net::write_frame(&mut send, &PeerRequest::Slices(request)).await.unwrap();
             let _ = send.finish();
             let reply = flint_net::read_frame::<SliceReply>(&mut recv).await.unwrap();
             assert_eq!(reply, Some(SliceReply::Refused(expected)));
+        }
+        // Whole map outputs (what an adopter copies) are behind the same token.
+        let whole = |job: u64| OutputRequest { job: flint_proto::JobId(job), token: [7; 32], map: 0 };
+        for (request, expected) in [
+            (whole(job), SliceRefusal::BadToken(flint_proto::JobId(job))),
+            (whole(job + 40), SliceRefusal::UnknownJob(flint_proto::JobId(job + 40))),
+        ] {
+            let (mut send, mut recv) = conn.open_bi().await.unwrap();
+            flint_net::write_frame(&mut send, &PeerRequest::Output(request)).await.unwrap();
+            let _ = send.finish();
+            let reply = flint_net::read_frame::<OutputReply>(&mut recv).await.unwrap();
+            assert_eq!(reply, Some(OutputReply::Refused(expected)));
         }
     });
     // The job itself was not disturbed.

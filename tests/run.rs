@@ -519,6 +519,40 @@ fn part_lines(dir: &std::path::Path, parts: u32) -> Vec<(String, String)> {
 }
 
 #[test]
+fn a_reduce_attempt_that_fails_after_writing_half_its_part_leaves_only_the_committed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("corpus.txt");
+    corpus(&input, 1 << 20);
+    let input = input.to_string_lossy();
+    let reference =
+        json(&flint(&["run", "examples/word-count", "--input", &input, "--json"]))["result"].clone();
+    let out_dir = dir.path().join("counts");
+    let out = flint(&[
+        "run",
+        "examples/word-count-mr",
+        "--input",
+        &input,
+        "--reduce-partitions",
+        "4",
+        "--output",
+        out_dir.to_str().unwrap(),
+        "--conf",
+        "fail_first_attempt=true",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["result"], reference, "{report}");
+    // Each reducer's first attempt wrote two megabytes of junk and failed; its retry is
+    // what was committed, and nothing of the first is left.
+    assert_eq!(report["task_failures"].as_array().unwrap().len(), 4, "{report}");
+    assert_eq!(report["attempts"].as_u64(), report["tasks"].as_u64().map(|t| t + 4), "{report}");
+    let lines = part_lines(&out_dir, 4);
+    let total: u64 = lines.iter().map(|(_, n)| n.parse::<u64>().unwrap()).sum();
+    assert_eq!(total, reference["total_words"].as_u64().unwrap());
+}
+
+#[test]
 fn map_reduce_word_count_writes_part_files_that_hold_word_counts_answer() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("corpus.txt");

@@ -4,7 +4,10 @@
 //! its totals and its ten most frequent words, and the job joins those. A word is a run of
 //! bytes that are not ASCII white space, as in `word-count`, whose result this one equals.
 //! With `--output DIR`, each reduce task also writes every word of its partition and its
-//! count, `word<TAB>count` a line in key order, to its part file.
+//! count, `word<TAB>count` a line in key order, to its part file. For the tests of
+//! committed parts, `fail_first_attempt=true` makes each reduce task's first attempt
+//! write two megabytes of junk to its part (past the SDK's buffer, so it reaches the
+//! file) and fail at its next key.
 
 use flint_guest::{Emitter, Error, MapReduce, Partition, Values, part};
 use serde::{Deserialize, Serialize};
@@ -71,6 +74,15 @@ impl MapReduce for WordCount {
     }
 
     fn reduce(word: String, counts: &mut Values<'_, u64>, out: &mut Summary) -> Result<(), Error> {
+        if part::wanted()
+            && flint_guest::task_info().attempt == 0
+            && flint_guest::config_or("fail_first_attempt", false)?
+        {
+            match out.distinct_words {
+                0 => part::write(&[b'x'; 2 << 20])?,
+                _ => return Err(Error::new("a first attempt that fails after writing half its part")),
+            }
+        }
         let n: u64 = counts.sum();
         if part::wanted() {
             part::line(format_args!("{word}\t{n}"))?;

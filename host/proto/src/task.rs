@@ -155,6 +155,23 @@ pub enum Parts {
     Collect,
 }
 
+impl Parts {
+    /// Where reduce attempts write their part files before one is committed.
+    pub const TEMPORARY: &'static str = "_temporary";
+
+    /// Reduce partition `partition`'s part file, as committed.
+    pub fn part_name(partition: u32) -> String {
+        format!("part-{partition:05}")
+    }
+
+    /// Where attempt `number` of reduce partition `partition` writes its part, under
+    /// the output directory: the driver commits the accepted attempt's (and only it)
+    /// by renaming it to [`Parts::part_name`].
+    pub fn attempt_path(partition: u32, number: u32) -> String {
+        format!("{}/{}.{number}", Parts::TEMPORARY, Parts::part_name(partition))
+    }
+}
+
 impl ShuffleSpec {
     /// Whether task `index` is a map task (else a reduce task).
     pub fn is_map(&self, index: u32) -> bool {

@@ -3,7 +3,7 @@
 //! stopped through the backend, tokens fetched and pushed, jobs ended.
 
 use flint_core::{Action, Decided, Event as CoreEvent};
-use flint_proto::{ExecutorId, MapSource, PartitionSpec, ShuffleEndpoint, TaskFailure, TaskLaunch};
+use flint_proto::{ExecutorId, MapSource, PartitionSpec, Parts, ShuffleEndpoint, TaskFailure, TaskLaunch};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -24,6 +24,21 @@ fn map_source(
 }
 
 impl EventLoop {
+    /// Commits the part file of a reduce task of a job writing files, as the attempt
+    /// the core accepted wrote it.
+    fn commit(&self, attempt: flint_proto::Attempt) -> Result<(), String> {
+        let Some(job) = self.jobs.get(&attempt.job) else { return Ok(()) };
+        match (job.descriptor.output_index(attempt.index), job.descriptor.shuffle.as_ref()) {
+            (Some(partition), Some(spec)) => match &spec.parts {
+                Some(Parts::Files(dir)) => {
+                    super::plan::commit_part(std::path::Path::new(dir), partition, attempt.number)
+                }
+                _ => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
     pub(super) fn feed(&mut self, now: Instant, event: CoreEvent) {
         let actions = self.core.handle(now, event);
         self.apply(actions, None);
@@ -97,12 +112,20 @@ impl EventLoop {
                     }
                 }
                 Action::Decided(Decided::TaskDone { attempt }) => {
+                    // A reduce task's part is committed now, its accepted attempt's alone
+                    // (Spark's output commit coordinator): a job that cannot fails.
+                    if let Err(message) = self.commit(attempt) {
+                        tracing::error!(%attempt, %message, "part not committed");
+                        self.complete(attempt.job, Err(flint_proto::JobError::Output(message)));
+                        continue;
+                    }
                     if let (Some(job), Some(Charged { bytes, charge })) =
                         (self.jobs.get_mut(&attempt.job), output.take())
                     {
                         charge.keep();
                         // A map task's output stays on its executor: only the others fold.
                         let Some(index) = job.descriptor.output_index(attempt.index) else { continue };
+
                         match &mut job.fold {
                             Fold::Aggregate(worker) => {
                                 if worker.push(FoldInput { index: Some(index), tasks: 1, bytes }) {

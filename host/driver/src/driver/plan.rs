@@ -146,8 +146,16 @@ pub(super) async fn prepare_output(
 
 /// The marker a job writing files leaves once all its parts are in place.
 pub const SUCCESS: &str = "_SUCCESS";
-/// Where reduce attempts write their parts before they are put in place.
-pub const TEMPORARY: &str = "_temporary";
+/// Where reduce attempts write their parts before one is committed.
+pub const TEMPORARY: &str = flint_proto::Parts::TEMPORARY;
+
+/// Commits the part of reduce `partition` that attempt `number` wrote: the task's one
+/// accepted attempt, so a late, repeated or failed one is never in place.
+pub(super) fn commit_part(dir: &std::path::Path, partition: u32, number: u32) -> Result<(), String> {
+    let written = dir.join(flint_proto::Parts::attempt_path(partition, number));
+    let part = dir.join(flint_proto::Parts::part_name(partition));
+    std::fs::rename(&written, &part).map_err(|e| format!("cannot commit {}: {e}", part.display()))
+}
 
 /// Ends a job writing files: its attempts' leftovers go, and, when it succeeded,
 /// `_SUCCESS` marks every part in place; a job that cannot say so fails.

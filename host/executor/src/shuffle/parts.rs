@@ -1,7 +1,8 @@
-//! A reduce task's part: a file written under the output directory's `_temporary`,
-//! then put in place as `part-NNNNN` by one rename when its task succeeds, so a retried
-//! or repeated task never leaves two, and a failed one leaves none; or bytes collected
-//! to go back to the submitter as the task's output.
+//! A reduce task's part: a file of the attempt's own under the output directory's
+//! `_temporary`, flushed to disk when its task succeeds and left there for the driver
+//! to commit (only the attempt it accepts is renamed `part-NNNNN`, so a retried,
+//! repeated or late attempt never replaces it, and a failed one leaves nothing); or
+//! bytes collected to go back to the submitter as the task's output.
 
 use flint_runtime::{PartSink, ShuffleError};
 use std::fs::File;
@@ -11,18 +12,15 @@ use std::path::{Path, PathBuf};
 pub struct PartFile {
     file: BufWriter<File>,
     temporary: PathBuf,
-    dest: PathBuf,
-    placed: bool,
+    kept: bool,
 }
 
 impl PartFile {
-    /// A part file for reduce `partition`, written by attempt `attempt` (unique within
-    /// the job) under `dir`.
-    pub fn create(dir: &Path, partition: u32, attempt: &str) -> std::io::Result<PartFile> {
-        let name = format!("part-{partition:05}");
+    /// The part file of attempt `number` of reduce `partition` under `dir`.
+    pub fn create(dir: &Path, partition: u32, number: u32) -> std::io::Result<PartFile> {
         // Made by the driver when it took the job, removed when the job ended: an
         // attempt that outlives its job has nowhere to write.
-        let temporary = dir.join("_temporary").join(format!("{name}.{attempt}"));
+        let temporary = dir.join(flint_proto::Parts::attempt_path(partition, number));
         let file = match File::create(&temporary) {
             Ok(file) => BufWriter::with_capacity(1 << 20, file),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -30,15 +28,14 @@ impl PartFile {
             }
             Err(e) => return Err(e),
         };
-        Ok(PartFile { file, temporary, dest: dir.join(name), placed: false })
+        Ok(PartFile { file, temporary, kept: false })
     }
 
-    /// Flushes the part to disk and puts it in place.
-    pub fn place(mut self) -> std::io::Result<()> {
+    /// Flushes the part to disk and leaves it for the driver to commit.
+    pub fn keep(mut self) -> std::io::Result<()> {
         self.file.flush()?;
         self.file.get_ref().sync_all()?;
-        std::fs::rename(&self.temporary, &self.dest)?;
-        self.placed = true;
+        self.kept = true;
         Ok(())
     }
 }
@@ -95,7 +92,7 @@ impl PartSink for Part {
 
 impl Drop for PartFile {
     fn drop(&mut self) {
-        if !self.placed {
+        if !self.kept {
             let _ = std::fs::remove_file(&self.temporary);
         }
     }

@@ -81,16 +81,9 @@ impl ExecutorCore {
             None => None,
             Some(Parts::Collect) => Some(Part::collected(ctx.max_result_size)),
             Some(Parts::Files(dir)) => {
-                // Unique to this attempt; the executor's id only as far as it is safe in a name.
-                let id: String = self
-                    .id()
-                    .to_string()
-                    .chars()
-                    .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-                    .collect();
-                let attempt = format!("{}-{id}", launch.attempt.number);
+                let number = launch.attempt.number;
                 let created = self.inputs().output_dir(dir).and_then(|dir| {
-                    PartFile::create(&dir, partition, &attempt).map_err(|e| format!("output {dir:?}: {e}"))
+                    PartFile::create(&dir, partition, number).map_err(|e| format!("output {dir:?}: {e}"))
                 });
                 match created {
                     Ok(part) => Some(Part::File(part)),
@@ -106,8 +99,8 @@ impl ExecutorCore {
             }
             Some(Part::Collected { bytes, .. }) if outcome.result.is_ok() => outcome.result = Ok(bytes),
             Some(Part::File(file)) if outcome.result.is_ok() => {
-                if let Err(e) = file.place() {
-                    let message = format!("putting a part file in place: {e}");
+                if let Err(e) = file.keep() {
+                    let message = format!("writing a part file: {e}");
                     outcome.result = Err(TaskFailure::Host { message });
                 }
             }

@@ -293,17 +293,24 @@ fn shuffle_files_stay_within_the_disk_budget_and_give_it_back() {
 }
 
 #[test]
-fn an_attempt_that_outlives_its_job_has_nowhere_to_write_its_part() {
+fn a_part_is_left_for_the_driver_to_commit_and_an_attempt_that_outlives_its_job_has_nowhere_to_write() {
     use flint_runtime::PartSink;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("_temporary")).unwrap();
-    let mut part = super::parts::PartFile::create(dir.path(), 3, "0-e").unwrap();
+    let mut part = super::parts::PartFile::create(dir.path(), 3, 0).unwrap();
     part.write(b"w\t1\n").unwrap();
-    part.place().unwrap();
-    assert_eq!(std::fs::read(dir.path().join("part-00003")).unwrap(), b"w\t1\n");
+    part.keep().unwrap();
+    let kept = dir.path().join("_temporary/part-00003.0");
+    assert_eq!(std::fs::read(kept).unwrap(), b"w\t1\n");
+    assert!(!dir.path().join("part-00003").exists(), "only the driver commits");
+    // A failed attempt leaves nothing.
+    let mut failed = super::parts::PartFile::create(dir.path(), 3, 1).unwrap();
+    failed.write(b"half").unwrap();
+    drop(failed);
+    assert!(!dir.path().join("_temporary/part-00003.1").exists());
     // The job ended: the driver removed `_temporary`.
-    std::fs::remove_dir(dir.path().join("_temporary")).unwrap();
-    let late = super::parts::PartFile::create(dir.path(), 3, "1-e").err().unwrap();
+    std::fs::remove_dir_all(dir.path().join("_temporary")).unwrap();
+    let late = super::parts::PartFile::create(dir.path(), 3, 2).err().unwrap();
     assert!(late.to_string().contains("the job has ended"), "{late}");
     assert!(!dir.path().join("_temporary").exists(), "not made again");
 }

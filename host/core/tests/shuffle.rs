@@ -257,8 +257,9 @@ fn a_leaving_executor_hands_its_map_outputs_over_and_goes_only_once_the_tracker_
     assert_eq!(removed.removed.as_deref(), Some("decommissioned"), "{removed:?}");
 }
 
-#[test]
-fn outputs_not_copied_in_time_or_refused_run_again_and_the_removal_says_so() {
+/// Executors `a` and `b` ran the maps; `b`'s reducer, if it had one, is done: it runs
+/// nothing and holds at least two map outputs (returned).
+fn b_idle_holding_maps() -> (ControlCore, Instant, (Incarnation, Incarnation), Vec<u32>) {
     let (mut core, now) = (core(), Instant::now());
     let (a, b) = (join(&mut core, now, "a"), join(&mut core, now, "b"));
     let (reducers, held) = maps_on_two(&mut core, now, &[("a", a), ("b", b)]);
@@ -273,6 +274,12 @@ fn outputs_not_copied_in_time_or_refused_run_again_and_the_removal_says_so() {
     }
     let of_b: Vec<u32> = held.iter().filter(|(e, _)| e.as_str() == "b").map(|(_, m)| *m).collect();
     assert!(of_b.len() >= 2, "placement spread the maps: {held:?}");
+    (core, now, (a, b), of_b)
+}
+
+#[test]
+fn outputs_not_copied_in_time_or_refused_run_again_and_the_removal_says_so() {
+    let (mut core, now, (a, b), of_b) = b_idle_holding_maps();
     let asked = adoptions(&core.handle(now, Event::Draining { id: "b".into(), incarnation: b }));
     assert_eq!(asked.len(), 1, "a is the only adopter: {asked:?}");
     // A refuses one (no room, say), copies another, never answers the rest.
@@ -326,20 +333,7 @@ fn outputs_not_copied_in_time_or_refused_run_again_and_the_removal_says_so() {
 
 #[test]
 fn a_leaving_executor_killed_mid_copy_keeps_the_copies_made_and_loses_the_rest() {
-    let (mut core, now) = (core(), Instant::now());
-    let (a, b) = (join(&mut core, now, "a"), join(&mut core, now, "b"));
-    let (reducers, held) = maps_on_two(&mut core, now, &[("a", a), ("b", b)]);
-    for (exec, attempt) in reducers.iter().filter(|(e, _)| e.as_str() == "b") {
-        let event = Event::TaskSucceeded {
-            id: exec.clone(),
-            incarnation: b,
-            attempt: *attempt,
-            elapsed: Duration::ZERO,
-        };
-        core.handle(now, event);
-    }
-    let of_b: Vec<u32> = held.iter().filter(|(e, _)| e.as_str() == "b").map(|(_, m)| *m).collect();
-    assert!(of_b.len() >= 2, "placement spread the maps: {held:?}");
+    let (mut core, now, (a, b), of_b) = b_idle_holding_maps();
     core.handle(now, Event::Draining { id: "b".into(), incarnation: b });
     let event = Event::Adopted {
         id: "a".into(),

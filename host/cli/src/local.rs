@@ -76,30 +76,16 @@ impl ShuffleFetch for InProcessPeers {
         Ok(())
     }
 
+    /// In-process executors leave as they drain (their outputs go with the process):
+    /// none is ever a holder to copy from.
     fn fetch_output(
         &self,
         adoption: &flint_proto::Adoption,
-        map: u32,
-        (most, index_most): (u64, usize),
-        data: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+        _: u32,
+        _: (u64, usize),
+        _: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
     ) -> Result<Vec<u8>, String> {
-        use std::io::Read;
-        let from = &adoption.from.executor;
-        let peer = self.0.iter().filter_map(|c| c.upgrade()).find(|c| c.id() == from);
-        let peer = peer.ok_or_else(|| format!("no executor {from}"))?;
-        let output = peer.serve_output(adoption.job, &adoption.token, map).map_err(|e| e.to_string())?;
-        if output.index.len() > index_most || output.size > most {
-            return Err(format!("map {map}'s output is larger than its sizes say"));
-        }
-        let file = std::fs::File::open(&output.data).map_err(|e| e.to_string())?;
-        let mut file = file.take(output.size);
-        let mut piece = vec![0; 1 << 20];
-        loop {
-            match file.read(&mut piece).map_err(|e| e.to_string())? {
-                0 => return Ok(output.index),
-                n => data(&piece[..n]).map_err(|e| e.to_string())?,
-            }
-        }
+        Err(format!("{} is in-process: it hands no map output over", adoption.from.executor))
     }
 }
 

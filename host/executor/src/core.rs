@@ -264,6 +264,13 @@ impl ExecutorCore {
         *self.fetcher.write().expect("fetcher lock") = Some((fetch, max_in_flight));
     }
 
+    /// The shuffle secret of a map/reduce job this executor runs tasks of or holds
+    /// outputs of: it serves the job's outputs behind it, and deletes them when told
+    /// the job ended.
+    pub(crate) fn know_shuffle(&self, job: JobId, token: [u8; 32]) {
+        self.shuffle_tokens.lock().expect("tokens lock").entry(job).or_insert(token);
+    }
+
     /// Whether map outputs of a running job are here, for its reducers to read.
     pub fn holds_map_outputs(&self) -> bool {
         self.shuffle.as_ref().is_some_and(ShuffleFiles::holds_outputs)
@@ -694,7 +701,7 @@ impl ExecutorCore {
         let reading = Instant::now();
         let deadline = reading + launch.job.deadline;
         if let Some(spec) = &launch.job.shuffle {
-            self.shuffle_tokens.lock().expect("tokens lock").entry(launch.job.job).or_insert(spec.token);
+            self.know_shuffle(launch.job.job, spec.token);
         }
         let input = match &launch.partition {
             PartitionSpec::Reduce { partition, sources, inline } => {

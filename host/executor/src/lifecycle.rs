@@ -64,7 +64,8 @@ pub async fn serve(
     // partial results of combined ones. Unbounded as a type, bounded by what feeds it:
     // a partial names at least one task combined here, each in one partial only, and
     // a task is combined only under the launch credit, so at most `limit` reports and
-    // as many partials wait between two turns of this loop.
+    // as many partials wait between two turns of this loop; and one answer per
+    // adoption, which the driver asks once per leaving executor and job.
     let (said, mut said_rx) = mpsc::unbounded_channel::<Said>();
     {
         let said = said.clone();
@@ -134,6 +135,10 @@ pub async fn serve(
                     false
                 }
                 Some(ExecutorCommand::Adopt(adoption)) => {
+                    // Known now, in command order: a `JobEnded` after it deletes the copies.
+                    if !draining {
+                        core.know_shuffle(adoption.job, adoption.token);
+                    }
                     let (core, said) = (core.clone(), said.clone());
                     // Off the async threads: the copies are files written as they come.
                     tokio::task::spawn_blocking(move || {

@@ -164,16 +164,7 @@ async fn answer_output(
 ) -> Result<(), flint_net::FrameError> {
     let map = request.map;
     let found = tokio::task::spawn_blocking(move || {
-        let core = core.upgrade()?;
-        Some(core.serve_output(request.job, &request.token, request.map).and_then(|output| {
-            let file = std::fs::File::open(&output.data).map_err(|e| {
-                Refusal::Unreadable(FetchError {
-                    maps: vec![map],
-                    reason: format!("map {map}'s output: {e}"),
-                })
-            })?;
-            Ok((output, file))
-        }))
+        Some(core.upgrade()?.serve_output(request.job, &request.token, request.map))
     });
     match found.await.ok().flatten() {
         None => {
@@ -182,10 +173,10 @@ async fn answer_output(
             write_frame(send, &OutputReply::Refused(stopping)).await?;
         }
         Some(Err(refused)) => write_frame(send, &OutputReply::Refused(refusal(refused))).await?,
-        Some(Ok((output, file))) => {
+        Some(Ok(output)) => {
             tracing::debug!(map, bytes = output.size, "serving a map output to its adopter");
             write_frame(send, &OutputReply::Output { index: output.index, size: output.size }).await?;
-            if flint_net::write_payload_from_file(send, file, 0, output.size).await? != output.size {
+            if flint_net::write_payload_from_file(send, output.data, 0, output.size).await? != output.size {
                 // Shorter than its index says: the adopter sees the payload end early.
                 let _ = send.reset(2u32.into());
                 return Ok(());
@@ -390,12 +381,13 @@ impl PeerFetch {
             .ok_or(Failure::Peer("the executor serves no map outputs over the network".into()))?;
         let connection = self.connection(source, peer).await?;
         let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
-        write_frame(&mut send, &PeerRequest::Slices(request.clone())).await.map_err(|e| e.to_string())?;
+        let asked = request.maps.len();
+        write_frame(&mut send, &PeerRequest::Slices(request)).await.map_err(|e| e.to_string())?;
         let _ = send.finish();
         match read_frame::<SliceReply>(&mut recv).await.map_err(|e| e.to_string())? {
             Some(SliceReply::Slices(count)) => {
-                if count as usize > request.maps.len() {
-                    let said = format!("the peer sent {count} slices for {} maps", request.maps.len());
+                if count as usize > asked {
+                    let said = format!("the peer sent {count} slices for {asked} maps");
                     return Err(said.into());
                 }
                 for _ in 0..count {

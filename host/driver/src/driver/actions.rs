@@ -28,13 +28,11 @@ impl EventLoop {
     /// the core accepted wrote it.
     fn commit(&self, attempt: flint_proto::Attempt) -> Result<(), String> {
         let Some(job) = self.jobs.get(&attempt.job) else { return Ok(()) };
-        match (job.descriptor.output_index(attempt.index), job.descriptor.shuffle.as_ref()) {
-            (Some(partition), Some(spec)) => match &spec.parts {
-                Some(Parts::Files(dir)) => {
-                    super::plan::commit_part(std::path::Path::new(dir), partition, attempt.number)
-                }
-                _ => Ok(()),
-            },
+        let parts = job.descriptor.shuffle.as_ref().and_then(|s| s.parts.as_ref());
+        match (parts, job.descriptor.output_index(attempt.index)) {
+            (Some(Parts::Files(dir)), Some(partition)) => {
+                super::plan::commit_part(std::path::Path::new(dir), partition, attempt.number)
+            }
             _ => Ok(()),
         }
     }
@@ -125,7 +123,6 @@ impl EventLoop {
                         charge.keep();
                         // A map task's output stays on its executor: only the others fold.
                         let Some(index) = job.descriptor.output_index(attempt.index) else { continue };
-
                         match &mut job.fold {
                             Fold::Aggregate(worker) => {
                                 if worker.push(FoldInput { index: Some(index), tasks: 1, bytes }) {

@@ -11,19 +11,20 @@ use super::tasks::Refusal;
 use crate::core::ExecutorCore;
 use flint_proto::{Adopted, Adoption, JobId};
 use std::io::Write;
-use std::path::PathBuf;
 
-/// A map output as a holder sends it: its index, and where its data file is.
+/// A map output as a holder sends it: its index, and its data file, open.
 #[derive(Debug)]
 pub struct Output {
     pub index: Vec<u8>,
-    pub data: PathBuf,
+    pub data: std::fs::File,
     pub size: u64,
 }
 
 impl ExecutorCore {
     /// Copies the outputs `adoption` names from their holder: the maps now held here,
-    /// and why the others are not.
+    /// and why the others are not. The job's secret was registered (`know_shuffle`) when
+    /// the adoption arrived, in command order, so that the job's end, which forgets it,
+    /// also deletes what is copied here.
     pub fn adopt(&self, adoption: &Adoption) -> Adopted {
         let mut adopted = Adopted {
             job: adoption.job,
@@ -37,20 +38,24 @@ impl ExecutorCore {
             adopted.failed = adoption.outputs.iter().map(|o| (o.0, why.to_owned())).collect();
             return adopted;
         };
-        // Known before a byte is copied: the job's end deletes what is here, and the
-        // copies are served behind the job's secret.
-        self.shuffle_tokens.lock().expect("tokens lock").entry(adoption.job).or_insert(adoption.token);
+        let ended = || !self.shuffle_tokens.lock().expect("tokens lock").contains_key(&adoption.job);
         for &(map, digest, bound) in &adoption.outputs {
+            if ended() {
+                break;
+            }
             match copy(files, &*fetcher, adoption, (map, digest, bound)) {
                 Ok(()) => adopted.maps.push(map),
                 Err(why) => adopted.failed.push((map, why)),
             }
         }
-        // The job ended while they were copied: they are no one's.
-        if !self.shuffle_tokens.lock().expect("tokens lock").contains_key(&adoption.job) {
+        // The job ended before or while they were copied: they are no one's.
+        if ended() {
             files.drop_job(adoption.job);
             let why = "the job ended".to_owned();
-            adopted.failed.extend(adopted.maps.drain(..).map(|m| (m, why.clone())));
+            let answered: std::collections::HashSet<u32> = adopted.failed.iter().map(|f| f.0).collect();
+            let rest = adoption.outputs.iter().map(|o| o.0).filter(|m| !answered.contains(m));
+            adopted.failed.extend(rest.map(|m| (m, why.clone())));
+            adopted.maps.clear();
         }
         adopted
     }
@@ -63,7 +68,8 @@ impl ExecutorCore {
             |reason: String| Refusal::Unreadable(super::read::FetchError { maps: vec![map], reason });
         let files = self.shuffle.as_ref().ok_or_else(|| unreadable("no shuffle folder here".into()))?;
         let (data, index) = files.paths(job, map);
-        let index = Index::read(&index).map_err(|e| unreadable(format!("map {map}'s output: {e}")))?;
+        let opened = Index::read(&index).and_then(|index| Ok((index, std::fs::File::open(&data)?)));
+        let (index, data) = opened.map_err(|e| unreadable(format!("map {map}'s output: {e}")))?;
         Ok(Output { size: index.data_len(), index: index.bytes().to_vec(), data })
     }
 }

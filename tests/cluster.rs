@@ -1675,6 +1675,135 @@ fn word_count_over_an_s3_prefix_reads_with_the_providers_credentials() {
     assert!(!said.contains(&secret_key), "the S3 secret key in a log or the status");
 }
 
+/// What the bucket `data` holds under a prefix (argv[4]), read with the user's key
+/// (argv[2], argv[3]): each object's text by its name under the prefix, and how many
+/// multipart uploads there are still open.
+const S3_LIST: &str = r#"
+import boto3, json, sys
+ep, key, secret, prefix = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
+                  aws_access_key_id=key, aws_secret_access_key=secret)
+found = s3.list_objects_v2(Bucket="data", Prefix=prefix).get("Contents", [])
+objects = {o["Key"][len(prefix):]: s3.get_object(Bucket="data", Key=o["Key"])["Body"].read().decode()
+           for o in found}
+uploads = s3.list_multipart_uploads(Bucket="data", Prefix=prefix).get("Uploads", [])
+print(json.dumps({"objects": objects, "uploads": len(uploads)}))
+"#;
+
+#[test]
+fn map_reduce_parts_go_to_s3_committed_once_each_and_a_failed_job_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = S3Server::start(dir.path());
+    let corpus_file = dir.path().join("corpus.txt");
+    corpus(&corpus_file, 2 << 20);
+    let token = s3.python(S3_SETUP, &[corpus_file.to_str().unwrap()]);
+    let token_file = dir.path().join("s3-token.json");
+    std::fs::write(&token_file, &token).unwrap();
+    let key = serde_json::from_str::<Value>(&token).unwrap()["secret"].clone();
+    let (key_id, secret_key) =
+        (key["access_key_id"].as_str().unwrap(), key["secret_access_key"].as_str().unwrap());
+    let list = |prefix: &str| -> Value {
+        serde_json::from_str(&s3.python(S3_LIST, &[key_id, secret_key, prefix])).unwrap()
+    };
+    let endpoint = format!("flint.s3.endpoint={}", s3.endpoint);
+    let provider = format!("flint.security.credentials.s3.file={}", token_file.display());
+    let conf = ["--conf", &endpoint, "--conf", "flint.input.allowHttp=true", "--conf", &provider];
+    let mut cluster = Cluster::start(&conf);
+    cluster.executor(&["--cores", "1"]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(2);
+    let reference =
+        ok_json(&flint(&["run", "examples/word-count", "--input", corpus_file.to_str().unwrap(), "--json"]))
+            ["result"]
+            .clone();
+    // The words of every part, each word once; `objects` must be exactly the four parts
+    // and `_SUCCESS`.
+    let words_of = |listed: &Value| -> u64 {
+        let objects = listed["objects"].as_object().unwrap();
+        let names: Vec<&str> = objects.keys().map(String::as_str).collect();
+        assert_eq!(names, ["_SUCCESS", "part-00000", "part-00001", "part-00002", "part-00003"], "{listed}");
+        assert_eq!(listed["uploads"], 0, "no upload left open: {listed}");
+        let mut seen = std::collections::HashSet::new();
+        let mut total = 0;
+        for text in objects.values() {
+            for line in text.as_str().unwrap().lines() {
+                let (word, n) = line.split_once('\t').expect("word<TAB>count");
+                assert!(seen.insert(word.to_owned()), "{word} in two lines");
+                total += n.parse::<u64>().unwrap();
+            }
+        }
+        total
+    };
+
+    // Each reducer's first attempt uploads 12 MiB of junk (a multipart upload under
+    // way) and fails; only the retries' parts are committed, and nothing else is left.
+    let report = ok_json(&cluster.submit(&[
+        "examples/word-count-mr",
+        "--input",
+        "s3://data/corpus/",
+        "--reduce-partitions",
+        "4",
+        "--output",
+        "s3://data/counts/",
+        "--conf",
+        "fail_first_attempt=true",
+        "--conf",
+        "fail_first_attempt_bytes=12582912",
+        "--json",
+    ]));
+    assert_eq!(report["result"], reference, "{report}");
+    assert_eq!(report["task_failures"].as_array().unwrap().len(), 4, "{report}");
+    assert_eq!(words_of(&list("counts/")), reference["total_words"].as_u64().unwrap());
+
+    // The prefix holds a job's parts now: a second job naming it is refused before it runs.
+    let again = cluster.submit(&[
+        "examples/word-count-mr",
+        "--input",
+        "s3://data/corpus/",
+        "--output",
+        "s3://data/counts/",
+    ]);
+    assert_eq!(again.status.code(), Some(3), "{}", lossy(&again.stderr));
+    assert!(lossy(&again.stderr).contains("of an earlier job"), "{}", lossy(&again.stderr));
+
+    // A job that fails (no retry for the failing first attempts) leaves no `_SUCCESS`,
+    // no part and no upload.
+    let failed = cluster.submit(&[
+        "examples/word-count-mr",
+        "--input",
+        "s3://data/corpus/",
+        "--reduce-partitions",
+        "4",
+        "--output",
+        "s3://data/failed/",
+        "--conf",
+        "fail_first_attempt=true",
+        "--conf",
+        "fail_first_attempt_bytes=12582912",
+        "--conf",
+        "flint.task.maxFailures=1",
+        "--json",
+    ]);
+    assert!(!failed.status.success(), "{}", lossy(&failed.stderr));
+    // Attempts the job's end killed discard their uploads as they stop, within seconds.
+    let nothing = serde_json::json!({"objects": {}, "uploads": 0});
+    let left = eventually(Duration::from_secs(5), || (list("failed/") == nothing).then_some(()));
+    assert!(left.is_some(), "a failed job leaves nothing: {}", list("failed/"));
+
+    // `flint run` writes to the store the same way, with the same provider.
+    let run = ok_json(&flint(
+        &[
+            &["run", "examples/word-count-mr", "--input", corpus_file.to_str().unwrap()][..],
+            &["--reduce-partitions", "4", "--output", "s3://data/run/", "--json"],
+            &conf,
+        ]
+        .concat(),
+    ));
+    assert_eq!(run["result"], reference, "{run}");
+    assert_eq!(words_of(&list("run/")), reference["total_words"].as_u64().unwrap());
+    assert!(!cluster.everything_said().contains(secret_key), "the S3 secret key in a log or the status");
+}
+
 /// A CA, and certificates with their keys (PEM files in `dir`): `name` signed by the
 /// CA, or self-signed when `signed` is false.
 fn certificate(

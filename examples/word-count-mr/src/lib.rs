@@ -6,8 +6,8 @@
 //! With `--output DIR`, each reduce task also writes every word of its partition and its
 //! count, `word<TAB>count` a line in key order, to its part file. For the tests of
 //! committed parts, `fail_first_attempt=true` makes each reduce task's first attempt
-//! write two megabytes of junk to its part (past the SDK's buffer, so it reaches the
-//! file) and fail at its next key.
+//! write `fail_first_attempt_bytes` of junk to its part (2 MiB by default: past the
+//! SDK's buffer, so it reaches the file) and fail at its next key.
 
 use flint_guest::{Emitter, Error, MapReduce, Partition, Values, part};
 use serde::{Deserialize, Serialize};
@@ -79,7 +79,10 @@ impl MapReduce for WordCount {
             && flint_guest::config_or("fail_first_attempt", false)?
         {
             match out.distinct_words {
-                0 => part::write(&[b'x'; 2 << 20])?,
+                0 => {
+                    let junk: usize = flint_guest::config_or("fail_first_attempt_bytes", 2 << 20)?;
+                    part::write(&vec![b'x'; junk.min(64 << 20)])?
+                }
                 _ => return Err(Error::new("a first attempt that fails after writing half its part")),
             }
         }

@@ -1,7 +1,7 @@
 //! `flint submit` and `flint status`: the client side, over the client API.
 
 use crate::bundle;
-use crate::common::{PeerTls, fail, load_secret, parse_confs, progress_bar, show_progress};
+use crate::common::{PeerTls, fail, load_secret, output_url, parse_confs, progress_bar, show_progress};
 use crate::exit;
 use crate::report;
 use crate::run::fail_chain;
@@ -31,11 +31,12 @@ pub struct SubmitArgs {
     /// A map/reduce job's reduce partitions [default: the manifest's, else one per slot].
     #[arg(long)]
     reduce_partitions: Option<u32>,
-    /// A map/reduce job's output directory, as the driver and its executors see it
-    /// (under their flint.output.roots): part-NNNNN per reduce task, then _SUCCESS.
-    /// Not with --every: each run would need a directory of its own.
-    #[arg(long, value_name = "DIR", conflicts_with = "every")]
-    output: Option<std::path::PathBuf>,
+    /// A map/reduce job's output: a directory as the driver and its executors see it
+    /// (under their flint.output.roots), or s3://bucket/prefix/ (with the s3 token's
+    /// credentials): part-NNNNN per reduce task, then _SUCCESS.
+    /// Not with --every: each run would need an output of its own.
+    #[arg(long, value_name = "DIR|URL", conflicts_with = "every")]
+    output: Option<String>,
     /// Bring a map/reduce job's parts back instead (Spark's collect): what each reduce
     /// task writes to its part, printed in partition order.
     #[arg(long, conflicts_with = "output")]
@@ -107,10 +108,10 @@ pub fn submit(args: SubmitArgs) -> u8 {
     if args.reduce_partitions.is_some() {
         bundle.manifest.reduce_partitions = args.reduce_partitions;
     }
-    match args.output.as_deref().map(std::path::absolute) {
+    match args.output.as_deref().map(output_url) {
         None => {}
-        Some(Ok(dir)) => bundle.manifest.output = Some(dir.to_string_lossy().into_owned()),
-        Some(Err(e)) => return fail(exit::INVALID_JOB, format!("--output: {e}")),
+        Some(Ok(output)) => bundle.manifest.output = Some(output),
+        Some(Err(e)) => return fail(exit::INVALID_JOB, e),
     }
     bundle.manifest.collect |= args.collect;
     let inputs: Vec<Input> = args.inputs.iter().map(|i| Input::parse(i)).collect();

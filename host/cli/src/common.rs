@@ -1,5 +1,5 @@
 //! Pieces every subcommand shares: configuration pairs, the application secret, the
-//! progress bar, errors on stderr.
+//! progress bar, errors on stderr, `--output`.
 
 use flint_net::Secret;
 use flint_proto::config::parse_pair;
@@ -13,6 +13,22 @@ pub fn parse_confs(pairs: &[String]) -> Result<Conf, ConfError> {
 }
 
 /// Prints `error: …` on one line and returns `code`.
+/// Where `--output` sends a map/reduce job's parts: an `s3://` prefix as given, or a
+/// directory made absolute against the current one.
+pub fn output_url(text: &str) -> Result<String, String> {
+    if text.starts_with("s3://") {
+        return Ok(text.to_owned());
+    }
+    if let Some((scheme, _)) = text.split_once("://") {
+        return Err(format!(
+            "--output {text}: {scheme}:// is not an output (a directory, or s3://bucket/prefix/)"
+        ));
+    }
+    std::path::absolute(text)
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| format!("--output {text}: {e}"))
+}
+
 pub fn fail(code: u8, e: impl std::fmt::Display) -> u8 {
     eprintln!("error: {}", e.to_string().replace('\n', " "));
     code

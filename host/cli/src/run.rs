@@ -1,7 +1,7 @@
 //! `flint run`: a job on an embedded driver and in-process executors.
 
 use crate::bundle;
-use crate::common::{fail, parse_confs, progress_bar, show_progress};
+use crate::common::{fail, output_url, parse_confs, progress_bar, show_progress};
 use crate::exit;
 use crate::local::{LocalCluster, LocalConfig};
 use crate::report;
@@ -29,10 +29,11 @@ pub struct RunArgs {
     /// A map/reduce job's reduce partitions [default: the manifest's, else one per slot].
     #[arg(long)]
     reduce_partitions: Option<u32>,
-    /// A map/reduce job's output directory: each reduce task's part file goes there as
-    /// part-NNNNN, and _SUCCESS once all are in place. It must be new or empty.
-    #[arg(long, value_name = "DIR")]
-    output: Option<std::path::PathBuf>,
+    /// A map/reduce job's output, a directory or s3://bucket/prefix/: each reduce
+    /// task's part goes there as part-NNNNN, and _SUCCESS once all are in place. It
+    /// must be new or empty.
+    #[arg(long, value_name = "DIR|URL")]
+    output: Option<String>,
     /// Bring a map/reduce job's parts back instead (Spark's collect): what each reduce
     /// task writes to its part, printed in partition order.
     #[arg(long, conflicts_with = "output")]
@@ -99,17 +100,18 @@ pub fn run(args: RunArgs) -> u8 {
         platform.insert("flint.executor.memory".into(), memory.to_string());
     }
     // `flint run` writes where its own command line says, and nowhere else.
-    let output = match args.output.as_deref().map(std::path::absolute) {
+    let output = match args.output.as_deref().map(output_url) {
         None => None,
-        Some(Err(e)) => return fail(exit::INVALID_JOB, format!("--output: {e}")),
+        Some(Err(e)) => return fail(exit::INVALID_JOB, e),
+        Some(Ok(url)) if url.starts_with("s3://") => Some(url),
         Some(Ok(dir)) => {
             if let Err(e) = std::fs::create_dir_all(&dir) {
-                return fail(exit::INVALID_JOB, format!("--output {}: {e}", dir.display()));
+                return fail(exit::INVALID_JOB, format!("--output {dir}: {e}"));
             }
             if !platform.contains_key("flint.output.roots") {
-                platform.insert("flint.output.roots".into(), dir.to_string_lossy().into_owned());
+                platform.insert("flint.output.roots".into(), dir.clone());
             }
-            Some(dir.to_string_lossy().into_owned())
+            Some(dir)
         }
     };
     // `flint run` reads the files its own command line names, and no others.

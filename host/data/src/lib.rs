@@ -1,16 +1,19 @@
 //! Where jobs' inputs come from and how they are read, shared by the driver (which
 //! plans them) and executors (which read them): input URLs, line splits over ranged
-//! reads, S3 and HTTPS objects, and the tokens of the driver's own data service.
+//! reads, S3 and HTTPS objects, the tokens of the driver's own data service, and part
+//! output to S3.
 
 pub mod error;
 pub mod guard;
 pub mod inputs;
 pub mod lines;
 pub mod objects;
+pub mod outputs;
 pub mod token;
 
 pub use error::InputError;
 pub use inputs::{InputUrl, UrlError};
 pub use lines::SplitLines;
 pub use objects::{ObjectReader, S3_SERVICE};
+pub use outputs::{ObjectOutput, OutputError, PartUpload};
 pub use token::{Claims, DataKey};

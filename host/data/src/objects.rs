@@ -109,7 +109,7 @@ impl ObjectReader {
         Ok(bytes.to_vec())
     }
 
-    fn s3(&self, bucket: &str, tokens: &[Token]) -> Result<Arc<dyn ObjectStore>, InputError> {
+    pub(crate) fn s3(&self, bucket: &str, tokens: &[Token]) -> Result<Arc<dyn ObjectStore>, InputError> {
         let token = tokens
             .iter()
             .find(|t| t.service == S3_SERVICE && t.job.is_none())
@@ -192,7 +192,7 @@ fn retry() -> RetryConfig {
 
 /// An object store's error with the causes under it (a refused redirect says why only
 /// there), cut to a bounded length: it may quote a server's answer.
-fn describe(e: &object_store::Error) -> InputError {
+pub(crate) fn describe(e: &object_store::Error) -> InputError {
     let mut text = e.to_string();
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {

@@ -205,18 +205,3 @@ mod tests {
         assert!(value.check_sizes().unwrap_err().to_string().contains("input value 0"));
     }
 }
-
-/// A job's hold on its output directory: its `_temporary`, made when the job was
-/// accepted (so that no other job can take the directory while this one waits or
-/// runs) and removed when the hold goes, whichever way the job ends; an attempt
-/// still running after that has nowhere to write or place its part.
-#[derive(Debug)]
-pub(crate) struct OutputClaim {
-    pub(crate) temporary: std::path::PathBuf,
-}
-
-impl Drop for OutputClaim {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.temporary);
-    }
-}

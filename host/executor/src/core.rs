@@ -344,6 +344,12 @@ impl ExecutorCore {
         *self.tokens.write().expect("tokens lock") = Arc::new(tokens);
     }
 
+    /// Every token the driver pushed, for the host's own reads and writes (a task sees
+    /// only those its job names).
+    pub(crate) fn tokens(&self) -> Arc<Vec<Token>> {
+        self.tokens.read().expect("tokens lock").clone()
+    }
+
     /// Live instances kept for their jobs' next tasks.
     pub fn idle_instances(&self) -> usize {
         self.instances.lock().expect("instances lock").idle.len()
@@ -713,7 +719,7 @@ impl ExecutorCore {
             PartitionSpec::Split { source, start, end, size } => {
                 // Opened here, read as the task asks: a split of any size streams
                 // through the task a batch at a time.
-                let tokens = self.tokens.read().expect("tokens lock").clone();
+                let tokens = self.tokens();
                 let at =
                     SplitAt { job: &launch.job, source, start: *start, end: *end, size: *size, deadline };
                 let source_name = source.to_string();

@@ -109,6 +109,12 @@ impl InputReader {
         }))
     }
 
+    /// The object stores, and the runtime their requests run on (slot threads block on
+    /// them): a reduce task's part goes up through them too.
+    pub fn objects(&self) -> (&ObjectReader, &tokio::runtime::Handle) {
+        (&self.objects, &self.handle)
+    }
+
     /// `dir`, resolved, when it lies under this executor's output roots.
     pub fn output_dir(&self, dir: &str) -> Result<PathBuf, String> {
         let real = std::fs::canonicalize(dir).map_err(|e| format!("output {dir}: {e}"))?;

@@ -149,6 +149,9 @@ pub enum Parts {
     /// Part files in this directory (`--output DIR`); checked by the driver, and by
     /// each executor against its own roots.
     Files(String),
+    /// Part objects under `s3://bucket/prefix/`, written and committed with the `s3`
+    /// token's credentials.
+    S3 { bucket: String, prefix: String },
     /// Back to the submitter (`--collect`): each reduce task's part is its task
     /// output, and the job's result is every part in partition order, within
     /// `flint.task.maxResultSize` a task and `flint.driver.maxResultSize` in all.
@@ -158,6 +161,8 @@ pub enum Parts {
 impl Parts {
     /// Where reduce attempts write their part files before one is committed.
     pub const TEMPORARY: &'static str = "_temporary";
+    /// What a job writing parts leaves once every part is in place.
+    pub const SUCCESS: &'static str = "_SUCCESS";
 
     /// Reduce partition `partition`'s part file, as committed.
     pub fn part_name(partition: u32) -> String {

@@ -3,7 +3,7 @@
 //! stopped through the backend, tokens fetched and pushed, jobs ended.
 
 use flint_core::{Action, Decided, Event as CoreEvent};
-use flint_proto::{ExecutorId, MapSource, PartitionSpec, Parts, ShuffleEndpoint, TaskFailure, TaskLaunch};
+use flint_proto::{ExecutorId, MapSource, PartitionSpec, ShuffleEndpoint, TaskFailure, TaskLaunch};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -24,16 +24,14 @@ fn map_source(
 }
 
 impl EventLoop {
-    /// Commits the part file of a reduce task of a job writing files, as the attempt
-    /// the core accepted wrote it.
-    fn commit(&self, attempt: flint_proto::Attempt) -> Result<(), String> {
-        let Some(job) = self.jobs.get(&attempt.job) else { return Ok(()) };
-        let parts = job.descriptor.shuffle.as_ref().and_then(|s| s.parts.as_ref());
-        match (parts, job.descriptor.output_index(attempt.index)) {
-            (Some(Parts::Files(dir)), Some(partition)) => {
-                super::plan::commit_part(std::path::Path::new(dir), partition, attempt.number)
-            }
-            _ => Ok(()),
+    /// Commits the part of a reduce task of a job writing parts, as the attempt the
+    /// core accepted wrote it (Spark's output commit coordinator: once per task, and
+    /// only that attempt's).
+    fn commit(&mut self, attempt: flint_proto::Attempt) {
+        let Some(job) = self.jobs.get_mut(&attempt.job) else { return };
+        if let (Some(output), Some(partition)) = (&mut job.output, job.descriptor.output_index(attempt.index))
+        {
+            output.commit(partition, attempt.number);
         }
     }
 
@@ -110,13 +108,9 @@ impl EventLoop {
                     }
                 }
                 Action::Decided(Decided::TaskDone { attempt }) => {
-                    // A reduce task's part is committed now, its accepted attempt's alone
-                    // (Spark's output commit coordinator): a job that cannot fails.
-                    if let Err(message) = self.commit(attempt) {
-                        tracing::error!(%attempt, %message, "part not committed");
-                        self.complete(attempt.job, Err(flint_proto::JobError::Output(message)));
-                        continue;
-                    }
+                    // A reduce task's part is committed now, its accepted attempt's alone;
+                    // the job ends once every commit is in, and fails if one is not.
+                    self.commit(attempt);
                     if let (Some(job), Some(Charged { bytes, charge })) =
                         (self.jobs.get_mut(&attempt.job), output.take())
                     {

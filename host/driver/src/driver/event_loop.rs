@@ -272,6 +272,7 @@ impl EventLoop {
                 self.partial_ended(now, (id, incarnation), job, tasks, result)
             }
             Event::Folded { job, result } => self.complete(job, result),
+            Event::OutputEnded { job, outcome } => self.finish(job, outcome),
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
             }

@@ -91,6 +91,12 @@ pub(super) enum Event {
         job: JobId,
         result: Result<Vec<u8>, JobError>,
     },
+    /// A job's part output was ended (its commits in, its leftovers swept, `_SUCCESS`
+    /// written if it succeeded): the job ends with this.
+    OutputEnded {
+        job: JobId,
+        outcome: Result<Vec<u8>, JobError>,
+    },
     Snapshot(oneshot::Sender<ClusterStatus>),
     /// A backend was attached: the allocation policy may want executors at once.
     BackendAttached,
@@ -133,10 +139,10 @@ pub(super) struct PreparedJob {
     /// A map/reduce job's (maps, reduces): its plan's first `maps` partitions are map
     /// tasks' and the rest reduce tasks'.
     pub(super) shuffle: Option<(u32, u32)>,
-    /// Where a map/reduce job's part output goes (a directory checked and made ready).
+    /// Where a map/reduce job's part output goes (a directory or prefix made ready).
     pub(super) parts: Option<flint_proto::Parts>,
-    /// The output directory's claim, released when the job (or its refusal) goes.
-    pub(super) output_claim: Option<crate::job::OutputClaim>,
+    /// That output, claimed: released when the job (or its refusal) goes.
+    pub(super) output: Option<super::output::Output>,
     /// Files sent with the job, kept until it ends.
     pub(super) uploads: Option<Arc<crate::job::Uploads>>,
 }

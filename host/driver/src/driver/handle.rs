@@ -198,7 +198,7 @@ impl Driver {
             }
             (_, None) => None,
         };
-        let mut claim = None;
+        let mut output = None;
         let parts = match (&request.output, request.collect, shuffle) {
             (None, false, _) => None,
             (_, _, None) => {
@@ -209,10 +209,12 @@ impl Driver {
             (Some(_), true, _) => {
                 return Err(SubmitError::Output("--output and --collect: one or the other".into()));
             }
-            (Some(dir), false, _) => {
-                let (dir, held) = super::plan::prepare_output(&settings, dir).await?;
-                claim = Some(held);
-                Some(Parts::Files(dir))
+            (Some(text), false, _) => {
+                let tokens = self.shared.tokens();
+                let (parts, held) =
+                    super::output::prepare(&settings, &self.shared.objects, &tokens, text).await?;
+                output = Some(held);
+                Some(parts)
             }
             (None, true, _) => Some(Parts::Collect),
         };
@@ -234,7 +236,7 @@ impl Driver {
             every: request.every,
             shuffle,
             parts,
-            output_claim: claim,
+            output,
             uploads: request.uploads,
         };
         let digest = job.component.digest;

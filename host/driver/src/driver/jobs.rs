@@ -175,7 +175,8 @@ impl EventLoop {
                 executors: BTreeSet::new(),
                 span,
                 _uploads: job.uploads,
-                _output: job.output_claim,
+                output: job.output.map(super::output::Committer::new),
+                ending: false,
             },
         );
         let max_failures = job.settings.task_max_failures;
@@ -216,15 +217,38 @@ impl EventLoop {
         }
     }
 
+    /// Ends a job with `outcome`. A job writing parts ends its output first, off the
+    /// loop (its commits in, its leftovers swept, `_SUCCESS` last if it succeeded), and
+    /// ends with what that says; until then nothing else ends it.
     pub(super) fn complete(&mut self, id: JobId, outcome: Result<Vec<u8>, JobError>) {
-        let Some(mut job) = self.jobs.remove(&id) else {
+        let Some(job) = self.jobs.get_mut(&id) else {
             return;
         };
-        // A job writing files: `_SUCCESS` once every part is in place, and no attempt's
-        // leftovers either way.
-        let outcome = match job.descriptor.shuffle.as_ref().and_then(|s| s.parts.as_ref()) {
-            Some(Parts::Files(dir)) => super::plan::end_output(std::path::Path::new(dir), outcome),
-            _ => outcome,
+        if job.ending {
+            return;
+        }
+        let Some(output) = job.output.take() else {
+            return self.finish(id, outcome);
+        };
+        job.ending = true;
+        let span = job.span.clone();
+        if outcome.is_err() {
+            // Its attempts stop before their leftovers are swept.
+            let reason = "job failed".to_string();
+            self.feed(Instant::now(), CoreEvent::CancelJob { job: id, reason });
+        }
+        let events = self.events.clone();
+        let ended = async move {
+            let outcome = output.end(outcome).await;
+            let _ = events.send(Event::OutputEnded { job: id, outcome });
+        };
+        tokio::spawn(tracing::Instrument::instrument(ended, span));
+    }
+
+    /// Ends a job: its submitter gets the report, its executors word that it ended.
+    pub(super) fn finish(&mut self, id: JobId, outcome: Result<Vec<u8>, JobError>) {
+        let Some(mut job) = self.jobs.remove(&id) else {
+            return;
         };
         // Read before a cancel below makes the core forget the job.
         let tasks = job.descriptor.task_count;

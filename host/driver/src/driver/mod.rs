@@ -6,6 +6,7 @@
 //!
 //! - `budget`: a job's result budget and the charges drawn on it;
 //! - `fold_worker`: how outputs become a result;
+//! - `output`: a map/reduce job's parts: claimed, committed, ended;
 //! - `events`: what the driver's parts tell the loop, and the handle a submitter gets;
 //! - `records`: a running job's record, and a waiting one's;
 //! - `shared`: what the handle and the loop share (configuration, components, tokens,
@@ -23,6 +24,7 @@ mod events;
 mod fold_worker;
 mod handle;
 mod jobs;
+mod output;
 mod plan;
 mod records;
 mod reports;

@@ -40,6 +40,8 @@ pub(super) struct JobRecord {
     pub(super) span: tracing::Span,
     /// Files sent with the job: removed when the record goes (the job ended).
     pub(super) _uploads: Option<Arc<crate::job::Uploads>>,
-    /// The output directory's `_temporary`: removed when the record goes.
-    pub(super) _output: Option<crate::job::OutputClaim>,
+    /// Where its reduce tasks' parts are committed; taken when the job starts to end.
+    pub(super) output: Option<super::output::Committer>,
+    /// Its output is being ended: the job ends when that is done, and only then.
+    pub(super) ending: bool,
 }

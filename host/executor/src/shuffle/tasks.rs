@@ -5,7 +5,7 @@
 
 use super::gather::{Ask, Gathered, fetch_all};
 use super::merge::SortedRuns;
-use super::parts::{Part, PartFile};
+use super::parts::{Part, PartFile, PartObject};
 use super::read::{FetchError, Located, Slice, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
@@ -90,6 +90,30 @@ impl ExecutorCore {
                     Err(message) => return (TaskState::Failed(TaskFailure::Host { message }), String::new()),
                 }
             }
+            Some(Parts::S3 { bucket, prefix }) => {
+                let number = launch.attempt.number;
+                let (objects, handle) = self.inputs().objects();
+                match objects.output(bucket, prefix, &self.tokens()) {
+                    Ok(output) => {
+                        let name =
+                            format!("s3://{bucket}/{prefix}/{}", Parts::attempt_path(partition, number));
+                        // The call's own deadline: what gathering took is spent already.
+                        let deadline = Instant::now() + ctx.deadline.saturating_sub(ctx.spent);
+                        let upload = output.upload(partition, number);
+                        Some(Part::Object(PartObject::new(
+                            upload,
+                            name,
+                            handle.clone(),
+                            deadline,
+                            ctx.kill.clone(),
+                        )))
+                    }
+                    Err(e) => {
+                        let message = format!("output s3://{bucket}/{prefix}/: {e}");
+                        return (TaskState::Failed(TaskFailure::Host { message }), String::new());
+                    }
+                }
+            }
         };
         let (mut outcome, part) = taken.held().instance.reduce(ctx, partition, runs, part);
         match part {
@@ -101,6 +125,11 @@ impl ExecutorCore {
             Some(Part::File(file)) if outcome.result.is_ok() => {
                 if let Err(e) = file.keep() {
                     let message = format!("writing a part file: {e}");
+                    outcome.result = Err(TaskFailure::Host { message });
+                }
+            }
+            Some(Part::Object(object)) if outcome.result.is_ok() => {
+                if let Err(message) = object.keep() {
                     outcome.result = Err(TaskFailure::Host { message });
                 }
             }

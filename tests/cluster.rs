@@ -2802,6 +2802,62 @@ fn shuffle_files_past_the_disk_budget_fail_their_job_and_the_executor_serves_on(
 }
 
 #[test]
+fn on_a_one_gib_tmpfs_twenty_shuffle_jobs_fit_and_one_needing_two_fails_as_disk_full() {
+    let mut cluster = Cluster::start(&[]);
+    let local = cluster.dir.path().join("local");
+    std::fs::create_dir(&local).unwrap();
+    let local = local.to_str().unwrap().to_owned();
+    // The executor alone sees a 1 GiB tmpfs at its local directory: a mount namespace
+    // of its own, inside a user namespace, so no root is needed.
+    let inner = cluster.executor_command(&["--cores", "2", "--conf", &format!("flint.local.dir={local}")]);
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg(r#"mount -t tmpfs -o size=1g flint-shuffle "$0" && exec "$@""#)
+        .arg(&local)
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (key, value) in inner.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
+    cluster.executors.push(Proc::spawn(cmd, cluster.dir.path().join("executor-0.log")));
+    cluster.wait_live(1);
+    let pid = cluster.executors[0].child.id();
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+    assert!(
+        mounts.lines().any(|l| l.contains(&format!(" {local} ")) && l.contains("tmpfs")),
+        "the executor's local directory is its tmpfs:\n{mounts}"
+    );
+    // Random values of a kilobyte do not compress: each map writes about 100 MB.
+    let draws = |maps: &str| {
+        let args = ["examples/draws", "--partitions", maps, "--reduce-partitions", "2", "--json"];
+        cluster.submit(&[&args[..], &["--conf", "records=100000", "--conf", "pad_bytes=1000"]].concat())
+    };
+    // Twenty jobs of about 200 MB each, 4 GB together on a 1 GiB disk: each job's files
+    // are gone when it ends, or a later one would not fit.
+    for run in 0..20 {
+        let report = ok_json(&draws("2"));
+        assert_eq!(report["result"]["count"], 200_000, "run {run}: {report}");
+    }
+    // One that needs 2 GB fails as disk-full, before the disk fills, naming the key.
+    let report = json(&draws("20"));
+    assert_eq!(report["status"], "failed", "{report}");
+    let reason = &report["failure"]["reason"];
+    assert_eq!(reason["kind"], "disk-full", "{report}");
+    let key = reason["key"].as_str().unwrap_or_default();
+    assert!(["flint.shuffle.maxDiskSize", "flint.local.dir.minFree"].contains(&key), "{report}");
+    // The executor serves on, as it was.
+    let report = ok_json(&draws("2"));
+    assert_eq!(report["result"]["count"], 200_000, "{report}");
+    let executors = cluster.status()["executors"].as_array().unwrap().clone();
+    assert_eq!(executors.len(), 1, "{executors:?}");
+    assert!(executors[0]["removed"].is_null(), "{executors:?}");
+    let log = cluster.executors[0].log_text();
+    assert!(!log.contains("No space left"), "the disk never filled:\n{log}");
+}
+
+#[test]
 fn a_job_holds_its_output_directory_until_it_ends() {
     let shared = tempfile::tempdir().unwrap();
     let roots = format!("flint.output.roots={}", shared.path().display());

@@ -6,7 +6,8 @@
 //! counted twice: each scripted task answers its index + 1. Combining executors (the
 //! real `pi` component, whose merge is commutative) hold outputs until the driver asks
 //! for them, deliver partial results that name tasks they do not hold, or go before
-//! they deliver.
+//! they deliver. A reduce attempt of an executor taken for lost writes its part and
+//! reports after its retry was committed (the real `draws` component).
 
 use flint_driver::{
     Blocks, ChannelLink, Driver, DriverConfig, ExecutorInfo, ExecutorLink, Fetch, Incarnation, JobRequest,
@@ -31,9 +32,15 @@ fn noop() -> Vec<u8> {
 }
 
 fn driver(timeout: &str) -> Driver {
-    let conf: Conf = [("flint.network.timeout", timeout), ("flint.executor.heartbeatInterval", "50ms")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    driver_with(&[("flint.network.timeout", timeout)])
+}
+
+/// A driver with heartbeats every 50 ms and `conf`.
+fn driver_with(conf: &[(&str, &str)]) -> Driver {
+    let conf: Conf = [("flint.executor.heartbeatInterval", "50ms")]
+        .iter()
+        .chain(conf)
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     let runtime = Runtime::new(RuntimeConfig {
         slots: 2,
@@ -446,4 +453,59 @@ async fn an_expired_token_is_never_handed_to_an_executor() {
         }
     };
     assert_eq!(services(&pushed), ["far"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reduce_attempt_that_reports_after_its_retry_was_committed_never_replaces_its_part() {
+    let out = tempfile::tempdir().unwrap();
+    let roots = out.path().to_str().unwrap().to_owned();
+    let driver = driver_with(&[("flint.network.timeout", "30s"), ("flint.output.roots", &roots)]);
+    let dir = out.path().join("parts");
+    let request = JobRequest {
+        name: "draws".into(),
+        component: example("draws"),
+        partitions: Some(1),
+        reduce_partitions: Some(1),
+        output: Some(dir.to_str().unwrap().to_owned()),
+        ..JobRequest::default()
+    };
+    // One map, one reduce, first on "partitioned" alone.
+    let mut gone = join(&driver, "partitioned", 1, true).await;
+    let mut report = driver.submit(request).await.unwrap().report;
+    let map = gone.launches().await.remove(0).attempt;
+    let status = flint_proto::MapStatus { sizes: vec![0], digest: [0; 32], records: 0, inline: Vec::new() };
+    gone.report(&driver, map, TaskOutput::Map(status.clone()));
+    let late = gone.launches().await.remove(0).attempt;
+    assert_eq!((late.index, late.number), (1, 0), "the reduce task's first attempt");
+    // It writes its part (as an executor's `PartFile` does) and goes silent: the
+    // driver takes it for lost, and its map and its reduce run on "fresh".
+    let attempt_file = |number| dir.join(flint_proto::Parts::attempt_path(0, number));
+    std::fs::write(attempt_file(0), "written by the attempt taken for lost\n").unwrap();
+    let mut fresh = join(&driver, "fresh", 1, true).await;
+    driver.executor_lost(gone.id.clone(), gone.incarnation, "its connection went silent".into()).await;
+    let rerun = fresh.launches().await.remove(0).attempt;
+    assert_eq!(rerun.index, 0, "the lost map first");
+    fresh.report(&driver, rerun, TaskOutput::Map(status));
+    let retry = fresh.launches().await.remove(0).attempt;
+    assert_eq!((retry.index, retry.number), (1, 1));
+    std::fs::write(attempt_file(1), "committed\n").unwrap();
+    fresh.report(&driver, retry, TaskOutput::Inline(postcard::to_allocvec(&(7u64, 9u64)).unwrap()));
+    let report = tokio::time::timeout(Duration::from_secs(10), &mut report).await.unwrap().unwrap();
+    assert!(report.outcome.is_ok(), "{report:?}");
+    assert_eq!(report.maps_rerun, 1, "{report:?}");
+    // Now the first attempt finishes, late: its report changes nothing, and it has
+    // nowhere left to write.
+    let wrong = postcard::to_allocvec(&(1000u64, 1000u64)).unwrap();
+    gone.report(&driver, late, TaskOutput::Inline(wrong));
+    let written = std::fs::write(attempt_file(0), "written after the job ended\n");
+    assert_eq!(written.unwrap_err().kind(), std::io::ErrorKind::NotFound, "its _temporary is gone");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["_SUCCESS", "part-00000"], "exactly one part and _SUCCESS");
+    assert_eq!(std::fs::read_to_string(dir.join("part-00000")).unwrap(), "committed\n");
+    let result: serde_json::Value = serde_json::from_slice(report.outcome.as_ref().unwrap()).unwrap();
+    assert_eq!(result, serde_json::json!({"count": 7, "sum": 9}), "the retry's answer alone");
 }

@@ -976,11 +976,74 @@ fn a_driver_told_to_stop_fails_running_jobs_with_a_reason_and_exits_zero() {
     .expect("the job runs");
     cluster.driver.signal("TERM");
     let out = job.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(8), "cancelled by the driver's end: {}", lossy(&out.stderr));
     let report = json(&out);
+    assert_eq!(report["status"], "cancelled", "{report}");
     let error = report["error"].as_str().unwrap_or_default();
     assert!(error.contains("the driver is stopping"), "{report}");
     assert_eq!(cluster.driver.wait(Duration::from_secs(10)), Some(0), "{}", cluster.driver.log_text());
+}
+
+#[test]
+fn flint_cancel_and_ctrl_c_end_a_running_job_as_cancelled_and_the_executors_run_the_next() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let busy = |cluster: &Cluster| {
+        eventually(Duration::from_secs(20), || {
+            (cluster.live_executors()[0]["running"].as_u64().unwrap_or(0) > 0).then_some(())
+        })
+        .expect("the job runs")
+    };
+    // Within a second the submitter has its report, and no attempt of the job runs
+    // (its 24 long tasks would keep both slots busy for seconds).
+    let ended_within_a_second = |job: std::process::Child, cancelled: std::time::Instant| {
+        let out = job.wait_with_output().unwrap();
+        assert!(cancelled.elapsed() < Duration::from_secs(1), "{:?} to end", cancelled.elapsed());
+        assert_eq!(out.status.code(), Some(8), "{}", lossy(&out.stderr));
+        let report = json(&out);
+        assert_eq!(report["status"], "cancelled", "{report}");
+        assert_eq!(report["failure"]["reason"]["kind"], "cancelled", "{report}");
+        let idle = eventually(Duration::from_secs(1), || {
+            (cluster.live_executors()[0]["running"].as_u64() == Some(0)).then_some(())
+        });
+        assert!(idle.is_some(), "attempts still run: {}", cluster.status());
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(cluster.live_executors()[0]["running"].as_u64(), Some(0), "none starts afterwards");
+        report["job_id"].as_u64().unwrap()
+    };
+
+    let job = start_slow_job(&cluster);
+    busy(&cluster);
+    let id = cluster.status()["jobs"][0]["job"].as_u64().expect("the running job's id").to_string();
+    let cancelled = std::time::Instant::now();
+    let out = cluster.client(&["cancel", &id]);
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    assert_eq!(ended_within_a_second(job, cancelled).to_string(), id);
+    let listed = cluster.status()["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == id.parse::<u64>().unwrap())
+        .cloned();
+    assert_eq!(listed.as_ref().map(|j| j["state"].clone()), Some(Value::from("cancelled")), "{listed:?}");
+    // Nothing is left to cancel.
+    let again = cluster.client(&["cancel", &id]);
+    assert_eq!(again.status.code(), Some(9), "{}", lossy(&again.stderr));
+
+    // Ctrl-C on `flint submit` asks the driver to cancel, once.
+    let job = start_slow_job(&cluster);
+    busy(&cluster);
+    let cancelled = std::time::Instant::now();
+    assert!(
+        std::process::Command::new("kill").args(["-INT", &job.id().to_string()]).status().unwrap().success()
+    );
+    ended_within_a_second(job, cancelled);
+
+    // The executors serve the next job as before.
+    let report =
+        ok_json(&cluster.submit(&["examples/pi", "--conf", "points=100000", "--partitions", "4", "--json"]));
+    assert_eq!(report["status"], "succeeded", "{report}");
 }
 
 #[test]

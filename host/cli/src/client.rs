@@ -8,7 +8,8 @@ use crate::run::fail_chain;
 use clap::Args;
 use flint_client::{Client, Input, JobEvent};
 use flint_net::{DriverUrl, Identity, Secret};
-use flint_proto::ClusterStatus;
+use flint_proto::wire::CancelReply;
+use flint_proto::{ClusterStatus, JobId};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -74,6 +75,21 @@ pub struct StatusArgs {
     #[arg(long, env = "FLINT_DRIVER_URL")]
     driver_url: String,
     /// Print one JSON object: executors and jobs.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, env = "FLINT_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
+    #[command(flatten)]
+    tls: PeerTls,
+}
+
+#[derive(Args)]
+pub struct CancelArgs {
+    /// The job's id, as `flint submit` and `flint status` show it.
+    job: u64,
+    #[arg(long, env = "FLINT_DRIVER_URL")]
+    driver_url: String,
+    /// Print one JSON object: the job and what became of it.
     #[arg(long)]
     json: bool,
     #[arg(long, env = "FLINT_SECRET_FILE")]
@@ -174,8 +190,33 @@ async fn submit_once(
         Err(e) => return fail(exit::UNREACHABLE, e),
     };
     let bar = (!args.json && std::io::stderr().is_terminal()).then(|| progress_bar(0));
+    // Ctrl-C asks the driver once to cancel the job, whose report then says so; a
+    // second one leaves it running and exits at once.
+    let (id, mut interrupts) = (job.id, 0);
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
     loop {
-        match job.next().await {
+        // The read of the next frame is never dropped half-way: an interrupt is
+        // answered beside it.
+        let next = job.next();
+        tokio::pin!(next);
+        let next = loop {
+            tokio::select! {
+                next = &mut next => break next,
+                _ = &mut interrupted => {
+                    interrupts += 1;
+                    if interrupts > 1 {
+                        return 130;
+                    }
+                    interrupted.set(tokio::signal::ctrl_c());
+                    eprintln!("flint: cancelling job {id} (Ctrl-C again to leave it running)");
+                    if let Err(e) = client.cancel(id).await {
+                        eprintln!("flint: could not cancel job {id}: {e}");
+                    }
+                }
+            }
+        };
+        match next {
             Ok(Some(JobEvent::Progress(p))) => {
                 if let Some(bar) = &bar {
                     show_progress(bar, &p);
@@ -226,6 +267,39 @@ pub fn status(args: StatusArgs) -> u8 {
             }
             Err(e) => fail(connect_code(&e), e),
         }
+    })
+}
+
+pub fn cancel(args: CancelArgs) -> u8 {
+    let (url, secret, identity) = match session(&args.driver_url, args.secret_file.as_deref(), &args.tls) {
+        Ok(s) => s,
+        Err(e) => return fail(exit::USAGE, e),
+    };
+    let job = JobId(args.job);
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    tokio.block_on(async move {
+        let answer = match Client::connect_as(&url, &secret, identity.as_ref()).await {
+            Ok(client) => {
+                let answer = client.cancel(job).await;
+                client.close().await;
+                answer
+            }
+            Err(e) => Err(e),
+        };
+        let (code, said) = match answer {
+            Ok(CancelReply::Cancelled) => (0, "cancelled"),
+            Ok(CancelReply::Ended) => (exit::NO_SUCH_JOB, "ended already"),
+            Ok(CancelReply::Unknown) => (exit::NO_SUCH_JOB, "unknown"),
+            Err(e) => return fail(connect_code(&e), e),
+        };
+        if args.json {
+            println!("{}", serde_json::json!({ "job_id": job, "status": said }));
+        } else if code == 0 {
+            println!("job {job} cancelled");
+        } else {
+            eprintln!("flint: job {job} is {said}: nothing to cancel");
+        }
+        code
     })
 }
 

@@ -30,6 +30,11 @@ pub mod exit {
     pub const FINGERPRINT: u8 = 6;
     /// `submit`: the driver runs and queues all the jobs it may; the job was not taken.
     pub const BUSY: u8 = 7;
+    /// The job was cancelled: `flint cancel`, Ctrl-C on `flint submit`, or its driver
+    /// stopping.
+    pub const CANCELLED: u8 = 8;
+    /// `cancel`: the driver runs no such job, nor has it waiting (it ended, or never was).
+    pub const NO_SUCH_JOB: u8 = 9;
 }
 
 #[derive(Parser)]
@@ -60,6 +65,8 @@ enum Command {
     Submit(client::SubmitArgs),
     /// Show a driver's executors and jobs.
     Status(client::StatusArgs),
+    /// Stop a running or waiting job: its attempts are killed and it ends as cancelled.
+    Cancel(client::CancelArgs),
     /// Kubernetes: render what a cluster needs to run an application.
     K8s(k8s::K8sArgs),
     /// Serve the status pages of finished (and running) applications from their event
@@ -84,9 +91,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `run` reports failures in its summary; a long-running service logs them.
     let default_level = match cli.command {
-        Command::Run(_) | Command::Bundle(_) | Command::Submit(_) | Command::Status(_) | Command::K8s(_) => {
-            "error"
-        }
+        Command::Run(_)
+        | Command::Bundle(_)
+        | Command::Submit(_)
+        | Command::Status(_)
+        | Command::Cancel(_)
+        | Command::K8s(_) => "error",
         Command::Driver(_) | Command::Executor(_) | Command::History(_) => "info",
     };
     use tracing_subscriber::layer::SubscriberExt;
@@ -126,6 +136,7 @@ fn main() -> ExitCode {
         Command::Executor(args) => cluster::executor(args, set_level),
         Command::Submit(args) => client::submit(args),
         Command::Status(args) => client::status(args),
+        Command::Cancel(args) => client::cancel(args),
         Command::K8s(args) => k8s::k8s(args),
         Command::History(args) => cluster::history(args),
     };

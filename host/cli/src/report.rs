@@ -29,7 +29,11 @@ pub fn json(report: &JobReport) -> Value {
     let mut out = json!({
         "job": report.name,
         "job_id": report.job,
-        "status": if report.outcome.is_ok() { "succeeded" } else { "failed" },
+        "status": match &report.outcome {
+            Ok(_) => "succeeded",
+            Err(JobError::Cancelled(_)) => "cancelled",
+            Err(_) => "failed",
+        },
         "tasks": report.tasks,
         "attempts": report.attempts,
         "maps_rerun": report.maps_rerun,
@@ -56,7 +60,9 @@ pub fn json(report: &JobReport) -> Value {
                 JobError::TaskFailed { index, failure, .. } => {
                     json!({ "task": index, "reason": failure_json(failure) })
                 }
-                JobError::Cancelled(reason) => json!({ "reason": reason }),
+                JobError::Cancelled(reason) => {
+                    json!({ "reason": { "kind": "cancelled", "message": reason } })
+                }
                 JobError::NoExecutors(reason) => {
                     json!({ "reason": { "kind": "no-executors", "message": reason } })
                 }
@@ -157,7 +163,11 @@ pub fn print(report: &JobReport, as_json: bool, parts: bool) -> u8 {
     } else {
         write!(std::io::stderr(), "{}", human(report))
     };
-    if report.outcome.is_ok() { 0 } else { crate::exit::JOB_FAILED }
+    match &report.outcome {
+        Ok(_) => 0,
+        Err(JobError::Cancelled(_)) => crate::exit::CANCELLED,
+        Err(_) => crate::exit::JOB_FAILED,
+    }
 }
 
 /// Pretty JSON, but with arrays of plain values (a `["word", 12]` pair, say) on one line.

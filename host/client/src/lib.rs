@@ -18,7 +18,9 @@ use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload_exact,
     write_frame, write_payload, write_payload_from_file,
 };
-use flint_proto::wire::{HelloReply, Rejection, Request, Role, Submission, SubmitInput, SubmitReply};
+use flint_proto::wire::{
+    CancelReply, HelloReply, Rejection, Request, Role, Submission, SubmitInput, SubmitReply,
+};
 use flint_proto::{ClusterStatus, Conf, JobId, JobProgress, JobReport, Manifest};
 use std::time::Duration;
 
@@ -231,6 +233,15 @@ impl Client {
         write_frame(&mut send, &Request::Status).await?;
         let _ = send.finish();
         read_frame(&mut recv).await?.ok_or_else(|| ClientError::Protocol("no status".into()))
+    }
+
+    /// Stops job `job`, running or waiting: its attempts are killed, and whoever
+    /// submitted it gets a report saying it was cancelled.
+    pub async fn cancel(&self, job: JobId) -> Result<CancelReply, ClientError> {
+        let (mut send, mut recv) = self.connection.open_bi().await?;
+        write_frame(&mut send, &Request::Cancel(job)).await?;
+        let _ = send.finish();
+        read_frame(&mut recv).await?.ok_or_else(|| ClientError::Protocol("no answer to the cancel".into()))
     }
 }
 

@@ -61,6 +61,10 @@ pub enum AppEvent {
     JobEnd {
         job: JobId,
         succeeded: bool,
+        /// Stopped on request, or by the driver stopping (logs before this field was
+        /// added say only failed).
+        #[serde(default)]
+        cancelled: bool,
         error: Option<String>,
         attempts: u32,
         /// The job's last counts as the driver kept them (logs before this field was
@@ -193,7 +197,7 @@ impl Store {
                     self.set_executor(executor.clone());
                 }
                 for job in self.jobs.values_mut().filter(|j| j.ended_ms.is_none()) {
-                    job.end(at, false, Some("the driver stopped".into()), None);
+                    job.end(at, JobState::Failed, Some("the driver stopped".into()), None);
                 }
             }
             AppEvent::ExecutorAdded { executor } | AppEvent::ExecutorUpdated { executor } => {
@@ -238,9 +242,14 @@ impl Store {
                     },
                 );
             }
-            AppEvent::JobEnd { job, succeeded, error, progress, .. } => {
+            AppEvent::JobEnd { job, succeeded, cancelled, error, progress, .. } => {
                 if let Some(entry) = self.jobs.get_mut(job).filter(|j| j.ended_ms.is_none()) {
-                    entry.end(at, *succeeded, error.clone(), *progress);
+                    let state = match (succeeded, cancelled) {
+                        (true, _) => JobState::Succeeded,
+                        (false, true) => JobState::Cancelled,
+                        (false, false) => JobState::Failed,
+                    };
+                    entry.end(at, state, error.clone(), *progress);
                     self.finished_tasks += entry.tasks.len();
                     self.finished.push_back(*job);
                     while self.finished.len() > self.retained_jobs {
@@ -409,10 +418,10 @@ impl Store {
 }
 
 impl JobEntry {
-    fn end(&mut self, at: u64, succeeded: bool, error: Option<String>, progress: Option<JobProgress>) {
+    fn end(&mut self, at: u64, state: JobState, error: Option<String>, progress: Option<JobProgress>) {
         self.ended_ms = Some(at);
         self.error = error;
-        self.status.state = if succeeded { JobState::Succeeded } else { JobState::Failed };
+        self.status.state = state;
         if let Some(progress) = progress {
             self.status.progress = progress;
         }
@@ -479,6 +488,29 @@ mod tests {
     }
 
     #[test]
+    fn a_cancelled_job_ends_cancelled_and_an_older_log_without_the_field_reads_failed() {
+        let mut store = Store::new(10);
+        for job in [1, 2] {
+            store.apply(&at(job, AppEvent::JobStart { job: JobId(job), name: "j".into(), tasks: 1 }));
+        }
+        let end = |job, cancelled| AppEvent::JobEnd {
+            job: JobId(job),
+            succeeded: false,
+            cancelled,
+            error: Some("cancelled on request".into()),
+            attempts: 1,
+            progress: None,
+        };
+        store.apply(&at(3, end(1, true)));
+        // A line written before `cancelled` was: the same, without the field.
+        let mut line = serde_json::to_value(at(4, end(2, true))).unwrap();
+        assert_eq!(line.as_object_mut().unwrap().remove("cancelled"), Some(serde_json::Value::Bool(true)));
+        store.apply(&serde_json::from_value(line).unwrap());
+        assert_eq!(store.job(JobId(1)).unwrap().status.state, JobState::Cancelled);
+        assert_eq!(store.job(JobId(2)).unwrap().status.state, JobState::Failed);
+    }
+
+    #[test]
     fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
         let mut store = Store::new(10);
         store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks: 2 }));
@@ -507,7 +539,14 @@ mod tests {
         store.apply(&at(6, end(1, 0, "b", None)));
         store.apply(&at(
             7,
-            AppEvent::JobEnd { job: JobId(1), succeeded: true, error: None, attempts: 3, progress: None },
+            AppEvent::JobEnd {
+                job: JobId(1),
+                succeeded: true,
+                cancelled: false,
+                error: None,
+                attempts: 3,
+                progress: None,
+            },
         ));
         let job = store.job(JobId(1)).unwrap();
         let tasks = job.launched();
@@ -589,6 +628,7 @@ mod tests {
                 AppEvent::JobEnd {
                     job: JobId(job),
                     succeeded: true,
+                    cancelled: false,
                     error: None,
                     attempts: 0,
                     progress: None,
@@ -621,6 +661,7 @@ mod tests {
                 AppEvent::JobEnd {
                     job: JobId(job),
                     succeeded: false,
+                    cancelled: false,
                     error: None,
                     attempts: per_job,
                     progress: None,

@@ -451,7 +451,7 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
         let Some(request) = read_frame::<Request>(&mut recv).await? else { return Ok(()) };
         match (role, &request) {
             (Role::Executor, Request::FetchComponent(_) | Request::ReadInput { .. })
-            | (Role::Client, Request::Submit(_) | Request::Status) => {}
+            | (Role::Client, Request::Submit(_) | Request::Status | Request::Cancel(_)) => {}
             _ => {
                 return Err(PeerError::Protocol(format!(
                     "a {role:?} may not send {}",
@@ -472,6 +472,7 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
                 write_frame(&mut send, &status).await?
             }
             Request::Submit(submission) => submit(&driver, *submission, &mut send, &mut recv).await?,
+            Request::Cancel(job) => write_frame(&mut send, &driver.cancel(job).await).await?,
             Request::FetchBlock { .. } => {
                 return Err(PeerError::Protocol("the driver holds no blocks".into()));
             }
@@ -763,6 +764,7 @@ fn request_name(request: &Request) -> &'static str {
         Request::FetchComponent(_) => "FetchComponent",
         Request::Submit(_) => "Submit",
         Request::Status => "Status",
+        Request::Cancel(_) => "Cancel",
         Request::FetchBlock { .. } => "FetchBlock",
         Request::ReadInput { .. } => "ReadInput",
     }

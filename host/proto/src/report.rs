@@ -42,6 +42,8 @@ shown_state!(
         Running => "running",
         Succeeded => "succeeded",
         Failed => "failed",
+        /// Stopped on request (`flint cancel`), or by its driver stopping.
+        Cancelled => "cancelled",
         /// Still running when its job ended.
         Killed => "killed",
         /// It succeeded, but its output was lost before the driver had it: it runs again.
@@ -51,7 +53,7 @@ shown_state!(
 
 impl JobState {
     pub fn is_finished(self) -> bool {
-        matches!(self, JobState::Succeeded | JobState::Failed)
+        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Cancelled)
     }
 }
 
@@ -73,6 +75,8 @@ shown_state!(
         Running => "running",
         Succeeded => "succeeded",
         Failed => "failed",
+        /// Stopped on request (`flint cancel`), or by its driver stopping.
+        Cancelled => "cancelled",
         /// Still running when its job ended.
         Killed => "killed",
         /// It succeeded, but its output was lost before the driver had it: it runs again.

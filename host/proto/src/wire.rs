@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 15;
+pub const PROTOCOL_VERSION: u32 = 16;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -297,6 +297,8 @@ pub enum Request {
     FetchComponent(Digest),
     Submit(Box<Submission>),
     Status,
+    /// Client → driver: stop a job, running or waiting. Answered by [`CancelReply`].
+    Cancel(JobId),
     /// Send a block's bytes; with `release`, drop it once sent (a task output is fetched
     /// once, by the driver).
     FetchBlock {
@@ -346,6 +348,17 @@ pub enum DataRefusal {
     TooLarge { asked: u64, limit: u64 },
     #[error("cannot read {path}: {reason}")]
     Unreadable { path: String, reason: String },
+}
+
+/// The answer to `Cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CancelReply {
+    /// Its attempts are being killed; its submitter gets a report saying it was cancelled.
+    Cancelled,
+    /// It has ended already, as it ended.
+    Ended,
+    /// This driver has no job of that id.
+    Unknown,
 }
 
 /// The answer to `FetchBlock`: then, when found, the bytes in [`Chunk`]s.

@@ -276,6 +276,9 @@ impl EventLoop {
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
             }
+            Event::Cancel { job, reply } => {
+                let _ = reply.send(self.cancel(now, job));
+            }
             Event::TokensChanged => self.push_tokens(),
             Event::RenewTokens { providers, config, initial } => {
                 let services = providers.keys().cloned().collect();

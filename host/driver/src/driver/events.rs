@@ -98,6 +98,11 @@ pub(super) enum Event {
         outcome: Result<Vec<u8>, JobError>,
     },
     Snapshot(oneshot::Sender<ClusterStatus>),
+    /// Stop a job at a client's request.
+    Cancel {
+        job: JobId,
+        reply: oneshot::Sender<flint_proto::wire::CancelReply>,
+    },
     /// A backend was attached: the allocation policy may want executors at once.
     BackendAttached,
     /// The delegation tokens changed: push them to every live executor.

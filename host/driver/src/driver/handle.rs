@@ -442,6 +442,16 @@ impl Driver {
         rx.await.unwrap_or_else(|_| empty())
     }
 
+    /// Stops job `job`, running or waiting: its attempts are killed and it ends as
+    /// cancelled.
+    pub async fn cancel(&self, job: flint_proto::JobId) -> flint_proto::wire::CancelReply {
+        let (reply, rx) = oneshot::channel();
+        if self.send(Event::Cancel { job, reply }).is_err() {
+            return flint_proto::wire::CancelReply::Ended;
+        }
+        rx.await.unwrap_or(flint_proto::wire::CancelReply::Ended)
+    }
+
     /// Fails every running job with `reason` (their submitters get that report) and
     /// refuses new ones. Returns once the reports are sent.
     pub async fn shutdown(&self, reason: &str) {

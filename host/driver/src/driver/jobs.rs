@@ -3,6 +3,7 @@
 //! status listing its line.
 
 use flint_core::{Event as CoreEvent, JobCounts};
+use flint_proto::wire::CancelReply;
 use flint_proto::{
     JobDescriptor, JobError, JobId, JobProgress, JobReport, PartitionSpec, Parts, ShuffleSpec, Source, World,
 };
@@ -80,21 +81,53 @@ impl EventLoop {
 
     /// Fails the jobs still waiting (the driver is stopping): each submitter gets its report.
     pub(super) fn cancel_waiting(&mut self, reason: &str) {
-        for Waiting { id, job, report, submitted, .. } in std::mem::take(&mut self.waiting) {
-            self.shared.release_component(&job.component.digest);
-            let _ = report.send(JobReport {
-                job: id,
-                name: job.name,
-                outcome: Err(JobError::Cancelled(reason.to_owned())),
-                tasks: job.plan.len() as u32,
-                attempts: 0,
-                maps_rerun: 0,
-                outputs_handed_over: 0,
-                failures: Vec::new(),
-                failures_dropped: 0,
-                elapsed: submitted.elapsed(),
-                shuffle: None,
-            });
+        for waiting in std::mem::take(&mut self.waiting) {
+            self.drop_waiting(waiting, reason);
+        }
+    }
+
+    /// Ends a job that never started: its submitter gets a report saying why.
+    fn drop_waiting(&self, waiting: Waiting, reason: &str) {
+        let Waiting { id, job, report, submitted, .. } = waiting;
+        self.shared.release_component(&job.component.digest);
+        let _ = report.send(JobReport {
+            job: id,
+            name: job.name,
+            outcome: Err(JobError::Cancelled(reason.to_owned())),
+            tasks: job.plan.len() as u32,
+            attempts: 0,
+            maps_rerun: 0,
+            outputs_handed_over: 0,
+            failures: Vec::new(),
+            failures_dropped: 0,
+            elapsed: submitted.elapsed(),
+            shuffle: None,
+        });
+    }
+
+    /// Stops a job at a client's request: a waiting one leaves the queue; a running
+    /// one's attempts are killed through the core, as for any job that ends, and it
+    /// ends as cancelled (its output, if it writes parts, ended as a failed job's).
+    pub(super) fn cancel(&mut self, now: Instant, id: JobId) -> CancelReply {
+        let reason = "cancelled on request".to_owned();
+        if let Some(at) = self.waiting.iter().position(|w| w.id == id) {
+            let waiting = self.waiting.remove(at).expect("found at that place");
+            tracing::info!(job_id = id.0, "waiting job cancelled");
+            self.drop_waiting(waiting, &reason);
+            return CancelReply::Cancelled;
+        }
+        match self.jobs.get(&id) {
+            Some(job) if !job.ending => {
+                job.span.in_scope(|| tracing::info!("job cancelled"));
+                // Ends it when the core still runs it; else (its last tasks are done,
+                // its result not yet made) it ends here.
+                self.feed(now, CoreEvent::CancelJob { job: id, reason: reason.clone() });
+                self.complete(id, Err(JobError::Cancelled(reason)));
+                CancelReply::Cancelled
+            }
+            Some(_) => CancelReply::Ended,
+            None if id < self.next_job => CancelReply::Ended,
+            None => CancelReply::Unknown,
         }
     }
 
@@ -293,6 +326,7 @@ impl EventLoop {
         self.record(AppEvent::JobEnd {
             job: id,
             succeeded: report.outcome.is_ok(),
+            cancelled: matches!(report.outcome, Err(JobError::Cancelled(_))),
             error: report.outcome.as_ref().err().map(ToString::to_string),
             attempts: report.attempts,
             progress: Some(progress),

@@ -4,11 +4,13 @@
 //! `handle(now, event) -> actions` and `poll_timeout()`, so that heartbeat expiry and
 //! every other timer are stepped with fake time in tests. The driver's event loop is
 //! plumbing around it. Allocation policy, token renewal and map-output tracking belong
-//! here too, each a state machine beside the scheduler.
+//! here too, each a state machine beside the scheduler; so does the standalone
+//! master's placement (`master`), which `flint master` is plumbing around.
 
 pub mod allocation;
 pub mod control;
 pub mod credentials;
+pub mod master;
 pub mod registry;
 pub mod scheduler;
 pub mod shuffle;

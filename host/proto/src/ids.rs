@@ -7,83 +7,104 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Borrow;
 use std::fmt;
 
-/// An executor's id within an application (Spark's executor id, a pod's name). The
-/// driver checks its form when it is reserved (`flint_core::registry::check_id`).
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ExecutorId(String);
+/// Declares a text id: shown and serialized as its text, looked up by `&str`.
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
 
-impl ExecutorId {
-    pub fn new(id: impl Into<String>) -> ExecutorId {
-        ExecutorId(id.into())
-    }
+        impl $name {
+            pub fn new(id: impl Into<String>) -> $name {
+                $name(id.into())
+            }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
 
-    pub fn into_string(self) -> String {
-        self.0
-    }
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        /// Read as the text it is (its length, its prefix); a `&str` never stands for an id.
+        impl std::ops::Deref for $name {
+            type Target = str;
+
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        /// Maps keyed by id are looked up by a borrowed `&str` (a URL's path, a pod's name).
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(id: String) -> $name {
+                $name(id)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(id: &str) -> $name {
+                $name(id.to_owned())
+            }
+        }
+    };
 }
 
-impl fmt::Display for ExecutorId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+string_id!(
+    /// An executor's id within an application (Spark's executor id, a pod's name). The
+    /// driver checks its form when it is reserved (`flint_core::registry::check_id`).
+    ExecutorId
+);
 
-impl fmt::Debug for ExecutorId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.0, f)
-    }
-}
+string_id!(
+    /// A standalone worker's id (`flint worker --worker-id`, else its host and port):
+    /// one machine's daemon, whatever life of it the master knows now.
+    WorkerId
+);
 
-/// Read as the text it is (its length, its prefix); a `&str` never stands for an id.
-impl std::ops::Deref for ExecutorId {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Maps keyed by id are looked up by a borrowed `&str` (a URL's path, a pod's name).
-impl Borrow<str> for ExecutorId {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for ExecutorId {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl PartialEq<str> for ExecutorId {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for ExecutorId {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl From<String> for ExecutorId {
-    fn from(id: String) -> ExecutorId {
-        ExecutorId(id)
-    }
-}
-
-impl From<&str> for ExecutorId {
-    fn from(id: &str) -> ExecutorId {
-        ExecutorId(id.to_owned())
-    }
-}
+string_id!(
+    /// An application's id (`flint driver --app-id`).
+    AppId
+);
 
 /// Declares a numeric id: copied, ordered, shown as its number.
 macro_rules! numeric_id {

@@ -18,7 +18,7 @@ pub use config::{
     ObjectSettings, Settings,
 };
 pub use failure::TaskFailure;
-pub use ids::{ExecutorId, Incarnation, JobId};
+pub use ids::{AppId, ExecutorId, Incarnation, JobId, WorkerId};
 pub use job::{
     JobPlan, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source, World,
 };

@@ -302,6 +302,36 @@ fn rejected_executors_get_no_config_and_exit_with_their_reason() {
     }
     assert_eq!(cluster.status()["executors"].as_array().unwrap().len(), 1);
     assert!(!cluster.driver.log_text().contains(SECRET), "the secret never appears in the driver's log");
+
+    // Clients refused the same way exit with the same codes, not as if the driver were
+    // not there; a file to send that is not one is a job that cannot start.
+    for args in [&["status"][..], &["submit", "examples/noop"], &["cancel", "1"]] {
+        let out =
+            command(args).args(["--driver-url", &cluster.url]).env("FLINT_SECRET", "not-the-secret").output();
+        let out = out.unwrap();
+        assert_eq!(out.status.code(), Some(11), "{args:?}: {}", lossy(&out.stderr));
+        assert!(lossy(&out.stderr).contains("not authenticated"), "{args:?}: {}", lossy(&out.stderr));
+    }
+    let folder = cluster.dir.path().to_str().unwrap().to_owned();
+    for input in ["/no/such/file.txt", folder.as_str()] {
+        let out = cluster.submit(&["examples/word-count", "--input", input]);
+        assert_eq!(out.status.code(), Some(3), "{input}: {}", lossy(&out.stderr));
+    }
+}
+
+#[test]
+fn an_executor_with_a_value_its_settings_cannot_take_exits_3_naming_the_key() {
+    let url = format!("flint://127.0.0.1:1?fingerprint={}", "0".repeat(64));
+    for (conf, key) in [
+        ("flint.task.cpus=abc", "flint.task.cpus"),
+        ("flint.executor.heartbeatInterval=soon", "flint.executor.heartbeatInterval"),
+    ] {
+        let out =
+            command(&["executor", "--driver-url", &url, "--conf", conf]).env("FLINT_SECRET", SECRET).output();
+        let out = out.unwrap();
+        assert_eq!(out.status.code(), Some(3), "{conf}: {}", lossy(&out.stderr));
+        assert!(lossy(&out.stderr).contains(key), "{conf}: {}", lossy(&out.stderr));
+    }
 }
 
 #[test]
@@ -982,6 +1012,9 @@ fn a_driver_told_to_stop_fails_running_jobs_with_a_reason_and_exits_zero() {
     let error = report["error"].as_str().unwrap_or_default();
     assert!(error.contains("the driver is stopping"), "{report}");
     assert_eq!(cluster.driver.wait(Duration::from_secs(10)), Some(0), "{}", cluster.driver.log_text());
+    // Its executor stops with it, cleanly: a supervisor counts no crash.
+    let code = cluster.executors[0].wait(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{}", cluster.executors[0].log_text());
 }
 
 #[test]

@@ -187,7 +187,7 @@ async fn submit_once(
         Ok(j) => j,
         Err(flint_client::ClientError::JobRejected(reason)) => return fail(exit::INVALID_JOB, reason),
         Err(e @ flint_client::ClientError::DriverBusy(_)) => return fail(exit::BUSY, e),
-        Err(e) => return fail(exit::UNREACHABLE, e),
+        Err(e) => return fail(connect_code(&e), e),
     };
     let bar = (!args.json && std::io::stderr().is_terminal()).then(|| progress_bar(0));
     // Ctrl-C asks the driver once to cancel the job, whose report then says so; a
@@ -229,15 +229,27 @@ async fn submit_once(
                 return report::print(&report, args.json, bundle.manifest.collect);
             }
             Ok(None) => return fail(exit::UNREACHABLE, "the driver ended the job's stream without a report"),
-            Err(e) => return fail(exit::UNREACHABLE, e),
+            Err(e) => return fail(connect_code(&e), e),
         }
     }
 }
 
+/// The exit code for a client's error: the same numbers an executor exits with for the
+/// same refusals, so a script tells a wrong secret from a driver that is not there.
 fn connect_code(e: &flint_client::ClientError) -> u8 {
+    use flint_client::ClientError;
+    use flint_proto::wire::Rejection;
     match e {
-        flint_client::ClientError::FingerprintMismatch(_) => exit::FINGERPRINT,
-        _ => exit::UNREACHABLE,
+        ClientError::FingerprintMismatch(_) => exit::FINGERPRINT,
+        ClientError::Rejected(Rejection::NotAuthenticated) => exit::NOT_AUTHENTICATED,
+        ClientError::Rejected(Rejection::WrongApp { .. }) => exit::WRONG_APP,
+        ClientError::Rejected(Rejection::VersionMismatch { .. }) => exit::VERSION_MISMATCH,
+        ClientError::Rejected(_) => exit::REFUSED,
+        ClientError::Input(_) => exit::INVALID_JOB,
+        ClientError::Unreachable { .. }
+        | ClientError::Protocol(_)
+        | ClientError::JobRejected(_)
+        | ClientError::DriverBusy(_) => exit::UNREACHABLE,
     }
 }
 

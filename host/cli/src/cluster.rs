@@ -222,7 +222,7 @@ pub fn driver(args: DriverArgs) -> u8 {
             pods.shutdown().await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        endpoint.close(0u32.into(), b"driver stopped");
+        endpoint.close(flint_net::DRIVER_STOPPED.into(), b"driver stopped");
         endpoint.wait_idle().await;
         0
     })
@@ -376,8 +376,9 @@ pub fn executor(args: ExecutorArgs, set_log_level: crate::SetLogLevel) -> u8 {
     if let Some(memory) = args.memory {
         conf.insert("flint.executor.memory".into(), memory.to_string());
     }
+    // A value the settings cannot take is invalid configuration (3), as the driver's.
     if let Err(e) = Settings::from_conf(&conf) {
-        return fail(exit::USAGE, e);
+        return fail(exit::INVALID_JOB, e);
     }
     let identity = match args.tls.identity() {
         Ok(identity) => identity,

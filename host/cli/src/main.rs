@@ -35,6 +35,15 @@ pub mod exit {
     pub const CANCELLED: u8 = 8;
     /// `cancel`: the driver runs no such job, nor has it waiting (it ended, or never was).
     pub const NO_SUCH_JOB: u8 = 9;
+    /// `submit`/`status`/`cancel` (as `executor`): the driver refused the connection:
+    /// the application secret does not match.
+    pub const NOT_AUTHENTICATED: u8 = 11;
+    /// The driver runs another application.
+    pub const WRONG_APP: u8 = 12;
+    /// The driver speaks another protocol version.
+    pub const VERSION_MISMATCH: u8 = 13;
+    /// The driver refused the connection for another reason (it is stopping).
+    pub const REFUSED: u8 = 14;
 }
 
 #[derive(Parser)]

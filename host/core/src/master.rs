@@ -549,7 +549,11 @@ fn why_waiting(
 fn bytes(n: u64) -> String {
     const GIB: u64 = 1 << 30;
     const MIB: u64 = 1 << 20;
-    if n >= GIB && n.is_multiple_of(GIB) { format!("{} GiB", n / GIB) } else { format!("{} MiB", n.div_ceil(MIB)) }
+    if n >= GIB && n.is_multiple_of(GIB) {
+        format!("{} GiB", n / GIB)
+    } else {
+        format!("{} MiB", n.div_ceil(MIB))
+    }
 }
 
 #[cfg(test)]

@@ -521,7 +521,16 @@ async fn serve(
         }
         Ended::Closed => {
             let reason = reader.await.unwrap_or_else(|e| e.to_string());
-            Err(ExecutorExit::DriverLost(reason))
+            match connection.close_reason() {
+                // Its driver stopped on purpose: so does it, cleanly.
+                Some(quinn::ConnectionError::ApplicationClosed(close))
+                    if close.error_code == flint_net::DRIVER_STOPPED.into() =>
+                {
+                    tracing::info!("the driver stopped");
+                    Ok(())
+                }
+                _ => Err(ExecutorExit::DriverLost(reason)),
+            }
         }
     }
 }

@@ -24,3 +24,7 @@ pub use url::{DriverUrl, UrlError};
 
 /// The ALPN protocol name Flint peers speak.
 pub const ALPN: &[u8] = b"flint/1";
+
+/// The code a driver that was told to stop closes its connections with: its executors
+/// exit 0, as when decommissioned, not as if they had lost it.
+pub const DRIVER_STOPPED: u32 = 3;

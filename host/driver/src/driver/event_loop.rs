@@ -317,7 +317,12 @@ impl EventLoop {
             }
             Event::Backend { id, news: News::Progress } => self.feed(now, CoreEvent::BackendProgress { id }),
             Event::Shutdown { reason, done } => {
-                tracing::warn!(%reason, jobs = self.jobs.len(), "driver stopping: failing running jobs");
+                // A warning only when it cuts jobs short: `flint run` stops its driver
+                // after every job.
+                match self.jobs.len() + self.waiting.len() {
+                    0 => tracing::info!(%reason, "driver stopping"),
+                    jobs => tracing::warn!(%reason, jobs, "driver stopping: cancelling its jobs"),
+                }
                 self.stopping = Some(reason.clone());
                 self.cancel_waiting(&format!("the driver is stopping: {reason}"));
                 let running: Vec<JobId> = self.jobs.keys().copied().collect();

@@ -251,9 +251,12 @@ impl Allocator {
             let since = *self.backlog_since.get_or_insert(now);
             let due = self.next_grow_at.unwrap_or(since + self.config.policy.backlog_timeout);
             let missing = target.saturating_sub(fleet + self.starting);
+            // From no executor at all, waiting out the cooldown would only starve the
+            // job: there is no flip-flop to damp.
+            let from_nothing = fleet + self.starting == 0;
             if now >= due
                 && missing > 0
-                && self.may(Direction::Grow, now)
+                && (from_nothing || self.may(Direction::Grow, now))
                 && self.retry_at.is_none_or(|t| now >= t)
             {
                 let ask = self.next_batch.min(missing).min(self.room());

@@ -125,7 +125,8 @@ fn the_cooldown_stops_a_grow_shrink_flip_flop() {
     let t0 = Instant::now();
     let mut a = Allocator::new(with(|p| p.idle_timeout = Duration::from_secs(1)));
     let mut fleet: Vec<String> = Vec::new();
-    let mut changes: Vec<(u64, bool)> = Vec::new();
+    // (second, grew, the fleet was empty before it)
+    let mut changes: Vec<(u64, bool, bool)> = Vec::new();
     // A backlog that comes for three seconds and goes for three, for two minutes; the
     // fleet's executors register at once and leave when released.
     for s in 0..120u64 {
@@ -138,22 +139,25 @@ fn the_cooldown_stops_a_grow_shrink_flip_flop() {
         for d in a.step(t0 + Duration::from_secs(s), &load) {
             match d {
                 Decision::Request(n) => {
+                    let empty = fleet.is_empty();
                     for _ in 0..n {
                         a.registered();
                         fleet.push(format!("e{}", fleet.len() + changes.len()));
                     }
-                    changes.push((s, true));
+                    changes.push((s, true, empty));
                 }
                 Decision::Release(id) => {
                     fleet.retain(|e| **e != *id);
                     a.removed(&id);
-                    changes.push((s, false));
+                    changes.push((s, false, false));
                 }
                 Decision::GiveUp(r) => panic!("{r}"),
             }
         }
     }
-    let flips: Vec<_> = changes.windows(2).filter(|w| w[0].1 != w[1].1).map(|w| w[1].0 - w[0].0).collect();
+    // Growing from an empty fleet waits for no cooldown (nothing would run at all).
+    let flips: Vec<_> =
+        changes.windows(2).filter(|w| w[0].1 != w[1].1 && !w[1].2).map(|w| w[1].0 - w[0].0).collect();
     assert!(!flips.is_empty(), "the load should move the fleet both ways: {changes:?}");
     assert!(flips.iter().all(|gap| *gap >= 10), "a change of direction within the cooldown: {changes:?}");
 }
@@ -235,4 +239,38 @@ fn a_recurring_job_keeps_what_a_slow_run_needed_and_gives_it_back_over_quiet_run
     assert_eq!(floors, vec![6, 5, 4, 3, 2, 1]);
     let gone = released(&a.step(t0 + Duration::from_secs(400), &idle(8)));
     assert_eq!(gone.len(), 7, "idle executors above the floor go: {gone:?}");
+}
+
+#[test]
+fn growing_from_no_executor_waits_for_the_backlog_never_for_the_cooldown() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(with(|p| p.idle_timeout = Duration::from_secs(1)));
+    // One executor, idle past its timeout: given back, the fleet is empty.
+    a.step(t0, &view(0, 0, &[("e1", false)]));
+    let released_at = t0 + Duration::from_secs(1);
+    assert_eq!(released(&a.step(released_at, &view(0, 0, &[("e1", false)]))), vec![ExecutorId::from("e1")]);
+    a.removed(&ExecutorId::from("e1"));
+    // A job arrives two seconds later, well within the 10 s cooldown.
+    let arrives = released_at + Duration::from_secs(2);
+    assert_eq!(requested(&a.step(arrives, &view(4, 0, &[]))), 0, "the backlog timeout first");
+    assert_eq!(requested(&a.step(arrives + Duration::from_secs(1), &view(4, 0, &[]))), 1, "then at once");
+}
+
+#[test]
+fn growing_back_after_a_shrink_waits_for_the_cooldown_while_an_executor_is_left() {
+    let t0 = Instant::now();
+    let mut a = Allocator::new(with(|p| {
+        p.idle_timeout = Duration::from_secs(1);
+        p.min_executors = 1;
+    }));
+    let idle = view(0, 0, &[("e1", false), ("e2", false)]);
+    a.step(t0, &idle);
+    // One of the two is given back; the minimum keeps the other.
+    let shrunk = t0 + Duration::from_secs(1);
+    assert_eq!(released(&a.step(shrunk, &idle)), vec![ExecutorId::from("e1")]);
+    a.removed(&ExecutorId::from("e1"));
+    let busy = view(6, 2, &[("e2", true)]);
+    a.step(shrunk + Duration::from_secs(2), &busy);
+    assert_eq!(requested(&a.step(shrunk + Duration::from_secs(5), &busy)), 0, "within the cooldown");
+    assert!(requested(&a.step(shrunk + Duration::from_secs(10), &busy)) > 0, "after it");
 }

@@ -509,3 +509,28 @@ async fn a_reduce_attempt_that_reports_after_its_retry_was_committed_never_repla
     let result: serde_json::Value = serde_json::from_slice(report.outcome.as_ref().unwrap()).unwrap();
     assert_eq!(result, serde_json::json!({"count": 7, "sum": 9}), "the retry's answer alone");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_planned_before_any_executor_is_split_for_the_fleet_its_backend_will_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("words.txt");
+    std::fs::write(&input, "a few words\n".repeat(10_000)).unwrap();
+    let roots = dir.path().to_str().unwrap().to_owned();
+    let driver = driver_with(&[
+        ("flint.input.roots", &roots),
+        ("flint.executor.backend", "local"),
+        ("flint.dynamicAllocation.enabled", "true"),
+        ("flint.dynamicAllocation.maxExecutors", "3"),
+        ("flint.executor.cores", "2"),
+    ]);
+    let request = JobRequest {
+        name: "word-count".into(),
+        component: example("word_count"),
+        inputs: vec![input.to_str().unwrap().to_owned()],
+        ..JobRequest::default()
+    };
+    let _report = driver.submit(request).await.unwrap().report;
+    let status = driver.snapshot().await;
+    // Not one task for the one file: one per slot of the three executors to come.
+    assert_eq!(status.jobs[0].progress.total, 6, "{status:?}");
+}

@@ -165,7 +165,7 @@ impl Driver {
         if let Some(declared) = request.world.filter(|w| *w != component.world) {
             return Err(SubmitError::WorldMismatch { declared, found: component.world });
         }
-        let slots = self.shared.slots.load(Ordering::Relaxed).max(1);
+        let slots = self.shared.planning_slots();
         let uploads = request.uploads.as_deref().map(crate::job::Uploads::path);
         let mut plan =
             plan(&self.shared, &request.inputs, uploads, &request.values, request.partitions, slots).await?;

@@ -51,7 +51,27 @@ pub(super) struct Shared {
 /// A component's bytes and the number of running jobs that use it.
 pub(super) type Shipped = (Arc<Vec<u8>>, usize);
 
+/// The most executors a job with none registered yet is planned for.
+const PLANNED_EXECUTORS: u32 = 64;
+
 impl Shared {
+    /// The slots a job is planned for (its splits, its reduce partitions): those
+    /// registered now; with none yet, the fleet a backend will start for it (its fixed
+    /// count, or dynamic allocation's maximum, up to 64 executors), so that the fleet
+    /// that grows has tasks to run; else one.
+    pub(super) fn planning_slots(&self) -> u32 {
+        match self.slots.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => flint_core::AllocationConfig::from_settings(&self.settings)
+                .map(|c| {
+                    let executors = c.policy.max_executors.max(c.policy.min_executors).min(PLANNED_EXECUTORS);
+                    executors.saturating_mul(c.slots_per_executor)
+                })
+                .unwrap_or(1)
+                .max(1),
+            n => n,
+        }
+    }
+
     /// The application's delegation tokens now: the renewed ones, then the given ones
     /// of services nobody renews. The one expiry rule of every token that leaves the
     /// driver (bootstrap, pushes, planning): an expired one is never handed out,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{corpus, corpus_of, flint, flint_peak_memory, json, lossy, wasm};
+use common::{command, corpus, corpus_of, flint, flint_peak_memory, json, lossy, wasm};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -728,4 +728,75 @@ fn a_reduce_partition_ten_times_the_memory_cap_streams_through_bounded_memory() 
     // 400 MB went through; measured 178 MB resident at the peak for the whole process
     // (two executors, four slots, their instances and map buffers).
     assert!(peak < 300 << 20, "peak resident {} MiB", peak >> 20);
+}
+
+/// A JSON value that refuses an object holding a key twice, at any depth (serde_json
+/// itself keeps the last, and so do log collectors).
+struct NoKeyTwice;
+
+impl<'de> serde::Deserialize<'de> for NoKeyTwice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = NoKeyTwice;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<NoKeyTwice, A::Error> {
+                let mut seen = std::collections::HashSet::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(serde::de::Error::custom(format!("key {key:?} twice")));
+                    }
+                    map.next_value::<NoKeyTwice>()?;
+                }
+                Ok(NoKeyTwice)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<NoKeyTwice, A::Error> {
+                while seq.next_element::<NoKeyTwice>()?.is_some() {}
+                Ok(NoKeyTwice)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<NoKeyTwice, E> {
+                Ok(NoKeyTwice)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<NoKeyTwice, E> {
+                Ok(NoKeyTwice)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<NoKeyTwice, E> {
+                Ok(NoKeyTwice)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<NoKeyTwice, E> {
+                Ok(NoKeyTwice)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<NoKeyTwice, E> {
+                Ok(NoKeyTwice)
+            }
+            fn visit_unit<E>(self) -> Result<NoKeyTwice, E> {
+                Ok(NoKeyTwice)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+#[test]
+fn json_log_lines_hold_each_field_once_and_a_normal_run_warns_of_nothing() {
+    let out = command(&["--log-format", "json", "run", "examples/noop", "--partitions", "2"])
+        .env("FLINT_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let log = lossy(&out.stderr);
+    let lines: Vec<&str> = log.lines().filter(|l| l.starts_with('{')).collect();
+    assert!(lines.iter().any(|l| l.contains("job submitted")), "{log}");
+    for line in &lines {
+        if let Err(e) = serde_json::from_str::<NoKeyTwice>(line) {
+            panic!("{e}: {line}");
+        }
+        let value: Value = serde_json::from_str(line).unwrap();
+        assert_ne!(value["level"], "WARN", "{line}");
+    }
+    let submitted = lines.iter().find(|l| l.contains("job submitted")).unwrap();
+    let value: Value = serde_json::from_str(submitted).unwrap();
+    assert_eq!(value["span"]["job_name"], "noop", "{submitted}");
 }

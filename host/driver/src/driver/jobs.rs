@@ -57,7 +57,7 @@ impl EventLoop {
         if self.waiting.is_empty() && self.jobs.len() < self.max_running() {
             self.start(now, waiting);
         } else {
-            tracing::info!(job_id = id.0, name = %waiting.job.name, running = self.jobs.len(), "job waits for a running one to end (flint.driver.maxRunningJobs)");
+            tracing::info!(job_id = id.0, job_name = %waiting.job.name, running = self.jobs.len(), "job waits for a running one to end (flint.driver.maxRunningJobs)");
             self.waiting.push_back(waiting);
         }
     }
@@ -157,7 +157,7 @@ impl EventLoop {
             }),
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
-        let span = tracing::info_span!("job", job_id = id.0, name = %job.name);
+        let span = tracing::info_span!("job", job_id = id.0, job_name = %job.name);
         span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
         let from_driver: std::collections::HashSet<String> = job
             .plan

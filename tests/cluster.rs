@@ -320,6 +320,20 @@ fn rejected_executors_get_no_config_and_exit_with_their_reason() {
 }
 
 #[test]
+fn a_client_pointed_where_nothing_listens_fails_at_once() {
+    // A port just bound and let go: closed.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("flint://127.0.0.1:{port}?fingerprint={}", "0".repeat(64));
+    for args in [&["status"][..], &["cancel", "1"]] {
+        let started = std::time::Instant::now();
+        let out = command(args).args(["--driver-url", &url]).env("FLINT_SECRET", SECRET).output().unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1), "{args:?} took {:?}", started.elapsed());
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {}", lossy(&out.stderr));
+        assert!(lossy(&out.stderr).contains("nothing listens"), "{args:?}: {}", lossy(&out.stderr));
+    }
+}
+
+#[test]
 fn an_executor_with_a_value_its_settings_cannot_take_exits_3_naming_the_key() {
     let url = format!("flint://127.0.0.1:1?fingerprint={}", "0".repeat(64));
     for (conf, key) in [
@@ -2608,10 +2622,15 @@ fn a_job_runs_while_its_file_arrives_and_one_that_stops_fails_it_by_name() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (progress, report) = rt.block_on(async {
         let url: flint_net::DriverUrl = cluster.url.parse().unwrap();
-        let (_endpoint, connection) =
-            flint_net::connect_as(&url, Duration::from_secs(10), Duration::from_secs(30), None)
-                .await
-                .unwrap();
+        let (_endpoint, connection) = flint_net::connect_as(
+            &url,
+            Duration::from_secs(10),
+            Duration::from_secs(30),
+            None,
+            flint_net::WhenRefused::GiveUp,
+        )
+        .await
+        .unwrap();
         let secret = flint_net::Secret::new(SECRET);
         let welcomed = flint_net::hello(&connection, &secret, Role::Client, "", None, None).await.unwrap();
         assert!(matches!(welcomed.0, HelloReply::Welcome { .. }));

@@ -15,8 +15,8 @@
 //! ```
 
 use flint_net::{
-    ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload_exact,
-    write_frame, write_payload, write_payload_from_file,
+    ConnectError, DriverUrl, FrameError, Identity, Secret, WhenRefused, connect_as, hello, read_frame,
+    read_payload_exact, write_frame, write_payload, write_payload_from_file,
 };
 use flint_proto::wire::{
     CancelReply, HelloReply, Rejection, Request, Role, Submission, SubmitInput, SubmitReply,
@@ -135,12 +135,19 @@ impl Client {
     ) -> Result<Client, ClientError> {
         let idle = flint_proto::Settings::default().network_idle_timeout;
         let (endpoint, connection) =
-            connect_as(url, Duration::from_secs(10), idle, identity).await.map_err(|e| match e {
-                ConnectError::FingerprintMismatch { .. } => ClientError::FingerprintMismatch(e.to_string()),
-                ConnectError::Unreachable(reason) => {
-                    ClientError::Unreachable { url: url.to_string(), reason }
-                }
-            })?;
+            connect_as(url, Duration::from_secs(10), idle, identity, WhenRefused::GiveUp).await.map_err(
+                |e| match e {
+                    ConnectError::FingerprintMismatch { .. } => {
+                        ClientError::FingerprintMismatch(e.to_string())
+                    }
+                    ConnectError::Unreachable(reason) => {
+                        ClientError::Unreachable { url: url.to_string(), reason }
+                    }
+                    ConnectError::Refused { .. } => {
+                        ClientError::Unreachable { url: url.to_string(), reason: e.to_string() }
+                    }
+                },
+            )?;
         match hello(&connection, secret, Role::Client, "", None, None).await?.0 {
             HelloReply::Welcome { .. } => Ok(Client { connection, _endpoint: endpoint }),
             HelloReply::Rejected(r) => Err(ClientError::Rejected(r)),

@@ -10,8 +10,8 @@ use crate::shuffle::files::{ShuffleFiles, local_dirs};
 use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
-    ConnectError, DriverUrl, FrameError, Identity, Secret, connect_as, hello, read_frame, read_payload,
-    read_payload_exact, server_endpoint, write_frame, write_payload,
+    ConnectError, DriverUrl, FrameError, Identity, Secret, WhenRefused, connect_as, hello, read_frame,
+    read_payload, read_payload_exact, server_endpoint, write_frame, write_payload,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
@@ -142,17 +142,26 @@ pub async fn run_executor(
     let mut delay = local.network_idle_timeout;
     let (_endpoint, connection, reply, mut send, mut recv) = loop {
         let within = options.connect_timeout.saturating_sub(started.elapsed());
-        let (endpoint, connection) =
-            connect_as(url, within, local.network_idle_timeout, options.identity.as_deref()).await.map_err(
-                |e| match e {
-                    ConnectError::FingerprintMismatch { .. } => {
-                        ExecutorExit::FingerprintMismatch(e.to_string())
-                    }
-                    ConnectError::Unreachable(last) => {
-                        ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last }
-                    }
-                },
-            )?;
+        let (endpoint, connection) = connect_as(
+            url,
+            within,
+            local.network_idle_timeout,
+            options.identity.as_deref(),
+            WhenRefused::Retry,
+        )
+        .await
+        .map_err(|e| match e {
+            ConnectError::FingerprintMismatch { .. } => ExecutorExit::FingerprintMismatch(e.to_string()),
+            ConnectError::Unreachable(last) => {
+                ExecutorExit::Unreachable { url: url.to_string(), after: started.elapsed(), last }
+            }
+            // Not given up on here (it retries), but said the same way if it were.
+            ConnectError::Refused { .. } => ExecutorExit::Unreachable {
+                url: url.to_string(),
+                after: started.elapsed(),
+                last: e.to_string(),
+            },
+        })?;
         let said = hello(
             &connection,
             &options.secret,

@@ -16,7 +16,7 @@ pub use frame::{
     FrameError, decode, read_frame, read_frame_within, read_payload, read_payload_exact, read_piece,
     write_frame, write_payload, write_payload_from_file,
 };
-pub use session::{ConnectError, connect, connect_as, hello};
+pub use session::{ConnectError, WhenRefused, connect, connect_as, hello};
 pub use tls::{
     Identity, IdentityError, client_endpoint, load_certs, open_up, pinned_client_config, server_endpoint,
 };

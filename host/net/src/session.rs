@@ -19,6 +19,18 @@ pub enum ConnectError {
     FingerprintMismatch { addr: SocketAddr },
     #[error("{0}")]
     Unreachable(String),
+    /// Nothing listens there: the host answered that the port is closed.
+    #[error("nothing listens on {addr} (the port is closed)")]
+    Refused { addr: SocketAddr },
+}
+
+/// What a closed port means to the one connecting: a client gives up at once (its user
+/// named the wrong address, or no driver runs); an executor, which may start before its
+/// driver, tries again within its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenRefused {
+    GiveUp,
+    Retry,
 }
 
 /// Connects to the driver, retrying with exponential backoff and jitter for at most
@@ -30,7 +42,7 @@ pub async fn connect(
     within: Duration,
     idle_timeout: Duration,
 ) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
-    connect_as(url, within, idle_timeout, None).await
+    connect_as(url, within, idle_timeout, None, WhenRefused::Retry).await
 }
 
 /// [`connect`], showing `identity` to a driver that asks for a client certificate
@@ -40,6 +52,7 @@ pub async fn connect_as(
     within: Duration,
     idle_timeout: Duration,
     identity: Option<&Identity>,
+    when_refused: WhenRefused,
 ) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
@@ -67,16 +80,24 @@ pub async fn connect_as(
                     };
                     let attempt = async {
                         let connecting = endpoint.connect(addr, "flint-driver").map_err(|e| e.to_string())?;
-                        match tokio::time::timeout(Duration::from_secs(5), connecting).await {
-                            Err(_) => Err("timed out".to_owned()),
-                            Ok(Err(e)) => Err(e.to_string()),
-                            Ok(Ok(connection)) => Ok(connection),
+                        // A closed port answers at once; QUIC alone would wait out the
+                        // handshake for it.
+                        tokio::select! {
+                            handshake = tokio::time::timeout(Duration::from_secs(5), connecting) => match handshake {
+                                Err(_) => Err("timed out".to_owned()),
+                                Ok(Err(e)) => Err(e.to_string()),
+                                Ok(Ok(connection)) => Ok(connection),
+                            },
+                            Ok(()) = closed_port(addr) => Err(REFUSED.to_owned()),
                         }
                     };
                     match attempt.await {
                         Ok(connection) => return Ok((endpoint, connection)),
                         Err(_) if mismatch.swap(false, Ordering::Relaxed) => {
                             return Err(ConnectError::FingerprintMismatch { addr });
+                        }
+                        Err(e) if e == REFUSED && when_refused == WhenRefused::GiveUp => {
+                            return Err(ConnectError::Refused { addr });
                         }
                         Err(e) => last = format!("{addr}: {e}"),
                     }
@@ -89,6 +110,26 @@ pub async fn connect_as(
         tracing::debug!(error = %last, ?delay, "driver not reachable yet");
         tokio::time::sleep(delay.mul_f64(rand::random_range(0.5..1.5))).await;
         delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}
+
+const REFUSED: &str = "the port is closed";
+
+/// Resolves when `addr` answers a datagram with "port unreachable": nothing listens
+/// there. Pends for ever otherwise (a host that drops such answers, or a driver that
+/// listens: a one-byte datagram is no QUIC packet, and it drops it).
+async fn closed_port(addr: SocketAddr) -> std::io::Result<()> {
+    let bind: SocketAddr = if addr.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("an address");
+    let socket = tokio::net::UdpSocket::bind(bind).await?;
+    socket.connect(addr).await?;
+    socket.send(&[0]).await?;
+    let mut byte = [0u8; 1];
+    loop {
+        match socket.recv(&mut byte).await {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(_) => continue,
+        }
     }
 }
 

@@ -580,6 +580,15 @@ impl Settings {
                 ),
             });
         }
+        if let Some(endpoint) = s.objects.s3_endpoint.as_ref().filter(|e| e.starts_with("http://"))
+            && !s.objects.allow_http
+        {
+            return Err(ConfError::Invalid {
+                key: "flint.s3.endpoint".into(),
+                value: endpoint.clone(),
+                reason: "plain HTTP, and flint.input.allowHttp is false: use https:// or set flint.input.allowHttp=true".into(),
+            });
+        }
         let d = &s.dynamic_allocation;
         if d.min_executors > d.max_executors {
             return Err(ConfError::Invalid {
@@ -764,6 +773,8 @@ mod tests {
             1024
         );
         assert!(Settings::from_conf(&conf(&[("flint.task.cpus", "3")])).is_err());
+        let plain = [("flint.s3.endpoint", "http://127.0.0.1:9000"), ("flint.input.allowHttp", "true")];
+        assert!(Settings::from_conf(&conf(&plain)).is_ok(), "plain HTTP when allowed");
         for bad in [
             [("flint.executor.heartbeatInterval", "0s"), ("points", "1")],
             [("flint.network.timeout", "0s"), ("points", "1")],
@@ -777,6 +788,7 @@ mod tests {
             [("flint.dynamicAllocation.minExecutors", "5"), ("flint.dynamicAllocation.maxExecutors", "2")],
             [("flint.dynamicAllocation.executorAllocationRatio", "0"), ("points", "1")],
             [("flint.dynamicAllocation.maxStartFailures", "0"), ("points", "1")],
+            [("flint.s3.endpoint", "http://127.0.0.1:9000"), ("points", "1")],
         ] {
             let err = Settings::from_conf(&conf(&bad)).unwrap_err().to_string();
             assert!(err.contains(bad[0].0), "{bad:?}: {err}");

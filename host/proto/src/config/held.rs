@@ -175,7 +175,7 @@ mod tests {
 
         for (key, value) in [
             ("flint.input.allowHttp", "true"),
-            ("flint.s3.endpoint", "http://169.254.169.254"),
+            ("flint.s3.endpoint", "https://169.254.169.254"),
             ("flint.network.timeout", "1h"),
             ("flint.security.credentials.s3.command", "cat /etc/shadow"),
             ("flint.executor.memory", "100g"),

@@ -1094,6 +1094,48 @@ fn flint_cancel_and_ctrl_c_end_a_running_job_as_cancelled_and_the_executors_run_
 }
 
 #[test]
+fn a_driver_told_to_stop_ends_a_job_writing_parts_before_it_goes() {
+    let shared = tempfile::tempdir().unwrap();
+    let roots = format!("flint.output.roots={}", shared.path().display());
+    let mut cluster = Cluster::start(&["--conf", &roots]);
+    cluster.executor(&["--cores", "2", "--conf", &roots]);
+    cluster.wait_live(1);
+    let input = cluster.dir.path().join("inputs/corpus.txt");
+    corpus(&input, 1 << 20);
+    let output = shared.path().join("counts");
+    let job = command(&[
+        "submit",
+        "examples/word-count-mr",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--conf",
+        "reduce_pause_ms=5000",
+        "--driver-url",
+        &cluster.url,
+        "--json",
+    ])
+    .env("FLINT_SECRET", SECRET)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Its reducers hold back with their parts begun.
+    let begun = eventually(Duration::from_secs(20), || {
+        let parts = std::fs::read_dir(output.join("_temporary")).ok()?.count();
+        (parts > 0).then_some(())
+    });
+    assert!(begun.is_some(), "the reducers started");
+    cluster.driver.signal("TERM");
+    let out = job.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(8), "its submitter hears it was cancelled: {}", lossy(&out.stderr));
+    assert_eq!(cluster.driver.wait(Duration::from_secs(10)), Some(0), "{}", cluster.driver.log_text());
+    let left = common::names_in(&output);
+    assert!(left.iter().all(|n| n != "_SUCCESS" && n != "_temporary"), "{left:?}");
+}
+
+#[test]
 fn the_driver_lists_only_the_retained_finished_jobs() {
     let mut cluster = Cluster::start(&["--conf", "flint.driver.retainedJobs=2"]);
     cluster.executor(&["--cores", "1"]);

@@ -52,6 +52,8 @@ pub(super) struct EventLoop {
     pub(super) fetches: Arc<Semaphore>,
     /// Set once the driver is stopping: new jobs are refused.
     pub(super) stopping: Option<String>,
+    /// The stop's answer, held while jobs it cancelled still end their outputs.
+    pub(super) stopped: Option<tokio::sync::oneshot::Sender<()>>,
     /// The executors' slots changed since they were last published for planning.
     pub(super) slots_changed: bool,
     /// Jobs whose fold worker has outputs waiting for the end of the turn.
@@ -98,6 +100,7 @@ impl EventLoop {
             next_job: JobId(1),
             fetches: Arc::new(Semaphore::new(CONCURRENT_FETCHES)),
             stopping: None,
+            stopped: None,
             slots_changed: false,
             folds_pending: Vec::new(),
             waiting: VecDeque::new(),
@@ -148,6 +151,18 @@ impl EventLoop {
         self.flush_journal();
         if let Some(mut log) = self.event_log.take() {
             log.close();
+        }
+    }
+
+    /// Once the driver is stopping and no job is still ending its output, closes the
+    /// event log and answers the stop.
+    pub(super) fn stop_when_ended(&mut self, now: Instant) {
+        if self.stopped.is_none() || self.jobs.values().any(|job| job.ending) {
+            return;
+        }
+        self.close_journal(now);
+        if let Some(done) = self.stopped.take() {
+            let _ = done.send(());
         }
     }
 
@@ -272,7 +287,10 @@ impl EventLoop {
                 self.partial_ended(now, (id, incarnation), job, tasks, result)
             }
             Event::Folded { job, result } => self.complete(job, result),
-            Event::OutputEnded { job, outcome } => self.finish(job, outcome),
+            Event::OutputEnded { job, outcome } => {
+                self.finish(job, outcome);
+                self.stop_when_ended(now);
+            }
             Event::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
             }
@@ -330,8 +348,8 @@ impl EventLoop {
                     let reason = format!("the driver is stopping: {reason}");
                     self.feed(now, CoreEvent::CancelJob { job, reason });
                 }
-                self.close_journal(now);
-                let _ = done.send(());
+                self.stopped = Some(done);
+                self.stop_when_ended(now);
             }
         }
     }

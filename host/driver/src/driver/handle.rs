@@ -452,12 +452,13 @@ impl Driver {
         rx.await.unwrap_or(flint_proto::wire::CancelReply::Ended)
     }
 
-    /// Fails every running job with `reason` (their submitters get that report) and
-    /// refuses new ones. Returns once the reports are sent.
+    /// Cancels every running job with `reason` (their submitters get that report) and
+    /// refuses new ones. Returns once the reports are sent, a job writing parts having
+    /// ended its output first (for at most 30 s).
     pub async fn shutdown(&self, reason: &str) {
         let (done, rx) = oneshot::channel();
         if self.send(Event::Shutdown { reason: reason.to_owned(), done }).is_ok() {
-            let _ = rx.await;
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(30), rx).await;
         }
     }
 

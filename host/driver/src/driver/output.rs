@@ -148,6 +148,8 @@ pub(super) struct Committer {
     output: Arc<Output>,
     commits: JoinSet<Result<(), String>>,
     at_once: Arc<Semaphore>,
+    /// Partitions committed: a second commit of one would replace its part.
+    committed: std::collections::HashSet<u32>,
 }
 
 impl Committer {
@@ -156,12 +158,21 @@ impl Committer {
             output: Arc::new(output),
             commits: JoinSet::new(),
             at_once: Arc::new(Semaphore::new(COMMITS_AT_ONCE)),
+            committed: std::collections::HashSet::new(),
         }
     }
 
     /// Commits reduce `partition`'s part as attempt `number` wrote it: the attempt the
     /// core accepted, once per task.
     pub(super) fn commit(&mut self, partition: u32, number: u32) {
+        if !self.committed.insert(partition) {
+            tracing::error!(
+                partition,
+                attempt = number,
+                "a reduce partition done twice: its part stays the first's"
+            );
+            return;
+        }
         let (output, at_once) = (self.output.clone(), self.at_once.clone());
         self.commits.spawn(async move {
             let _permit = at_once.acquire().await.expect("never closed");

@@ -12,7 +12,6 @@ pub fn parse_confs(pairs: &[String]) -> Result<Conf, ConfError> {
     pairs.iter().map(|p| parse_pair(p)).collect()
 }
 
-/// Prints `error: …` on one line and returns `code`.
 /// Where `--output` sends a map/reduce job's parts: an `s3://` prefix as given, or a
 /// directory made absolute against the current one.
 pub fn output_url(text: &str) -> Result<String, String> {
@@ -29,6 +28,7 @@ pub fn output_url(text: &str) -> Result<String, String> {
         .map_err(|e| format!("--output {text}: {e}"))
 }
 
+/// Prints `error: …` on one line and returns `code`.
 pub fn fail(code: u8, e: impl std::fmt::Display) -> u8 {
     eprintln!("error: {}", e.to_string().replace('\n', " "));
     code

@@ -1719,6 +1719,22 @@ impl S3Server {
         S3Server { _server: server, endpoint: format!("http://127.0.0.1:{port}") }
     }
 
+    /// moto with the bucket `data` holding a corpus of `bytes` (also written to the
+    /// file returned) as three objects under `corpus/`, and a token file for the `s3`
+    /// provider: (server, corpus file, token file, the token).
+    fn with_corpus(
+        dir: &std::path::Path,
+        bytes: usize,
+    ) -> (S3Server, std::path::PathBuf, std::path::PathBuf, Value) {
+        let s3 = S3Server::start(dir);
+        let corpus_file = dir.join("corpus.txt");
+        corpus(&corpus_file, bytes);
+        let token = s3.python(S3_SETUP, &[corpus_file.to_str().unwrap()]);
+        let token_file = dir.join("s3-token.json");
+        std::fs::write(&token_file, &token).unwrap();
+        (s3, corpus_file, token_file, serde_json::from_str(&token).unwrap())
+    }
+
     /// Runs a boto3 script with the endpoint as its first argument.
     fn python(&self, script: &str, args: &[&str]) -> String {
         let python = common::root().join("target/pyvenv/bin/python");
@@ -1759,16 +1775,8 @@ print(json.dumps({"secret": secret, "expires_in_s": 3600}))
 #[test]
 fn word_count_over_an_s3_prefix_reads_with_the_providers_credentials() {
     let dir = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(dir.path());
-    let corpus_file = dir.path().join("corpus.txt");
-    corpus(&corpus_file, 3 << 20);
-    let token = s3.python(S3_SETUP, &[corpus_file.to_str().unwrap()]);
-    let token_file = dir.path().join("s3-token.json");
-    std::fs::write(&token_file, &token).unwrap();
-    let secret_key = serde_json::from_str::<Value>(&token).unwrap()["secret"]["secret_access_key"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (s3, corpus_file, token_file, token) = S3Server::with_corpus(dir.path(), 3 << 20);
+    let secret_key = token["secret"]["secret_access_key"].as_str().unwrap().to_owned();
 
     let mut cluster = Cluster::start(&[
         "--conf",
@@ -1845,13 +1853,8 @@ print(json.dumps({"objects": objects, "uploads": len(uploads)}))
 #[test]
 fn map_reduce_parts_go_to_s3_committed_once_each_and_a_failed_job_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let s3 = S3Server::start(dir.path());
-    let corpus_file = dir.path().join("corpus.txt");
-    corpus(&corpus_file, 2 << 20);
-    let token = s3.python(S3_SETUP, &[corpus_file.to_str().unwrap()]);
-    let token_file = dir.path().join("s3-token.json");
-    std::fs::write(&token_file, &token).unwrap();
-    let key = serde_json::from_str::<Value>(&token).unwrap()["secret"].clone();
+    let (s3, corpus_file, token_file, token) = S3Server::with_corpus(dir.path(), 2 << 20);
+    let key = token["secret"].clone();
     let (key_id, secret_key) =
         (key["access_key_id"].as_str().unwrap(), key["secret_access_key"].as_str().unwrap());
     let list = |prefix: &str| -> Value {

@@ -15,9 +15,8 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct SubmitArgs {
-    /// The driver's URL, as `flint driver` printed it.
-    #[arg(long, env = "FLINT_DRIVER_URL")]
-    driver_url: String,
+    #[command(flatten)]
+    driver: DriverArgs,
     /// The job: a job folder, a .wasm component or a bundle (as for `flint run`).
     job: PathBuf,
     /// An input (repeatable): a file on this machine (sent to the driver with the job,
@@ -48,9 +47,6 @@ pub struct SubmitArgs {
     /// Print one JSON object, as `flint run --json` does.
     #[arg(long)]
     json: bool,
-    /// The application secret's file (`FLINT_SECRET` wins).
-    #[arg(long, env = "FLINT_SECRET_FILE")]
-    secret_file: Option<PathBuf>,
     /// Run the job again every DURATION (such as 10s): a run starts a period after the
     /// last one started, or as soon as it ends if it took longer (runs never overlap).
     /// A driver with a backend sizes its executors from each run's time against it.
@@ -59,6 +55,17 @@ pub struct SubmitArgs {
     /// With --every: stop after this many runs [default: run until stopped].
     #[arg(long, requires = "every")]
     runs: Option<u32>,
+}
+
+/// Where the driver is, and how to prove the application secret to it.
+#[derive(Args)]
+pub struct DriverArgs {
+    /// The driver's URL, as `flint driver` printed it.
+    #[arg(long, env = "FLINT_DRIVER_URL")]
+    driver_url: String,
+    /// The application secret's file (`FLINT_SECRET` wins).
+    #[arg(long, env = "FLINT_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
     #[command(flatten)]
     tls: PeerTls,
 }
@@ -72,44 +79,54 @@ fn parse_period(text: &str) -> Result<std::time::Duration, String> {
 
 #[derive(Args)]
 pub struct StatusArgs {
-    #[arg(long, env = "FLINT_DRIVER_URL")]
-    driver_url: String,
+    #[command(flatten)]
+    driver: DriverArgs,
     /// Print one JSON object: executors and jobs.
     #[arg(long)]
     json: bool,
-    #[arg(long, env = "FLINT_SECRET_FILE")]
-    secret_file: Option<PathBuf>,
-    #[command(flatten)]
-    tls: PeerTls,
 }
 
 #[derive(Args)]
 pub struct CancelArgs {
     /// The job's id, as `flint submit` and `flint status` show it.
     job: u64,
-    #[arg(long, env = "FLINT_DRIVER_URL")]
-    driver_url: String,
+    #[command(flatten)]
+    driver: DriverArgs,
     /// Print one JSON object: the job and what became of it.
     #[arg(long)]
     json: bool,
-    #[arg(long, env = "FLINT_SECRET_FILE")]
-    secret_file: Option<PathBuf>,
-    #[command(flatten)]
-    tls: PeerTls,
 }
 
 /// Where the driver is, the secret, and the certificate to show it, if any.
 type Session = (DriverUrl, Secret, Option<Identity>);
 
-fn session(url: &str, secret_file: Option<&std::path::Path>, tls: &PeerTls) -> Result<Session, String> {
-    let url: DriverUrl = url.parse().map_err(|e: flint_net::UrlError| e.to_string())?;
-    let secret =
-        load_secret(secret_file)?.ok_or("no application secret: set FLINT_SECRET or pass --secret-file")?;
-    Ok((url, secret, tls.identity()?))
+fn session(args: &DriverArgs) -> Result<Session, String> {
+    let url: DriverUrl = args.driver_url.parse().map_err(|e: flint_net::UrlError| e.to_string())?;
+    let secret = load_secret(args.secret_file.as_deref())?
+        .ok_or("no application secret: set FLINT_SECRET or pass --secret-file")?;
+    Ok((url, secret, args.tls.identity()?))
+}
+
+/// Asks the driver one thing (`ask`) on a session of its own, then says goodbye: the
+/// answer, or the exit code of what went wrong (said on stderr).
+fn ask_driver<T>(
+    args: &DriverArgs,
+    ask: impl AsyncFnOnce(&Client) -> Result<T, flint_client::ClientError>,
+) -> Result<T, u8> {
+    let (url, secret, identity) = session(args).map_err(|e| fail(exit::USAGE, e))?;
+    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    tokio.block_on(async move {
+        let client = Client::connect_as(&url, &secret, identity.as_ref())
+            .await
+            .map_err(|e| fail(connect_code(&e), e))?;
+        let answer = ask(&client).await;
+        client.close().await;
+        answer.map_err(|e| fail(connect_code(&e), e))
+    })
 }
 
 pub fn submit(args: SubmitArgs) -> u8 {
-    let (url, secret, identity) = match session(&args.driver_url, args.secret_file.as_deref(), &args.tls) {
+    let (url, secret, identity) = match session(&args.driver) {
         Ok(s) => s,
         Err(e) => return fail(exit::USAGE, e),
     };
@@ -254,65 +271,35 @@ fn connect_code(e: &flint_client::ClientError) -> u8 {
 }
 
 pub fn status(args: StatusArgs) -> u8 {
-    let (url, secret, identity) = match session(&args.driver_url, args.secret_file.as_deref(), &args.tls) {
-        Ok(s) => s,
-        Err(e) => return fail(exit::USAGE, e),
-    };
-    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
-    tokio.block_on(async move {
-        let status = match Client::connect_as(&url, &secret, identity.as_ref()).await {
-            Ok(client) => {
-                let status = client.status().await;
-                client.close().await;
-                status
-            }
-            Err(e) => Err(e),
-        };
-        match status {
-            Ok(status) if args.json => {
-                println!("{}", serde_json::to_string(&status).expect("status encodes"));
-                0
-            }
-            Ok(status) => {
-                print!("{}", table(&status));
-                0
-            }
-            Err(e) => fail(connect_code(&e), e),
+    match ask_driver(&args.driver, async |client| client.status().await) {
+        Ok(status) if args.json => {
+            println!("{}", serde_json::to_string(&status).expect("status encodes"));
+            0
         }
-    })
+        Ok(status) => {
+            print!("{}", table(&status));
+            0
+        }
+        Err(code) => code,
+    }
 }
 
 pub fn cancel(args: CancelArgs) -> u8 {
-    let (url, secret, identity) = match session(&args.driver_url, args.secret_file.as_deref(), &args.tls) {
-        Ok(s) => s,
-        Err(e) => return fail(exit::USAGE, e),
-    };
     let job = JobId(args.job);
-    let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
-    tokio.block_on(async move {
-        let answer = match Client::connect_as(&url, &secret, identity.as_ref()).await {
-            Ok(client) => {
-                let answer = client.cancel(job).await;
-                client.close().await;
-                answer
-            }
-            Err(e) => Err(e),
-        };
-        let (code, said) = match answer {
-            Ok(CancelReply::Cancelled) => (0, "cancelled"),
-            Ok(CancelReply::Ended) => (exit::NO_SUCH_JOB, "ended already"),
-            Ok(CancelReply::Unknown) => (exit::NO_SUCH_JOB, "unknown"),
-            Err(e) => return fail(connect_code(&e), e),
-        };
-        if args.json {
-            println!("{}", serde_json::json!({ "job_id": job, "status": said }));
-        } else if code == 0 {
-            println!("job {job} cancelled");
-        } else {
-            eprintln!("flint: job {job} is {said}: nothing to cancel");
-        }
-        code
-    })
+    let (code, said) = match ask_driver(&args.driver, async |client| client.cancel(job).await) {
+        Ok(CancelReply::Cancelled) => (0, "cancelled"),
+        Ok(CancelReply::Ended) => (exit::NO_SUCH_JOB, "ended already"),
+        Ok(CancelReply::Unknown) => (exit::NO_SUCH_JOB, "unknown"),
+        Err(code) => return code,
+    };
+    if args.json {
+        println!("{}", serde_json::json!({ "job_id": job, "status": said }));
+    } else if code == 0 {
+        println!("job {job} cancelled");
+    } else {
+        eprintln!("flint: job {job} is {said}: nothing to cancel");
+    }
+    code
 }
 
 fn table(status: &ClusterStatus) -> String {

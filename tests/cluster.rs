@@ -1093,8 +1093,10 @@ fn flint_cancel_and_ctrl_c_end_a_running_job_as_cancelled_and_the_executors_run_
     assert_eq!(report["status"], "succeeded", "{report}");
 }
 
-#[test]
-fn a_driver_told_to_stop_ends_a_job_writing_parts_before_it_goes() {
+/// A driver and one two-core executor that may write part files under a folder of
+/// their own, a 1 MB corpus, and where its counts should go: (cluster, the folder,
+/// the corpus, the output directory).
+fn cluster_writing_parts() -> (Cluster, tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let shared = tempfile::tempdir().unwrap();
     let roots = format!("flint.output.roots={}", shared.path().display());
     let mut cluster = Cluster::start(&["--conf", &roots]);
@@ -1103,6 +1105,12 @@ fn a_driver_told_to_stop_ends_a_job_writing_parts_before_it_goes() {
     let input = cluster.dir.path().join("inputs/corpus.txt");
     corpus(&input, 1 << 20);
     let output = shared.path().join("counts");
+    (cluster, shared, input, output)
+}
+
+#[test]
+fn a_driver_told_to_stop_ends_a_job_writing_parts_before_it_goes() {
+    let (mut cluster, _shared, input, output) = cluster_writing_parts();
     let job = command(&[
         "submit",
         "examples/word-count-mr",
@@ -3019,14 +3027,7 @@ fn on_a_one_gib_tmpfs_twenty_shuffle_jobs_fit_and_one_needing_two_fails_as_disk_
 
 #[test]
 fn a_job_holds_its_output_directory_until_it_ends() {
-    let shared = tempfile::tempdir().unwrap();
-    let roots = format!("flint.output.roots={}", shared.path().display());
-    let mut cluster = Cluster::start(&["--conf", &roots]);
-    cluster.executor(&["--cores", "2", "--conf", &roots]);
-    cluster.wait_live(1);
-    let input = cluster.dir.path().join("inputs/corpus.txt");
-    corpus(&input, 1 << 20);
-    let output = shared.path().join("counts");
+    let (cluster, _shared, input, output) = cluster_writing_parts();
     let args = ["submit", "examples/word-count-mr", "--input", input.to_str().unwrap(), "--partitions", "2"];
     let first = command(
         &[&args[..], &["--output", output.to_str().unwrap(), "--conf", "reduce_pause_ms=1500"]].concat(),

@@ -2147,6 +2147,30 @@ fn an_http_input_is_read_by_ranges_and_plain_http_needs_allowing() {
     assert!(lossy(&out.stderr).contains("flint.input.allowHttp"), "{}", lossy(&out.stderr));
 }
 
+#[test]
+fn a_server_that_ignores_ranges_fails_its_input_once_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    corpus(&dir.path().join("corpus.txt"), 256 << 10);
+    // Python's own server answers every GET whole, Range or not.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cmd = std::process::Command::new(common::root().join("target/pyvenv/bin/python"));
+    cmd.args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1", "--directory"]).arg(dir.path());
+    let _server = Proc::spawn(cmd, dir.path().join("http.log"));
+    let up = eventually(Duration::from_secs(20), || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
+    assert!(up.is_some(), "python's http.server started");
+    let mut cluster = Cluster::start(&["--conf", "flint.input.allowHttp=true"]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let url = format!("http://127.0.0.1:{port}/corpus.txt");
+    let report =
+        json(&cluster.submit(&["examples/word-count", "--input", &url, "--partitions", "1", "--json"]));
+    assert_eq!(report["status"], "failed", "{report}");
+    // Reading again cannot mend it: one attempt, not four.
+    assert_eq!(report["attempts"], 1, "{report}");
+    let message = report["failure"]["reason"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("does not answer"), "{report}");
+}
+
 /// A free loopback port (for a server told to bind it).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()

@@ -12,6 +12,10 @@ pub enum InputError {
     /// The object store's own error with the causes under it.
     #[error("{0}")]
     Store(String),
+    /// The store cannot do what reading needs (a server that ignores range requests):
+    /// reading again cannot mend it.
+    #[error("{0}: inputs are read by byte range, which this server does not answer")]
+    Unsupported(String),
     #[error("more than {max} objects under {url}")]
     TooManyObjects { url: String, max: usize },
     #[error("no such object, and no objects under it as a prefix")]
@@ -57,7 +61,7 @@ impl InputError {
     /// Whether reading again may succeed: not for what the input itself holds.
     pub fn retryable(&self) -> bool {
         match self {
-            InputError::LineTooLong { .. } | InputError::Changed { .. } => false,
+            InputError::LineTooLong { .. } | InputError::Changed { .. } | InputError::Unsupported(_) => false,
             InputError::Reading { error, .. } => error.retryable(),
             _ => true,
         }

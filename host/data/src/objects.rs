@@ -202,5 +202,9 @@ pub(crate) fn describe(e: &object_store::Error) -> InputError {
         }
         cause = c.source();
     }
-    InputError::Store(flint_proto::failure::head(&text, 1024))
+    let text = flint_proto::failure::head(&text, 1024);
+    match e {
+        object_store::Error::NotSupported { .. } => InputError::Unsupported(text),
+        _ => InputError::Store(text),
+    }
 }

@@ -1900,20 +1900,13 @@ fn map_reduce_parts_go_to_s3_committed_once_each_and_a_failed_job_leaves_nothing
 
     // Each reducer's first attempt uploads 12 MiB of junk (a multipart upload under
     // way) and fails; only the retries' parts are committed, and nothing else is left.
-    let report = ok_json(&cluster.submit(&[
-        "examples/word-count-mr",
-        "--input",
-        "s3://data/corpus/",
-        "--reduce-partitions",
-        "4",
-        "--output",
-        "s3://data/counts/",
-        "--conf",
-        "fail_first_attempt=true",
-        "--conf",
-        "fail_first_attempt_bytes=12582912",
-        "--json",
-    ]));
+    // Four reducers whose first attempts upload 12 MiB of junk and fail, into `output`.
+    let failing_first = |output: &str, more: &[&str]| {
+        let args = ["examples/word-count-mr", "--input", "s3://data/corpus/", "--reduce-partitions", "4"];
+        let junk = ["--conf", "fail_first_attempt=true", "--conf", "fail_first_attempt_bytes=12582912"];
+        cluster.submit(&[&args[..], &["--output", output, "--json"], &junk, more].concat())
+    };
+    let report = ok_json(&failing_first("s3://data/counts/", &[]));
     assert_eq!(report["result"], reference, "{report}");
     assert_eq!(report["task_failures"].as_array().unwrap().len(), 4, "{report}");
     assert_eq!(words_of(&list("counts/")), reference["total_words"].as_u64().unwrap());
@@ -1931,22 +1924,7 @@ fn map_reduce_parts_go_to_s3_committed_once_each_and_a_failed_job_leaves_nothing
 
     // A job that fails (no retry for the failing first attempts) leaves no `_SUCCESS`,
     // no part and no upload.
-    let failed = cluster.submit(&[
-        "examples/word-count-mr",
-        "--input",
-        "s3://data/corpus/",
-        "--reduce-partitions",
-        "4",
-        "--output",
-        "s3://data/failed/",
-        "--conf",
-        "fail_first_attempt=true",
-        "--conf",
-        "fail_first_attempt_bytes=12582912",
-        "--conf",
-        "flint.task.maxFailures=1",
-        "--json",
-    ]);
+    let failed = failing_first("s3://data/failed/", &["--conf", "flint.task.maxFailures=1"]);
     assert!(!failed.status.success(), "{}", lossy(&failed.stderr));
     // Attempts the job's end killed discard their uploads as they stop, within seconds.
     let nothing = serde_json::json!({"objects": {}, "uploads": 0});

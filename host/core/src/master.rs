@@ -229,10 +229,13 @@ impl Master {
         let mut out = Vec::new();
         match event {
             Event::WorkerUp { id, offer, running } => self.worker_up(now, id, offer, running, &mut out),
+            // Changes no capacity and no demand: nothing to place (the hot path of a
+            // master with many workers).
             Event::WorkerHeartbeat { id, incarnation } => {
                 if let Some(worker) = self.workers.get_mut(&id).filter(|w| w.incarnation == incarnation) {
                     worker.last_heard = now;
                 }
+                return out;
             }
             Event::WorkerLost { id, incarnation, reason } => {
                 if self.workers.get(&id).is_some_and(|w| w.incarnation == incarnation) {

@@ -334,6 +334,9 @@ fn table(status: &ClusterStatus) -> String {
     if let Some(reason) = &status.allocation_stopped {
         out.push_str(&format!("  no more executors will be started: {reason}\n"));
     }
+    if let Some(reason) = &status.executors_waiting {
+        out.push_str(&format!("  {reason}\n"));
+    }
     out.push_str("\njobs:\n");
     for j in &status.jobs {
         out.push_str(&format!(

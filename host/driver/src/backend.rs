@@ -45,6 +45,11 @@ pub trait ExecutorBackend: Send + Sync {
     fn start(&self, ids: Vec<ExecutorId>, report: Reporter);
     /// Makes sure the executor's process is gone: the driver removed it.
     fn stop(&self, id: &ExecutorId);
+    /// Why executors asked for are not starting yet, as the backend last heard it (a
+    /// standalone master with no room), for the driver's status.
+    fn waiting(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How the `local` backend starts an executor.
@@ -59,6 +64,9 @@ pub struct LocalBackendConfig {
     pub secret_file: PathBuf,
     /// More `flint executor` arguments (cores, memory, `--conf`).
     pub args: Vec<String>,
+    /// Where each executor gets a work dir of its own, `<work_root>/<executor id>`
+    /// (none: the executor's default).
+    pub work_root: Option<PathBuf>,
 }
 
 /// Executors as child processes of the driver. They share its fate: each asks the
@@ -78,6 +86,19 @@ impl LocalBackend {
     pub fn running(&self) -> usize {
         self.children.lock().expect("children lock").len()
     }
+
+    /// The ids of the processes running now.
+    pub fn running_ids(&self) -> Vec<ExecutorId> {
+        self.children.lock().expect("children lock").keys().cloned().collect()
+    }
+
+    /// Kills every process at once (their application is over); each is still reaped
+    /// and reported.
+    pub fn kill_all(&self) {
+        for pid in self.children.lock().expect("children lock").values() {
+            signal(*pid, libc::SIGKILL);
+        }
+    }
 }
 
 impl ExecutorBackend for LocalBackend {
@@ -96,6 +117,9 @@ impl ExecutorBackend for LocalBackend {
                 .arg("--secret-file")
                 .arg(&self.config.secret_file)
                 .args(&self.config.args)
+                .args(self.config.work_root.iter().flat_map(|root| {
+                    [std::ffi::OsString::from("--work-dir"), root.join(id.as_str()).into_os_string()]
+                }))
                 .env_remove("FLINT_SECRET")
                 .stdin(std::process::Stdio::null())
                 .kill_on_drop(true);
@@ -162,9 +186,7 @@ fn signal(pid: u32, signal: libc::c_int) {
 
 impl Drop for LocalBackend {
     fn drop(&mut self) {
-        for pid in self.children.lock().expect("children lock").values() {
-            signal(*pid, libc::SIGKILL);
-        }
+        self.kill_all();
     }
 }
 

@@ -394,6 +394,7 @@ impl Store {
             jobs: self.jobs.values().map(|j| j.status.clone()).collect(),
             executors_starting: 0,
             allocation_stopped: None,
+            executors_waiting: None,
             allocation_target: None,
             left_out: 0,
         }

@@ -104,6 +104,9 @@ pub fn overview(
     if let Some(reason) = &status.allocation_stopped {
         let _ = write!(out, "; no more are started: {}", esc(reason));
     }
+    if let Some(reason) = &status.executors_waiting {
+        let _ = write!(out, "; <span id=executors-waiting>{}</span>", esc(reason));
+    }
     out.push_str(
         "</p><table id=executors><tr><th>Executor</th><th>Address</th><th>Backend</th><th>Cores</th>\
 <th>Memory</th><th>Slots busy</th><th>Tasks done</th><th>Tasks failed</th><th>Last heartbeat</th>\

@@ -172,6 +172,8 @@ async fn handle_connection(
         Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: hello.protocol_version })
     } else if !verify_proof(&config.secret, &connection, &hello.proof) {
         Err(Rejection::NotAuthenticated)
+    } else if matches!(hello.role, Role::Worker | Role::Application) {
+        Err(Rejection::Protocol(format!("a driver serves executors and clients, not a {:?}", hello.role)))
     } else if !hello.app_id.is_empty() && hello.app_id != driver.app_id() {
         Err(Rejection::WrongApp { expected: driver.app_id().to_owned() })
     } else if hello.role == Role::Executor {

@@ -41,9 +41,23 @@ const TOKEN_COOKIE: &str = "flint_ui";
 
 pub struct Ui {
     driver: Driver,
+}
+
+/// Who may ask a page server, and how many at once: every Flint page (the driver's,
+/// a standalone master's) sits behind one, as a layer ([`guard`]).
+pub struct Guard {
     /// What a request must show, when the page is reachable beyond loopback.
     auth: Option<Credentials>,
     permits: Semaphore,
+}
+
+impl Guard {
+    /// The guard of a server bound to `bind`: beyond loopback, `secret` (or the UI
+    /// token made from it) is demanded of every request.
+    pub fn new(bind: SocketAddr, secret: &flint_net::Secret) -> Guard {
+        let auth = (!bind.ip().is_loopback()).then(|| Credentials::new(secret));
+        Guard { auth, permits: Semaphore::new(CONCURRENT_REQUESTS) }
+    }
 }
 
 /// The application secret (for API clients) and the UI token made from it (for
@@ -95,11 +109,11 @@ pub async fn serve_ui(
     bind: SocketAddr,
     secret: &flint_net::Secret,
 ) -> std::io::Result<SocketAddr> {
-    let auth = (!bind.ip().is_loopback()).then(|| Credentials::new(secret));
-    let ui = Arc::new(Ui { driver, auth, permits: Semaphore::new(CONCURRENT_REQUESTS) });
+    let guard = Arc::new(Guard::new(bind, secret));
+    let ui = Arc::new(Ui { driver });
     let app = app_routes("")
         .route("/metrics", get(metrics))
-        .layer(axum::middleware::from_fn_with_state(ui.clone(), authorize))
+        .layer(axum::middleware::from_fn_with_state(guard, self::guard))
         .with_state(ui);
     serve_on(bind, app).await
 }
@@ -135,7 +149,9 @@ pub async fn limited(permits: &Semaphore, request: Request, next: Next) -> Respo
     }
 }
 
-async fn authorize(State(ui): Shared, request: Request, next: Next) -> Response {
+/// Lets a request through to the page when it may see it: on loopback, addressed to a
+/// loopback name; beyond it, carrying the secret or the UI token.
+pub async fn guard(State(ui): State<Arc<Guard>>, request: Request, next: Next) -> Response {
     let Some(auth) = &ui.auth else {
         if !addressed_to_loopback(&request) {
             return not_for_this_host();

@@ -334,6 +334,10 @@ pub struct ClusterStatus {
     /// Why the driver stopped asking its backend for executors, once it has.
     #[serde(default)]
     pub allocation_stopped: Option<String>,
+    /// Why executors asked of the backend are not starting yet, as it last said (a
+    /// standalone master with no worker that fits them).
+    #[serde(default)]
+    pub executors_waiting: Option<String>,
     /// How many executors the driver's backend is asked to keep now, when it starts
     /// them.
     #[serde(default)]
@@ -403,6 +407,7 @@ mod tests {
             jobs,
             executors_starting: 0,
             allocation_stopped: None,
+            executors_waiting: None,
             allocation_target: None,
             left_out: 0,
         };

@@ -187,14 +187,8 @@ impl EventLoop {
                         tracing::info!(count = ids.len(), backend = backend.name(), "starting executors");
                         backend.start(ids, reporter(&self.events));
                     }
-                    None => {
-                        let reason = format!(
-                            "flint.executor.backend={} but this driver has no such backend",
-                            self.shared.settings.executor_backend.name()
-                        );
-                        let report = reporter(&self.events);
-                        ids.into_iter().for_each(|id| report.exited(id, reason.clone()));
-                    }
+                    // Started when the backend is attached (`Event::BackendAttached`).
+                    None => self.unstarted.extend(ids),
                 },
                 Action::AbandonStart { executor } => {
                     tracing::warn!(executor_id = %executor, "executor did not register in time; stopping it");

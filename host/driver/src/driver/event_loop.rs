@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, mpsc};
 
-use super::events::{Event, PEER_QUEUE};
+use super::events::{Event, PEER_QUEUE, reporter};
 use super::fold_worker::Fold;
 use super::records::JobRecord;
 use super::records::Waiting;
@@ -68,6 +68,10 @@ pub(super) struct EventLoop {
     /// How many of the turn's `journal` events a snapshot has applied to the store.
     pub(super) applied: usize,
     pub(super) event_log: Option<EventLogWriter>,
+    /// Executors the core asked for before the backend was attached (a standalone
+    /// master or a Kubernetes API server still being reached): started once it is.
+    /// At most `maxPendingExecutors`, as the core counts them pending.
+    pub(super) unstarted: Vec<ExecutorId>,
 }
 
 impl EventLoop {
@@ -108,6 +112,7 @@ impl EventLoop {
             journal: Vec::new(),
             applied: 0,
             event_log,
+            unstarted: Vec::new(),
         }
     }
 
@@ -326,6 +331,11 @@ impl EventLoop {
                 }
             },
             Event::BackendAttached => {
+                let unstarted = std::mem::take(&mut self.unstarted);
+                if let (false, Some(backend)) = (unstarted.is_empty(), self.shared.backend.get()) {
+                    tracing::info!(count = unstarted.len(), backend = backend.name(), "starting executors");
+                    backend.start(unstarted, reporter(&self.events));
+                }
                 let actions = self.core.handle_timeout(now);
                 self.apply(actions, None);
             }
@@ -391,6 +401,7 @@ impl EventLoop {
             jobs,
             executors_starting: self.core.executors_starting(),
             allocation_stopped: self.core.allocation_given_up().map(str::to_owned),
+            executors_waiting: self.shared.backend.get().and_then(|b| b.waiting()),
             allocation_target: self.core.allocation_target(),
             left_out: 0,
         }

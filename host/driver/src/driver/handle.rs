@@ -433,6 +433,7 @@ impl Driver {
             jobs: Vec::new(),
             executors_starting: 0,
             allocation_stopped: None,
+            executors_waiting: None,
             allocation_target: None,
             left_out: 0,
         };

@@ -3,7 +3,10 @@
 
 mod common;
 
-use common::{Proc, command, corpus, corpus_of, eventually, flint, json, lossy, read_url, wasm};
+use common::{
+    Proc, command, corpus, corpus_of, eventually, flint, free_port, http_get, http_get_with, json, lossy,
+    read_url, wasm,
+};
 use serde_json::Value;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -2147,31 +2150,6 @@ fn a_server_that_ignores_ranges_fails_its_input_once_with_the_reason() {
     assert_eq!(report["attempts"], 1, "{report}");
     let message = report["failure"]["reason"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("does not answer"), "{report}");
-}
-
-/// A free loopback port (for a server told to bind it).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// `GET path` over plain HTTP/1.1: the status code and the body.
-fn http_get(port: u16, path: &str, bearer: Option<&str>) -> (u16, String) {
-    let auth = bearer.map(|b| format!("Authorization: Bearer {b}\r\n")).unwrap_or_default();
-    let (code, _, body) = http_get_with(port, path, &auth);
-    (code, body)
-}
-
-/// `GET path` with `headers` (whole lines): the status code, the head and the body.
-fn http_get_with(port: u16, path: &str, headers: &str) -> (u16, String, String) {
-    use std::io::{Read, Write};
-    let mut stream =
-        eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).ok())
-            .expect("the status server listens");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    (head.split(' ').nth(1).unwrap().parse().unwrap(), head.to_owned(), body.to_owned())
 }
 
 /// A command's connection ends with a goodbye the driver hears, not with silence it must

@@ -1,6 +1,6 @@
 //! `flint driver` and `flint executor`: the two halves of a cluster, as processes.
 
-use crate::common::{PeerTls, fail, load_secret, parse_confs, write_private};
+use crate::common::{PeerTls, fail, hostname, load_secret, parse_confs, wait_for_shutdown, write_private};
 use crate::exit;
 use crate::run::cache_dir;
 use clap::Args;
@@ -13,7 +13,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::signal::unix::{SignalKind, signal};
 
 #[derive(Args)]
 pub struct DriverArgs {
@@ -60,8 +59,17 @@ pub struct DriverArgs {
     /// this driver, as processes on this machine; `kubernetes`, this driver, as pods
     /// (flint.kubernetes.*). As many as flint.executor.instances or, with
     /// flint.dynamicAllocation.enabled=true, as the load asks.
-    #[arg(long, value_parser = ["static", "local", "kubernetes"])]
+    /// `standalone`, a standalone master's workers (--master-url).
+    #[arg(long, value_parser = ["static", "local", "kubernetes", "standalone"])]
     backend: Option<String>,
+    /// The standalone master to ask for executors (flint.master.url), as `flint
+    /// master` printed it; implies --backend standalone.
+    #[arg(long, env = "FLINT_MASTER_URL")]
+    master_url: Option<String>,
+    /// The cluster secret the master checks, when this application keeps a secret of
+    /// its own for its executors [default: FLINT_SECRET, else the application secret].
+    #[arg(long, env = "FLINT_MASTER_SECRET_FILE")]
+    master_secret_file: Option<PathBuf>,
     /// The pod this driver runs in, owner of the executor pods it makes
     /// (flint.kubernetes.driver.pod.name).
     #[arg(long, env = "FLINT_DRIVER_POD_NAME")]
@@ -76,6 +84,10 @@ pub fn driver(args: DriverArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(exit::INVALID_JOB, e),
     };
+    if let Some(master) = &args.master_url {
+        conf.insert("flint.master.url".into(), master.clone());
+        conf.entry("flint.executor.backend".into()).or_insert_with(|| "standalone".into());
+    }
     if let Some(backend) = &args.backend {
         conf.insert("flint.executor.backend".into(), backend.clone());
     }
@@ -181,7 +193,8 @@ pub fn driver(args: DriverArgs) -> u8 {
         let mut _local = None;
         let mut pods = None;
         match settings.executor_backend {
-            flint_proto::Backend::Static => {}
+            // Attached below, once the driver's front can take its executors.
+            flint_proto::Backend::Static | flint_proto::Backend::Standalone => {}
             flint_proto::Backend::Local => match local_backend(&driver, &url, &app_id, &secret, &settings) {
                 Ok(local) => _local = Some(local),
                 Err(e) => return fail(exit::INTERNAL, e),
@@ -206,8 +219,16 @@ pub fn driver(args: DriverArgs) -> u8 {
         if let Some(path) = args.tokens_file.clone() {
             tokio::spawn(watch_tokens(driver.clone(), path));
         }
-        let front = FrontConfig { secret, log_level: settings.executor_log_level.clone() };
+        let front = FrontConfig { secret: secret.clone(), log_level: settings.executor_log_level.clone() };
         tokio::spawn(serve(driver.clone(), endpoint.clone(), front));
+        if settings.executor_backend == flint_proto::Backend::Standalone {
+            let cluster_secret = args.master_secret_file.as_deref();
+            if let Err((code, e)) =
+                crate::standalone::attach(&driver, &settings, &url, &secret, cluster_secret).await
+            {
+                return fail(code, e);
+            }
+        }
         println!("{url}");
         if let Some(path) = &args.url_file
             && let Err(e) = write_private(path, url.to_string().as_bytes())
@@ -303,6 +324,7 @@ fn local_backend(
             "--memory".into(),
             settings.executor_memory.to_string(),
         ],
+        work_root: None,
     });
     driver.set_backend(Arc::new(backend));
     Ok(dir)
@@ -424,7 +446,6 @@ pub fn executor(args: ExecutorArgs, set_log_level: crate::SetLogLevel) -> u8 {
     })
 }
 
-/// SIGTERM or Ctrl-C.
 /// `flint history`: serve the status pages of the applications whose event logs are in
 /// a directory.
 #[derive(clap::Args, Debug)]
@@ -460,23 +481,4 @@ pub fn history(args: HistoryArgs) -> u8 {
         wait_for_shutdown().await;
         0
     })
-}
-
-async fn wait_for_shutdown() {
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }

@@ -62,26 +62,26 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
     if let Some(value) = std::env::var_os("FLINT_SECRET").filter(|v| !v.is_empty()) {
         return Ok(Some(Secret::new(value.into_encoded_bytes())));
     }
-    match file {
-        Some(path) => {
-            use std::os::unix::fs::MetadataExt;
-            let meta = std::fs::metadata(path)
-                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
-            // SAFETY: geteuid cannot fail.
-            let me = unsafe { libc::geteuid() };
-            secret_file_private(meta.mode(), (meta.uid(), meta.gid()), me, &own_groups()).map_err(|why| {
-                format!("the secret file {} is {why}: make it private with chmod 600", path.display())
-            })?;
-            let text = std::fs::read(path)
-                .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
-            let trimmed = text.trim_ascii().to_vec();
-            if trimmed.is_empty() {
-                return Err(format!("the secret file {} is empty", path.display()));
-            }
-            Ok(Some(Secret::new(trimmed)))
-        }
-        None => Ok(None),
+    file.map(read_secret_file).transpose()
+}
+
+/// A secret from its file, which nobody else may read.
+pub fn read_secret_file(path: &Path) -> Result<Secret, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    secret_file_private(meta.mode(), (meta.uid(), meta.gid()), me, &own_groups()).map_err(|why| {
+        format!("the secret file {} is {why}: make it private with chmod 600", path.display())
+    })?;
+    let text =
+        std::fs::read(path).map_err(|e| format!("cannot read the secret file {}: {e}", path.display()))?;
+    let trimmed = text.trim_ascii().to_vec();
+    if trimmed.is_empty() {
+        return Err(format!("the secret file {} is empty", path.display()));
     }
+    Ok(Secret::new(trimmed))
 }
 
 /// Whether a secret file with `mode`, owned by `(uid, gid)`, is private enough for a
@@ -151,6 +151,27 @@ pub fn show_progress(bar: &ProgressBar, p: &JobProgress) {
         "{} running, {} failed, {} executors",
         p.running, p.failed_attempts, p.executors
     ));
+}
+
+/// SIGTERM or Ctrl-C.
+pub async fn wait_for_shutdown() {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// This machine's name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod k8s;
 mod local;
 mod report;
 mod run;
+mod standalone;
 
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
@@ -76,6 +77,12 @@ enum Command {
     Status(client::StatusArgs),
     /// Stop a running or waiting job: its attempts are killed and it ends as cancelled.
     Cancel(client::CancelArgs),
+    /// Run a standalone master: workers register with it, drivers ask it for
+    /// executors. Prints its URL.
+    Master(standalone::MasterArgs),
+    /// Run a standalone worker: starts executors on this machine at its master's
+    /// request.
+    Worker(standalone::WorkerArgs),
     /// Kubernetes: render what a cluster needs to run an application.
     K8s(k8s::K8sArgs),
     /// Serve the status pages of finished (and running) applications from their event
@@ -106,7 +113,11 @@ fn main() -> ExitCode {
         | Command::Status(_)
         | Command::Cancel(_)
         | Command::K8s(_) => "error",
-        Command::Driver(_) | Command::Executor(_) | Command::History(_) => "info",
+        Command::Driver(_)
+        | Command::Executor(_)
+        | Command::History(_)
+        | Command::Master(_)
+        | Command::Worker(_) => "info",
     };
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -146,6 +157,8 @@ fn main() -> ExitCode {
         Command::Submit(args) => client::submit(args),
         Command::Status(args) => client::status(args),
         Command::Cancel(args) => client::cancel(args),
+        Command::Master(args) => standalone::master(args),
+        Command::Worker(args) => standalone::worker(args),
         Command::K8s(args) => k8s::k8s(args),
         Command::History(args) => cluster::history(args),
     };

@@ -12,7 +12,7 @@
 //! every worker.
 
 use flint_proto::{AppId, ExecutorId, Incarnation, WorkerId};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Most applications and workers a master keeps: a request past them is refused.
@@ -183,6 +183,9 @@ struct App {
     /// Known only from workers' reports (the master restarted): gone past this time
     /// unless its driver registers again.
     orphaned_until: Option<Instant>,
+    /// Every worker that ran an executor of it (bounded by the workers): each removes
+    /// the application's work dirs when it ends, even once its executors are gone.
+    ran_on: BTreeSet<WorkerId>,
 }
 
 /// A status line for the master's page.
@@ -351,6 +354,7 @@ impl Master {
             entry.cores_used += size.cores;
             entry.waiting.retain(|(e, _, _)| *e != executor);
             entry.placed.insert(executor, id.clone());
+            entry.ran_on.insert(id.clone());
         }
         self.workers.insert(id, worker);
     }
@@ -378,7 +382,7 @@ impl Master {
                 worker.free.cores += size.cores;
                 worker.free.memory += size.memory;
             }
-            if !held.is_empty() || entry.placed.values().any(|w| w == worker_id) {
+            if !held.is_empty() || entry.ran_on.contains(worker_id) {
                 out.push(Action::AppEnded {
                     worker: worker_id.clone(),
                     incarnation: worker.incarnation,
@@ -471,6 +475,7 @@ impl Master {
                 entry.waiting.pop_front();
                 entry.cores_used += size.cores;
                 entry.placed.insert(executor.clone(), worker_id.clone());
+                entry.ran_on.insert(worker_id.clone());
                 let incarnation = worker.incarnation;
                 out.push(Action::Launch {
                     worker: worker_id.clone(),

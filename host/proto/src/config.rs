@@ -139,8 +139,15 @@ pub struct Settings {
     /// `flint.excludeOnFailure.maxFailedTasksPerExecutor` (default 2).
     pub max_failed_tasks_per_executor: u32,
     /// `flint.executor.backend` (default `static`): who starts executors. `static`:
-    /// people, by hand; `local`: the driver, as processes on its own machine.
+    /// people, by hand; `local`: the driver, as processes on its own machine;
+    /// `kubernetes`: pods; `standalone`: a standalone master's workers.
     pub executor_backend: Backend,
+    /// `flint.master.url` (unset): the standalone master the `standalone` backend asks,
+    /// as `flint master` printed it.
+    pub master_url: Option<String>,
+    /// `flint.cores.max` (unset: no bound): the most cores the application's executors
+    /// hold at once on a standalone cluster.
+    pub cores_max: Option<u32>,
     /// `flint.executor.instances` (default 2): the fleet a backend keeps when dynamic
     /// allocation is off.
     pub executor_instances: u32,
@@ -205,6 +212,8 @@ impl Default for Settings {
             exclude_on_failure: false,
             max_failed_tasks_per_executor: 2,
             executor_backend: Backend::Static,
+            master_url: None,
+            cores_max: None,
             executor_instances: 2,
             dynamic_allocation: DynamicAllocation::default(),
             kubernetes: KubernetesSettings::default(),
@@ -253,6 +262,8 @@ impl Settings {
         "flint.excludeOnFailure.enabled",
         "flint.excludeOnFailure.maxFailedTasksPerExecutor",
         "flint.executor.backend",
+        "flint.master.url",
+        "flint.cores.max",
         "flint.executor.instances",
         "flint.dynamicAllocation.enabled",
         "flint.dynamicAllocation.minExecutors",
@@ -404,8 +415,13 @@ impl Settings {
                         "static" => Backend::Static,
                         "local" => Backend::Local,
                         "kubernetes" => Backend::Kubernetes,
-                        _ => return Err(invalid("must be static, local or kubernetes".into())),
+                        "standalone" => Backend::Standalone,
+                        _ => return Err(invalid("must be static, local, kubernetes or standalone".into())),
                     }
+                }
+                "flint.master.url" => s.master_url = Some(non_empty(value).map_err(unreadable)?),
+                "flint.cores.max" => {
+                    s.cores_max = Some(positive(parse_u32(value).map_err(unreadable)?.into())? as u32)
                 }
                 "flint.executor.instances" => s.executor_instances = parse_u32(value).map_err(unreadable)?,
                 "flint.dynamicAllocation.enabled" => {

@@ -8,6 +8,7 @@ pub mod failure;
 pub mod ids;
 pub mod job;
 pub mod report;
+pub mod standalone;
 pub mod task;
 pub mod wire;
 

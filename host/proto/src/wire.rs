@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 16;
+pub const PROTOCOL_VERSION: u32 = 17;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -34,6 +34,10 @@ pub const MAX_INPUT_READ: u64 = 16 << 20;
 pub enum Role {
     Executor,
     Client,
+    /// A standalone worker, to its master (the `standalone` module's messages).
+    Worker,
+    /// A driver registering its application with a standalone master.
+    Application,
 }
 
 /// The first frame a peer sends.

@@ -164,6 +164,21 @@ fn an_ended_application_is_stopped_on_every_worker_that_ran_it() {
     let free: u32 = m.workers().iter().map(|w| w.free.cores).sum();
     assert_eq!(free, 4, "a's cores are free, b's held");
     assert_eq!(m.apps().len(), 1);
+
+    // b's executor ended before b did (its driver died and its executors noticed
+    // first): its worker still hears of b's end, to remove b's work dirs.
+    let w = m.apps()[0].executors[0].1.clone();
+    let life = m.workers().iter().find(|v| v.id == w).unwrap().incarnation;
+    let exited = Event::Exited {
+        worker: w.clone(),
+        incarnation: life,
+        app: "b".into(),
+        executor: "e1".into(),
+        reason: "process exited with status 16".into(),
+    };
+    m.handle(now, exited);
+    let out = m.handle(now, Event::AppLost { app: "b".into(), reason: "gone".into() });
+    assert_eq!(out, vec![Action::AppEnded { worker: w, incarnation: life, app: "b".into() }]);
 }
 
 #[test]

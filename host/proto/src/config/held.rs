@@ -68,6 +68,8 @@ impl Settings {
             ("flint.excludeOnFailure.enabled", fixed(&self.exclude_on_failure)),
             ("flint.excludeOnFailure.maxFailedTasksPerExecutor", fixed(&self.max_failed_tasks_per_executor)),
             ("flint.executor.backend", fixed(&self.executor_backend)),
+            ("flint.master.url", fixed(&self.master_url)),
+            ("flint.cores.max", fixed(&self.cores_max)),
             ("flint.executor.instances", fixed(&self.executor_instances)),
             ("flint.dynamicAllocation.enabled", fixed(&d.enabled)),
             ("flint.dynamicAllocation.minExecutors", fixed(&d.min_executors)),

@@ -119,6 +119,9 @@ pub enum Backend {
     Local,
     /// The driver asks a Kubernetes API server for executor pods.
     Kubernetes,
+    /// The driver asks a standalone master (`flint.master.url`), whose workers start
+    /// executor processes.
+    Standalone,
 }
 
 impl Backend {
@@ -127,6 +130,7 @@ impl Backend {
             Backend::Static => "static",
             Backend::Local => "local",
             Backend::Kubernetes => "kubernetes",
+            Backend::Standalone => "standalone",
         }
     }
 }

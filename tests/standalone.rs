@@ -1,0 +1,434 @@
+//! A standalone cluster of real processes on 127.0.0.1: `flint master`, `flint worker`s
+//! (each with its own work dir, standing for a machine) and drivers with
+//! `--master-url`, as an operator would run them.
+
+#[path = "common/browser.rs"]
+mod browser;
+mod common;
+
+use common::{Proc, command, eventually, flint, free_port, http_get, json, lossy, read_url};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "cluster-secret-0123456789";
+
+struct Standalone {
+    dir: tempfile::TempDir,
+    url: String,
+    ui: u16,
+    master: Option<Proc>,
+    workers: Vec<(String, Proc)>,
+}
+
+struct App {
+    id: String,
+    url: String,
+    driver: Proc,
+}
+
+impl Standalone {
+    fn start() -> Standalone {
+        let dir = tempfile::tempdir().unwrap();
+        let ui = free_port();
+        let mut cluster = Standalone { dir, url: String::new(), ui, master: None, workers: Vec::new() };
+        cluster.start_master();
+        cluster
+    }
+
+    /// The master, on the same port and state dir as before if it ran already (so its
+    /// URL is the same).
+    fn start_master(&mut self) {
+        let url_file = self.dir.path().join("master.url");
+        let _ = std::fs::remove_file(&url_file);
+        let listen = match self.url.is_empty() {
+            true => "127.0.0.1:0".to_owned(),
+            false => format!("127.0.0.1:{}", self.url.rsplit_once(':').unwrap().1.split('?').next().unwrap()),
+        };
+        let state = self.dir.path().join("master-state");
+        let mut cmd = command(&["master", "--listen", &listen, "--url-file", url_file.to_str().unwrap()]);
+        cmd.args(["--state-dir", state.to_str().unwrap(), "--ui-port", &self.ui.to_string()]);
+        cmd.args(["--worker-timeout", "5s"]).env("FLINT_SECRET", SECRET);
+        let n = std::fs::read_dir(self.dir.path()).unwrap().count();
+        let master = Proc::spawn(cmd, self.dir.path().join(format!("master-{n}.log")));
+        let url = eventually(Duration::from_secs(20), || read_url(&url_file))
+            .unwrap_or_else(|| panic!("the master prints its URL; its log:\n{}", master.log_text()));
+        assert!(self.url.is_empty() || self.url == url, "a restarted master keeps its URL");
+        self.url = url;
+        self.master = Some(master);
+    }
+
+    fn work_dir(&self, id: &str) -> PathBuf {
+        self.dir.path().join(format!("work-{id}"))
+    }
+
+    fn worker(&mut self, id: &str, cores: u32) -> u32 {
+        let work = self.work_dir(id);
+        let mut cmd = command(&["worker", "--master-url", &self.url, "--worker-id", id]);
+        cmd.args(["--cores", &cores.to_string(), "--memory", "4g", "--host", "127.0.0.1"]);
+        cmd.args(["--work-dir", work.to_str().unwrap()]).env("FLINT_SECRET", SECRET);
+        let n = self.workers.len();
+        let worker = Proc::spawn(cmd, self.dir.path().join(format!("worker-{id}-{n}.log")));
+        let pid = worker.pid();
+        self.workers.push((id.to_owned(), worker));
+        pid
+    }
+
+    fn api(&self, path: &str) -> Value {
+        let (code, body) = http_get(self.ui, path, None);
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    fn wait_workers(&self, ids: &[&str]) {
+        let listed = eventually(Duration::from_secs(20), || {
+            let workers = self.api("/api/v1/workers");
+            let mut listed: Vec<String> =
+                workers.as_array().unwrap().iter().map(|w| w["id"].as_str().unwrap().to_owned()).collect();
+            listed.sort();
+            let mut want: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+            want.sort();
+            (listed == want).then_some(())
+        });
+        assert!(
+            listed.is_some(),
+            "workers {ids:?} registered: {}\n{}",
+            self.api("/api/v1/workers"),
+            self.logs()
+        );
+    }
+
+    fn application(&self, id: &str) -> Value {
+        let apps = self.api("/api/v1/applications");
+        apps.as_array().unwrap().iter().find(|a| a["id"] == id).cloned().unwrap_or(Value::Null)
+    }
+
+    /// A driver of application `id` asking this master for its executors.
+    fn app(&self, id: &str, conf: &[&str]) -> App {
+        let url_file = self.dir.path().join(format!("{id}.url"));
+        let mut cmd =
+            command(&["driver", "--app-id", id, "--url-file", url_file.to_str().unwrap(), "--ui-port", "0"]);
+        cmd.args(["--master-url", &self.url, "--conf", "flint.network.timeout=3s"]);
+        cmd.args(["--conf", "flint.executor.heartbeatInterval=250ms"]);
+        for c in conf {
+            cmd.args(["--conf", c]);
+        }
+        cmd.env("FLINT_SECRET", SECRET);
+        let driver = Proc::spawn(cmd, self.dir.path().join(format!("driver-{id}.log")));
+        let url = eventually(Duration::from_secs(20), || read_url(&url_file))
+            .unwrap_or_else(|| panic!("the driver prints its URL; its log:\n{}", driver.log_text()));
+        App { id: id.to_owned(), url, driver }
+    }
+
+    fn logs(&self) -> String {
+        let mut text = String::new();
+        if let Some(master) = &self.master {
+            text += &format!("--- master\n{}", master.log_text());
+        }
+        for (id, w) in &self.workers {
+            text += &format!("--- worker {id}\n{}", w.log_text());
+        }
+        text
+    }
+}
+
+impl App {
+    fn client(&self, args: &[&str]) -> Output {
+        let mut cmd = command(args);
+        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET);
+        cmd.output().unwrap()
+    }
+
+    fn status(&self) -> Value {
+        let out = self.client(&["status", "--json"]);
+        assert!(out.status.success(), "status: {}", lossy(&out.stderr));
+        json(&out)
+    }
+
+    fn live(&self) -> Vec<Value> {
+        let status = self.status();
+        status["executors"].as_array().unwrap().iter().filter(|e| e["removed"].is_null()).cloned().collect()
+    }
+
+    fn wait_live(&self, n: usize) {
+        let live = eventually(Duration::from_secs(30), || (self.live().len() == n).then_some(()));
+        assert!(
+            live.is_some(),
+            "{}: {n} live executors: {}\n{}",
+            self.id,
+            self.status(),
+            self.driver.log_text()
+        );
+    }
+
+    fn submit(&self, args: &[&str]) -> std::process::Child {
+        let mut cmd = command(&[&["submit"][..], args].concat());
+        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    }
+}
+
+fn ok_json(out: &Output) -> Value {
+    assert!(out.status.success(), "exit {:?}: {}", out.status.code(), lossy(&out.stderr));
+    json(out)
+}
+
+fn answer(job: &[&str]) -> Value {
+    ok_json(&flint(&[&["run"][..], job].concat()))["result"].clone()
+}
+
+/// The live processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir).map_or_else(
+        |_| Vec::new(),
+        |d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
+    )
+}
+
+const PI: [&str; 6] = ["examples/pi", "--conf", "points=40000000", "--partitions", "24", "--json"];
+
+#[test]
+fn two_applications_share_three_workers_within_their_cores_max_and_both_answers_are_exact() {
+    let mut cluster = Standalone::start();
+    for id in ["w1", "w2", "w3"] {
+        cluster.worker(id, 2);
+    }
+    cluster.wait_workers(&["w1", "w2", "w3"]);
+    let one_core = ["flint.executor.cores=1", "flint.executor.memory=512m"];
+    let a =
+        cluster.app("app-a", &[&one_core[..], &["flint.executor.instances=2", "flint.cores.max=2"]].concat());
+    // Asks for more than its bound lets it have: 3 run, the fourth waits, saying why.
+    let b =
+        cluster.app("app-b", &[&one_core[..], &["flint.executor.instances=4", "flint.cores.max=3"]].concat());
+    a.wait_live(2);
+    b.wait_live(3);
+
+    let words = common::root().join("target/standalone-corpus.txt");
+    common::corpus(&words, 2 << 20);
+    let count = ["examples/word-count", "--input", words.to_str().unwrap(), "--json"];
+    let (ja, jb) = (a.submit(&PI), b.submit(&count));
+    let (ra, rb) = (ok_json(&ja.wait_with_output().unwrap()), ok_json(&jb.wait_with_output().unwrap()));
+    assert_eq!(ra["result"], answer(&PI), "app-a's answer");
+    assert_eq!(rb["result"], answer(&count), "app-b's answer");
+
+    // The master lists the workers, both applications and where their executors run,
+    // each within its flint.cores.max.
+    let workers = cluster.api("/api/v1/workers");
+    assert_eq!(workers.as_array().unwrap().len(), 3, "{workers}");
+    for (app, max, running) in [("app-a", 2, 2), ("app-b", 3, 3)] {
+        let view = cluster.application(app);
+        assert_eq!(view["cores_used"], max, "{view}");
+        assert_eq!(view["executors"].as_array().unwrap().len(), running, "{view}");
+        assert!(view["driver_url"].as_str().unwrap().starts_with("flint://"), "{view}");
+        assert!(!view.to_string().contains(SECRET), "no secret in the API");
+    }
+    let waiting = cluster.application("app-b")["waiting"].clone();
+    assert_eq!(waiting.as_array().unwrap().len(), 1, "{waiting}");
+    let reason = waiting[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("flint.cores.max (3)"), "{reason}");
+    // Spread: no worker holds more than its 2 cores; 5 executors over 3 workers.
+    let held: Vec<usize> =
+        workers.as_array().unwrap().iter().map(|w| w["executors"].as_array().unwrap().len()).collect();
+    assert!(held.iter().all(|n| *n >= 1 && *n <= 2), "{workers}");
+    // The waiting request shows in the driver's status too.
+    let status = b.status();
+    assert!(status["executors_waiting"].as_str().unwrap_or_default().contains("flint.cores.max"), "{status}");
+
+    // Every executor runs under its application's folder on its worker, never with the
+    // secret on its command line.
+    for (id, worker) in &cluster.workers {
+        for pid in children_of(worker.pid()) {
+            let argv = lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap());
+            assert!(!argv.contains(SECRET), "the secret in argv: {argv}");
+            assert!(argv.contains(&cluster.work_dir(id).to_string_lossy().into_owned()), "{argv}");
+        }
+    }
+
+    let browser = browser::Browser::start();
+    browser.goto(&format!("http://127.0.0.1:{}/", cluster.ui));
+    let listed = "return document.querySelectorAll('tr.worker').length === 3 \
+                  && document.querySelectorAll('tr.executor').length === 5;";
+    assert!(browser.wait_for(Duration::from_secs(10), listed), "the master's page:\n{}", browser.text());
+    let text = browser.text();
+    for name in ["w1", "w2", "w3", "app-a", "app-b"] {
+        assert!(text.contains(name), "{name} on the page:\n{text}");
+    }
+    let shots = common::root().join("target/ui");
+    std::fs::create_dir_all(&shots).unwrap();
+    browser.screenshot(&shots.join("master.png"));
+}
+
+#[test]
+fn a_killed_driver_leaves_no_executor_and_no_work_dir_on_any_worker() {
+    let mut cluster = Standalone::start();
+    let workers = [cluster.worker("w1", 2), cluster.worker("w2", 2)];
+    cluster.wait_workers(&["w1", "w2"]);
+    let app = cluster.app("doomed", &["flint.executor.cores=1", "flint.executor.instances=3"]);
+    app.wait_live(3);
+    let executors: Vec<u32> = workers.iter().flat_map(|w| children_of(*w)).collect();
+    assert_eq!(executors.len(), 3, "three executor processes on the workers");
+    for id in ["w1", "w2"] {
+        let dir = cluster.work_dir(id).join("doomed");
+        if dir.exists() {
+            let mode =
+                std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&dir).unwrap().permissions());
+            assert_eq!(mode & 0o777, 0o700, "an application's folder is private");
+        }
+    }
+
+    let killed = Instant::now();
+    app.driver.signal("KILL");
+    let gone = eventually(Duration::from_secs(10), || {
+        let left = executors.iter().any(|p| alive(*p));
+        let dirs = ["w1", "w2"].iter().any(|id| cluster.work_dir(id).join("doomed").exists());
+        (!left && !dirs).then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "after {:?}: executors {:?}, folders {:?} {:?}\n{}",
+        killed.elapsed(),
+        executors.iter().filter(|p| alive(**p)).collect::<Vec<_>>(),
+        entries(&cluster.work_dir("w1")),
+        entries(&cluster.work_dir("w2")),
+        cluster.logs()
+    );
+    assert!(cluster.application("doomed").is_null(), "the master forgot the application");
+    // The workers serve on, with all their cores free.
+    let workers = cluster.api("/api/v1/workers");
+    for w in workers.as_array().unwrap() {
+        assert_eq!(w["cores_free"], 2, "{workers}");
+    }
+}
+
+#[test]
+fn a_worker_killed_mid_job_is_noticed_in_seconds_and_comes_back_as_a_new_life() {
+    let mut cluster = Standalone::start();
+    cluster.worker("steady", 1);
+    let victim = cluster.worker("victim", 1);
+    cluster.wait_workers(&["steady", "victim"]);
+    let first_life = cluster
+        .api("/api/v1/workers")
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == "victim")
+        .unwrap()["incarnation"]
+        .clone();
+    let app = cluster.app("busy", &["flint.executor.cores=1", "flint.executor.instances=2"]);
+    app.wait_live(2);
+    let job = app.submit(&PI);
+    let busy = eventually(Duration::from_secs(20), || {
+        let status = app.status();
+        let running: u64 =
+            status["executors"].as_array().unwrap().iter().map(|e| e["running"].as_u64().unwrap_or(0)).sum();
+        (running >= 2).then_some(())
+    });
+    assert!(busy.is_some(), "both executors got tasks");
+
+    let executors = children_of(victim);
+    let killed = Instant::now();
+    cluster.workers[1].1.signal("KILL");
+    // Its executor dies with it at once, and the master and the driver know in seconds.
+    let orphans = eventually(Duration::from_secs(2), || executors.iter().all(|p| !alive(*p)).then_some(()));
+    assert!(orphans.is_some(), "the worker's executors outlived it");
+    let noticed = eventually(Duration::from_secs(10), || {
+        let workers = cluster.api("/api/v1/workers");
+        workers.as_array().unwrap().iter().all(|w| w["id"] != "victim").then(|| killed.elapsed())
+    });
+    let noticed = noticed.unwrap_or_else(|| panic!("the master still lists the victim\n{}", cluster.logs()));
+    assert!(noticed < Duration::from_secs(6), "noticed after {noticed:?}");
+
+    // Back with the same id: a new life, no "duplicate" anywhere; it gets the executor
+    // the application lost, and the job ends exactly.
+    cluster.worker("victim", 1);
+    let second = eventually(Duration::from_secs(20), || {
+        let workers = cluster.api("/api/v1/workers");
+        workers.as_array().unwrap().iter().find(|w| w["id"] == "victim").map(|w| w["incarnation"].clone())
+    });
+    assert!(second.is_some_and(|life| life != first_life), "registered again as a new life");
+    let report = ok_json(&job.wait_with_output().unwrap());
+    assert_eq!(report["result"], answer(&PI), "the exact answer despite the loss");
+    app.wait_live(2);
+    let logs = cluster.logs() + &app.driver.log_text();
+    assert!(!logs.to_lowercase().contains("duplicate"), "{logs}");
+}
+
+#[test]
+fn an_application_asking_for_more_than_any_worker_has_is_told_why_once() {
+    let mut cluster = Standalone::start();
+    cluster.worker("small", 1);
+    cluster.wait_workers(&["small"]);
+    let app = cluster.app("greedy", &["flint.executor.cores=4", "flint.executor.instances=1"]);
+    let told =
+        eventually(Duration::from_secs(20), || app.status()["executors_waiting"].as_str().map(str::to_owned));
+    let told = told.unwrap_or_else(|| panic!("no reason in the status: {}", app.status()));
+    assert!(told.contains("needs 4 cores") && told.contains("largest free worker has 1 cores"), "{told}");
+    let out = app.client(&["status"]);
+    assert!(lossy(&out.stdout).contains("needs 4 cores"), "flint status says why:\n{}", lossy(&out.stdout));
+    let waiting = cluster.application("greedy")["waiting"].clone();
+    assert!(waiting[0]["reason"].as_str().unwrap_or_default().contains("needs 4 cores"), "{waiting}");
+    let page = http_get(cluster.ui, "/", None).1;
+    assert!(page.contains("needs 4 cores"), "the master's page says why: {page}");
+    // Said once, not every few seconds.
+    std::thread::sleep(Duration::from_secs(3));
+    let master = cluster.master.as_ref().unwrap().log_text();
+    assert_eq!(master.matches("executor waits").count(), 1, "{master}");
+    assert_eq!(app.driver.log_text().matches("waits for a worker").count(), 1, "{}", app.driver.log_text());
+}
+
+#[test]
+fn a_restarted_master_is_joined_again_and_the_running_job_ends_exactly() {
+    let mut cluster = Standalone::start();
+    cluster.worker("w1", 1);
+    cluster.worker("w2", 1);
+    cluster.wait_workers(&["w1", "w2"]);
+    let app = cluster.app("steady", &["flint.executor.cores=1", "flint.executor.instances=2"]);
+    app.wait_live(2);
+    let executors: Vec<String> = app.live().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    let job = app.submit(&PI);
+    std::thread::sleep(Duration::from_millis(500));
+
+    drop(cluster.master.take()); // kill -9
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.start_master();
+    cluster.wait_workers(&["w1", "w2"]);
+    let rejoined = eventually(Duration::from_secs(20), || {
+        let view = cluster.application("steady");
+        (view["connected"] == true && view["executors"].as_array().is_some_and(|e| e.len() == 2))
+            .then_some(view)
+    });
+    assert!(
+        rejoined.is_some(),
+        "the application and its executors are known again: {}\n{}",
+        cluster.api("/api/v1/status"),
+        cluster.logs()
+    );
+
+    let report = ok_json(&job.wait_with_output().unwrap());
+    assert_eq!(report["result"], answer(&PI), "the exact answer");
+    assert_eq!(report["task_failures"].as_array().map_or(0, Vec::len), 0, "no task lost: {report}");
+    let after: Vec<String> = app.live().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(after, executors, "the same executors ran on");
+    let logs = cluster.logs() + &app.driver.log_text();
+    assert!(!logs.to_lowercase().contains("duplicate"), "{logs}");
+}

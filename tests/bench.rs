@@ -200,6 +200,9 @@ fn main() {
     if wanted("sort") {
         sort_figures(&mut results);
     }
+    if wanted("standalone") {
+        standalone_figures(&mut results);
+    }
 
     let dir = root().join("target/bench");
     std::fs::create_dir_all(&dir).unwrap();
@@ -1144,6 +1147,100 @@ fn log_time(line: &str) -> Option<f64> {
     let (h, m, s): (f64, f64, f64) =
         (parts.next()?.parse().ok()?, parts.next()?.parse().ok()?, parts.next()?.parse().ok()?);
     Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// From the driver's "starting executors" to its "executor registered", in its log.
+fn start_to_registered(log: &std::path::Path) -> f64 {
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let at = |what: &str| text.lines().find(|l| l.contains(what)).and_then(log_time);
+        if let (Some(asked), Some(registered)) = (at("starting executors"), at("executor registered")) {
+            return (registered - asked) * 1e3;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no executor registered:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A standalone master and worker: a driver's request to its executor registered (the
+/// local backend's, same run, as the reference: the same process start without the
+/// master's hop), and a worker's `kill -9` to the master's "worker lost".
+fn standalone_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let logs = tempfile::tempdir().unwrap();
+    let file = |name: &str| std::fs::File::create(logs.path().join(name)).unwrap();
+    let local_log = logs.path().join("local.log");
+    let local = start_driver(
+        file("local.log").into(),
+        &["--backend", "local", "--conf", "flint.executor.instances=1"],
+    );
+    let local_ms = start_to_registered(&local_log);
+    drop(local);
+
+    let url_file = logs.path().join("master.url");
+    let master_log = logs.path().join("master.log");
+    let _master = Child(
+        flint()
+            .args([
+                "master",
+                "--listen",
+                "127.0.0.1:0",
+                "--ui-port",
+                "0",
+                "--url-file",
+                url_file.to_str().unwrap(),
+            ])
+            .args(["--state-dir", logs.path().join("state").to_str().unwrap()])
+            .env("FLINT_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(file("master.log"))
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    let master = loop {
+        if let Ok(url) = std::fs::read_to_string(&url_file) {
+            break url;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "the master did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut worker = Child(
+        flint()
+            .args(["worker", "--master-url", &master, "--worker-id", "w1", "--cores", "2", "--memory", "4g"])
+            .args(["--work-dir", logs.path().join("work").to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let driver_log = logs.path().join("standalone.log");
+    let args = ["--master-url", &master, "--conf", "flint.executor.instances=1"];
+    let _driver = start_driver(file("standalone.log").into(), &args);
+    let standalone_ms = start_to_registered(&driver_log);
+
+    let killed = Instant::now();
+    worker.0.kill().unwrap();
+    let lost = loop {
+        if std::fs::read_to_string(&master_log).unwrap_or_default().contains("worker lost") {
+            break killed.elapsed();
+        }
+        assert!(killed.elapsed() < Duration::from_secs(120), "the master never noticed the worker's loss");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let idle = flint_proto::Settings::default().network_idle_timeout;
+    println!(
+        "standalone: a driver's request to its executor registered on a worker {standalone_ms:.0} ms (target ≤ 200 ms; the local backend's {local_ms:.0} ms, {:.2}×); kill -9 of a worker to the master's \"worker lost\" {:.0} ms (flint.network.idleTimeout {} ms)",
+        standalone_ms / local_ms,
+        lost.as_secs_f64() * 1e3,
+        idle.as_millis()
+    );
+    results.insert(
+        "standalone".into(),
+        json!({ "request_to_registered_ms": standalone_ms, "target_ms": 200.0,
+                "reference_local_backend_ms": local_ms, "ratio_to_reference": standalone_ms / local_ms,
+                "worker_kill_to_lost_ms": lost.as_secs_f64() * 1e3, "idle_timeout_ms": idle.as_millis() as f64 }),
+    );
 }
 
 /// The local backend growing from nothing.

@@ -432,3 +432,122 @@ fn a_restarted_master_is_joined_again_and_the_running_job_ends_exactly() {
     let logs = cluster.logs() + &app.driver.log_text();
     assert!(!logs.to_lowercase().contains("duplicate"), "{logs}");
 }
+
+/// A peer speaking the master's protocol by hand: connects, says hello as `role` with
+/// `secret`, sends `first` and returns the hello's answer and the reply to `first`.
+fn scripted<T: serde::Serialize, R: serde::de::DeserializeOwned>(
+    url: &str,
+    role: flint_proto::wire::Role,
+    secret: &str,
+    first: &T,
+) -> (flint_proto::wire::HelloReply, Option<R>) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let url: flint_net::DriverUrl = url.parse().unwrap();
+        let (_endpoint, connection) =
+            flint_net::connect(&url, Duration::from_secs(5), Duration::from_secs(3)).await.unwrap();
+        let secret = flint_net::Secret::new(secret);
+        let (reply, mut send, mut recv) =
+            flint_net::hello(&connection, &secret, role, "", None, None).await.unwrap();
+        if !matches!(reply, flint_proto::wire::HelloReply::Welcome { .. }) {
+            return (reply, None);
+        }
+        flint_net::write_frame(&mut send, first).await.unwrap();
+        (reply, flint_net::read_frame::<R>(&mut recv).await.ok().flatten())
+    })
+}
+
+#[test]
+fn peers_the_master_must_not_serve_are_turned_away_saying_why_and_harm_no_one() {
+    use flint_proto::standalone::{RunningExecutor, ToWorker, WorkerMessage};
+    use flint_proto::wire::{HelloReply, Rejection, Role};
+    let mut cluster = Standalone::start();
+    let register = |id: &str, running: Vec<RunningExecutor>| WorkerMessage::Register {
+        id: id.into(),
+        host: "h".into(),
+        cores: 2,
+        memory: 1 << 30,
+        running,
+    };
+
+    // The wrong secret: nothing but the refusal, and a worker exits with the
+    // executors' code for it.
+    let (reply, _) = scripted::<_, ToWorker>(&cluster.url, Role::Worker, "wrong", &register("w", vec![]));
+    assert_eq!(reply, HelloReply::Rejected(Rejection::NotAuthenticated));
+    let mut cmd = command(&["worker", "--master-url", &cluster.url, "--worker-id", "w9"]);
+    let work = cluster.work_dir("w9");
+    let out = cmd.args(["--work-dir", work.to_str().unwrap()]).env("FLINT_SECRET", "wrong").output().unwrap();
+    assert_eq!(out.status.code(), Some(11), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("secret"), "{}", lossy(&out.stderr));
+
+    // Ids a worker would make folders of are checked: its own, and those it reports.
+    let escape = scripted::<_, ToWorker>(&cluster.url, Role::Worker, SECRET, &register("../../etc", vec![]));
+    assert!(matches!(escape.1, Some(ToWorker::Refused { .. })), "{escape:?}");
+    let running = vec![RunningExecutor { app: "../x".into(), executor: "e".into(), cores: 1, memory: 1 }];
+    let smuggled = scripted::<_, ToWorker>(&cluster.url, Role::Worker, SECRET, &register("fine", running));
+    assert!(matches!(smuggled.1, Some(ToWorker::Refused { .. })), "{smuggled:?}");
+    let out = command(&["worker", "--master-url", &cluster.url, "--worker-id", "../w"])
+        .env("FLINT_SECRET", SECRET)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", lossy(&out.stderr));
+
+    // A client pointed at the master is told it is a master, not a driver; a worker
+    // pointed at a driver is told the converse.
+    let out =
+        command(&["status", "--driver-url", &cluster.url]).env("FLINT_SECRET", SECRET).output().unwrap();
+    assert_eq!(out.status.code(), Some(14), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("standalone master"), "{}", lossy(&out.stderr));
+    let app = cluster.app("app", &["flint.executor.instances=0"]);
+    let (reply, _) = scripted::<_, ToWorker>(&app.url, Role::Worker, SECRET, &register("w", vec![]));
+    assert!(matches!(reply, HelloReply::Rejected(Rejection::Protocol(_))), "{reply:?}");
+
+    // A second driver under the same application id would take the first's executors:
+    // it is refused at start, saying why.
+    let mut twin = command(&["driver", "--app-id", "app", "--ui-port", "0", "--master-url", &cluster.url]);
+    let out = twin.env("FLINT_SECRET", SECRET).output().unwrap();
+    assert_eq!(out.status.code(), Some(14), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("registered already"), "{}", lossy(&out.stderr));
+
+    // None of it harmed the master: a real worker registers and serves.
+    cluster.worker("real", 1);
+    cluster.wait_workers(&["real"]);
+    assert!(cluster.application("app")["connected"] == true);
+}
+
+#[test]
+fn under_dynamic_allocation_the_fleet_on_the_workers_follows_the_load_and_is_given_back() {
+    let mut cluster = Standalone::start();
+    let workers = [cluster.worker("w1", 2), cluster.worker("w2", 2)];
+    cluster.wait_workers(&["w1", "w2"]);
+    let app = cluster.app(
+        "elastic",
+        &[
+            "flint.executor.cores=1",
+            "flint.dynamicAllocation.enabled=true",
+            "flint.dynamicAllocation.maxExecutors=3",
+            "flint.dynamicAllocation.executorIdleTimeout=2s",
+            "flint.dynamicAllocation.cooldown=1s",
+        ],
+    );
+    let running = || workers.iter().map(|w| children_of(*w).len()).sum::<usize>();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(running(), 0, "minExecutors=0: nothing starts before there is work");
+
+    let report = ok_json(&app.submit(&PI).wait_with_output().unwrap());
+    assert_eq!(report["result"], answer(&PI), "the exact answer");
+    let status = app.status();
+    let started = status["executors"].as_array().unwrap().len();
+    assert!((2..=3).contains(&started), "the backlog brought up more than one, at most 3: {status}");
+
+    // Idle past the timeout: every executor is given back, its process gone from its
+    // worker, and the master holds nothing for the application.
+    let given_back = eventually(Duration::from_secs(20), || {
+        let view = cluster.application("elastic");
+        (running() == 0 && view["executors"].as_array().is_some_and(Vec::is_empty)).then_some(())
+    });
+    assert!(given_back.is_some(), "{}\n{}", cluster.api("/api/v1/status"), cluster.logs());
+    for w in cluster.api("/api/v1/workers").as_array().unwrap() {
+        assert_eq!(w["cores_free"], 2, "{w}");
+    }
+}

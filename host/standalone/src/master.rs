@@ -126,7 +126,7 @@ enum Input {
         driver_url: String,
         secret: Vec<u8>,
         to: mpsc::Sender<ToApp>,
-        reply: oneshot::Sender<Option<u64>>,
+        reply: oneshot::Sender<Result<u64, String>>,
     },
     AppSays {
         app: AppId,
@@ -229,15 +229,27 @@ impl Loop {
                 self.apply(actions);
             }
             Input::AppUp { app, cores_max, driver_url, secret, to, reply } => {
-                if !self.apps.contains_key(&app) && self.apps.len() >= master::MAX_APPS {
-                    let _ = reply.send(None);
+                if let Some(other) = self.apps.get(&app) {
+                    // Two drivers under one id would take each other's executors. A
+                    // driver that lost its connection is let in again once the master
+                    // hears it is gone (its silence past the idle timeout).
+                    let reason = format!(
+                        "application {app} is registered already, by the driver at {}: application ids must be unique",
+                        other.driver_url
+                    );
+                    let _ = reply.send(Err(reason));
+                    return;
+                }
+                if self.apps.len() >= master::MAX_APPS {
+                    let _ = reply
+                        .send(Err(format!("the master keeps at most {} applications", master::MAX_APPS)));
                     return;
                 }
                 let session = self.next_session;
                 self.next_session += 1;
                 tracing::info!(app_id = %app, %driver_url, ?cores_max, "application registered");
                 self.apps.insert(app.clone(), AppLink { session, driver_url, secret, to });
-                let _ = reply.send(Some(session));
+                let _ = reply.send(Ok(session));
                 let actions = self.core.handle(now, master::Event::AppUp { app, cores_max });
                 self.apply(actions);
             }
@@ -460,8 +472,7 @@ async fn handle(
     };
     if let Err(rejection) = verdict {
         let _ = write_frame(&mut send, &HelloReply::Rejected(rejection.clone())).await;
-        let _ = send.finish();
-        let _ = tokio::time::timeout(Duration::from_secs(2), connection.closed()).await;
+        linger(&connection, send).await;
         return Err(PeerError::Rejected(rejection));
     }
     // Proven: out of the gate's pool, into a place of its own.
@@ -473,6 +484,13 @@ async fn handle(
         Role::Worker => serve_worker(master, heartbeat_ms, &connection, send, recv).await,
         _ => serve_app(master, &connection, send, recv).await,
     }
+}
+
+/// Ends `send` and waits (at most 2 s) for the peer to read the refusal on it and go:
+/// dropping the connection at once could lose the answer.
+async fn linger(connection: &quinn::Connection, mut send: quinn::SendStream) {
+    let _ = send.finish();
+    let _ = tokio::time::timeout(Duration::from_secs(2), connection.closed()).await;
 }
 
 /// Why a connection ended, for the peer's end reason.
@@ -532,7 +550,7 @@ async fn serve_worker(
         .and_then(|()| if cores == 0 { Err("offers no cores".to_owned()) } else { Ok(()) });
     if let Err(reason) = checked {
         write_frame(&mut early, &refuse(reason.clone())).await?;
-        let _ = early.finish();
+        linger(connection, early).await;
         return Err(PeerError::Protocol(format!("worker refused: {reason}")));
     }
     let running = running
@@ -548,6 +566,7 @@ async fn serve_worker(
     let _ = master.events.send(Input::WorkerUp { id: id.clone(), host, offer, running, to, reply }).await;
     let Ok(Some(incarnation)) = answer.await else {
         write_frame(&mut early, &refuse("the master is full".into())).await?;
+        linger(connection, early).await;
         return Err(PeerError::Protocol(format!("worker {id} refused: the master is full")));
     };
     write_frame(&mut early, &ToWorker::Registered { incarnation, heartbeat_ms }).await?;
@@ -583,17 +602,21 @@ async fn serve_app(
     };
     if let Err(reason) = check_name(&app) {
         write_frame(&mut send, &ToApp::Refused { reason: reason.clone() }).await?;
-        let _ = send.finish();
+        linger(connection, send).await;
         return Err(PeerError::Protocol(format!("application refused: {reason}")));
     }
     let (to, rx) = mpsc::channel(PEER_QUEUE);
     let (reply, answer) = oneshot::channel();
     let up = Input::AppUp { app: app.clone(), cores_max, driver_url, secret, to, reply };
     let _ = master.events.send(up).await;
-    let Ok(Some(session)) = answer.await else {
-        let reason = format!("the master keeps at most {} applications", master::MAX_APPS);
-        write_frame(&mut send, &ToApp::Refused { reason }).await?;
-        return Err(PeerError::Protocol(format!("application {app} refused: the master is full")));
+    let session = match answer.await {
+        Ok(Ok(session)) => session,
+        Ok(Err(reason)) => {
+            write_frame(&mut send, &ToApp::Refused { reason: reason.clone() }).await?;
+            linger(connection, send).await;
+            return Err(PeerError::Protocol(format!("application refused: {reason}")));
+        }
+        Err(_) => return Err(PeerError::Protocol("the master is stopping".into())),
     };
     write_frame(&mut send, &ToApp::Registered).await?;
     writer(connection.clone(), send, rx);

@@ -90,9 +90,17 @@ pub async fn run_worker(
         result = serving => result,
         () = shutdown => Ok(()),
     };
+    // Stopped: executors are asked to leave (SIGTERM: they decommission, handing their
+    // map outputs over), and killed past the local backend's grace.
     let apps: Vec<AppProcesses> = worker.apps.lock().expect("apps lock").drain().map(|(_, a)| a).collect();
     for app in &apps {
-        app.processes.kill_all();
+        for id in app.processes.running_ids() {
+            app.processes.stop(&id);
+        }
+    }
+    let until = tokio::time::Instant::now() + REAP_WAIT + Duration::from_secs(1);
+    while apps.iter().any(|a| a.processes.running() > 0) && tokio::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     result
 }
@@ -151,6 +159,9 @@ impl Worker {
                     None => return Ok(()),
                 },
                 Some((app, executor, reason)) = exit_rx.recv() => {
+                    if let Some(a) = self.apps.lock().expect("apps lock").get_mut(&app) {
+                        a.sizes.remove(&executor);
+                    }
                     write_frame(&mut send, &WorkerMessage::Exited { app, executor, reason }).await.map_err(lost)?;
                 }
                 _ = beat.tick() => write_frame(&mut send, &WorkerMessage::Heartbeat).await.map_err(lost)?,
@@ -158,11 +169,14 @@ impl Worker {
         }
     }
 
+    /// What runs now; sizes of what ended while no master listened are forgotten.
     fn running(&self) -> Vec<RunningExecutor> {
-        let apps = self.apps.lock().expect("apps lock");
+        let mut apps = self.apps.lock().expect("apps lock");
         let mut running = Vec::new();
-        for (app, a) in apps.iter() {
-            for executor in a.processes.running_ids() {
+        for (app, a) in apps.iter_mut() {
+            let ids = a.processes.running_ids();
+            a.sizes.retain(|id, _| ids.contains(id));
+            for executor in ids {
                 let (cores, memory) = a.sizes.get(&executor).copied().unwrap_or((1, 0));
                 running.push(RunningExecutor { app: app.clone(), executor, cores, memory });
             }
@@ -215,7 +229,13 @@ impl Worker {
             apps.insert(launch.app.clone(), AppProcesses { processes, sizes: HashMap::new() });
         }
         let a = apps.get_mut(&launch.app).expect("inserted");
+        if a.processes.running_ids().contains(&launch.executor) {
+            // Asked twice (a message repeated across a master restart): it runs.
+            return Ok(());
+        }
         a.sizes.insert(launch.executor.clone(), (launch.cores, launch.memory));
+        // Called with `apps` locked when the process cannot even be spawned: it only
+        // queues the exit, which the session tells the master and forgets.
         let (exits, app) = (self.exits.clone(), launch.app.clone());
         let report = Reporter::new(move |executor, news| {
             if let flint_driver::backend::News::Exited(reason) = news {

@@ -551,3 +551,35 @@ fn under_dynamic_allocation_the_fleet_on_the_workers_follows_the_load_and_is_giv
         assert_eq!(w["cores_free"], 2, "{w}");
     }
 }
+
+#[test]
+fn executors_no_worker_can_start_stop_being_asked_for_and_the_job_says_why() {
+    let mut cluster = Standalone::start();
+    // The worker cannot make the application's folder: a file stands where it goes, as
+    // a full or broken disk would stop it.
+    std::fs::create_dir_all(cluster.work_dir("w1")).unwrap();
+    std::fs::write(cluster.work_dir("w1").join("stuck"), "not a folder").unwrap();
+    cluster.worker("w1", 2);
+    cluster.wait_workers(&["w1"]);
+    let app = cluster.app(
+        "stuck",
+        &[
+            "flint.executor.cores=1",
+            "flint.dynamicAllocation.enabled=true",
+            "flint.dynamicAllocation.maxStartFailures=3",
+            "flint.dynamicAllocation.startBackoff=100ms",
+            "flint.dynamicAllocation.schedulerBacklogTimeout=100ms",
+        ],
+    );
+    let out = app.submit(&["examples/pi", "--partitions", "4", "--json"]).wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    let reason = report["failure"]["reason"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains("cannot make") && reason.contains("maxStartFailures"), "{report}");
+    // Three starts asked of the master, then no more however long.
+    std::thread::sleep(Duration::from_secs(1));
+    let master = cluster.master.as_ref().unwrap().log_text();
+    assert_eq!(master.matches("executor placed").count(), 3, "{master}");
+    let status = app.status();
+    assert!(status["allocation_stopped"].as_str().is_some_and(|r| r.contains("cannot make")), "{status}");
+}

@@ -57,7 +57,8 @@ pub struct StandaloneBackend {
 
 struct Session {
     send: quinn::SendStream,
-    recv: quinn::RecvStream,
+    /// What the master says, read by a task of its own.
+    said: mpsc::Receiver<Result<ToApp, flint_net::FrameError>>,
     _endpoint: quinn::Endpoint,
     connection: quinn::Connection,
 }
@@ -100,7 +101,10 @@ async fn register(
     };
     write_frame(&mut send, &register).await.map_err(lost)?;
     match read_frame::<ToApp>(&mut recv).await.map_err(lost)? {
-        Some(ToApp::Registered) => Ok(Session { send, recv, _endpoint: endpoint, connection }),
+        Some(ToApp::Registered) => {
+            let said = crate::frames::read_frames(recv);
+            Ok(Session { send, said, _endpoint: endpoint, connection })
+        }
         Some(ToApp::Refused { reason }) => Err(StandaloneError::Refused(reason)),
         other => Err(StandaloneError::Connect(format!("unexpected answer: {other:?}"))),
     }
@@ -177,9 +181,9 @@ impl State {
                         session = None;
                     }
                 }
-                said = read_frame::<ToApp>(&mut s.recv) => match said {
-                    Ok(Some(said)) => self.heard(said),
-                    Ok(None) | Err(_) => {
+                said = s.said.recv() => match said {
+                    Some(Ok(said)) => self.heard(said),
+                    None | Some(Err(_)) => {
                         tracing::warn!(reason = ?s.connection.close_reason(), "standalone master lost");
                         session = None;
                     }

@@ -5,6 +5,7 @@
 //! master for executors as the `local` and `kubernetes` backends ask their own.
 
 pub mod backend;
+mod frames;
 pub mod master;
 pub mod page;
 pub mod worker;

@@ -152,10 +152,11 @@ impl Worker {
             }
         }
         let mut beat = tokio::time::interval(heartbeat);
+        let mut orders = crate::frames::read_frames::<ToWorker>(recv);
         loop {
             tokio::select! {
-                message = read_frame::<ToWorker>(&mut recv) => match message.map_err(lost)? {
-                    Some(message) => self.obey(message),
+                order = orders.recv() => match order {
+                    Some(order) => self.obey(order.map_err(lost)?),
                     None => return Ok(()),
                 },
                 Some((app, executor, reason)) = exit_rx.recv() => {

@@ -332,15 +332,20 @@ fn start_driver(stderr: std::process::Stdio, args: &[&str]) -> (Child, String, t
             .spawn()
             .unwrap(),
     );
-    let started = Instant::now();
-    let url = loop {
-        if let Ok(url) = std::fs::read_to_string(&url_file) {
-            break url;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "the driver did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let url = url_from(&url_file, "the driver");
     (driver, url, dir)
+}
+
+/// The URL a driver or master writes to `file` once it listens.
+fn url_from(file: &std::path::Path, what: &str) -> String {
+    let started = Instant::now();
+    loop {
+        if let Ok(url) = std::fs::read_to_string(file) {
+            return url;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{what} did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Starts an executor and returns it with the time from spawn to its "registered" line.
@@ -1197,14 +1202,7 @@ fn standalone_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
             .spawn()
             .unwrap(),
     );
-    let started = Instant::now();
-    let master = loop {
-        if let Ok(url) = std::fs::read_to_string(&url_file) {
-            break url;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "the master did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let master = url_from(&url_file, "the master");
     let mut worker = Child(
         flint()
             .args(["worker", "--master-url", &master, "--worker-id", "w1", "--cores", "2", "--memory", "4g"])

@@ -4,8 +4,8 @@
 mod common;
 
 use common::{
-    Proc, command, corpus, corpus_of, eventually, flint, free_port, http_get, http_get_with, json, lossy,
-    read_url, wasm,
+    Proc, alive, children_of, command, corpus, corpus_of, eventually, flint, free_port, http_get,
+    http_get_with, json, lossy, read_url, wasm,
 };
 use serde_json::Value;
 use std::process::{Output, Stdio};
@@ -1253,26 +1253,6 @@ fn a_task_sleeping_in_wasi_meets_its_deadline_on_a_remote_executor() {
     }
     // The executor runs the next job.
     assert_eq!(ok_json(&cluster.submit(&["examples/noop", "--partitions", "2", "--json"]))["result"], 2);
-}
-
-/// The live processes whose parent is `pid` (zombies count as gone).
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
-        let fields: Vec<&str> =
-            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-        if fields.first() != Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str()) {
-            found.push(child);
-        }
-    }
-    found
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
 }
 
 #[test]

@@ -6,7 +6,9 @@
 mod browser;
 mod common;
 
-use common::{Proc, command, eventually, flint, free_port, http_get, json, lossy, read_url};
+use common::{
+    Proc, alive, children_of, command, eventually, flint, free_port, http_get, json, lossy, read_url,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -176,26 +178,6 @@ fn ok_json(out: &Output) -> Value {
 
 fn answer(job: &[&str]) -> Value {
     ok_json(&flint(&[&["run"][..], job].concat()))["result"].clone()
-}
-
-/// The live processes whose parent is `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
-        let fields: Vec<&str> =
-            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-        if fields.first() != Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str()) {
-            found.push(child);
-        }
-    }
-    found
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
 }
 
 fn entries(dir: &Path) -> Vec<String> {

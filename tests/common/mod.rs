@@ -204,3 +204,23 @@ pub fn http_get_with(port: u16, path: &str, headers: &str) -> (u16, String, Stri
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     (head.split(' ').nth(1).unwrap().parse().unwrap(), head.to_owned(), body.to_owned())
 }
+
+/// The live processes whose parent is `pid` (zombies count as gone).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else { continue };
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+}

@@ -52,10 +52,9 @@ pub struct MasterArgs {
 }
 
 pub fn master(args: MasterArgs) -> u8 {
-    let settings = match parse_confs(&args.conf).map(|c| Settings::from_conf(&c)) {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return fail(exit::INVALID_JOB, e),
-        Err(e) => return fail(exit::INVALID_JOB, e),
+    let settings = match settings(&args.conf) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let state_dir = match args.state_dir.clone().or_else(|| home().map(|h| h.join(".flint").join("master"))) {
         Some(dir) => dir,
@@ -112,6 +111,14 @@ pub fn master(args: MasterArgs) -> u8 {
         endpoint.wait_idle().await;
         0
     })
+}
+
+/// The `--conf` pairs a master or worker takes (the network's timeouts).
+fn settings(conf: &[String]) -> Result<Settings, u8> {
+    parse_confs(conf)
+        .map_err(|e| e.to_string())
+        .and_then(|c| Settings::from_conf(&c).map_err(|e| e.to_string()))
+        .map_err(|e| fail(exit::INVALID_JOB, e))
 }
 
 fn home() -> Option<PathBuf> {
@@ -175,10 +182,9 @@ pub struct WorkerArgs {
 }
 
 pub fn worker(args: WorkerArgs) -> u8 {
-    let settings = match parse_confs(&args.conf).map(|c| Settings::from_conf(&c)) {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return fail(exit::INVALID_JOB, e),
-        Err(e) => return fail(exit::INVALID_JOB, e),
+    let settings = match settings(&args.conf) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let master: DriverUrl = match args.master_url.parse() {
         Ok(url) => url,

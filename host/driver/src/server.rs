@@ -9,11 +9,11 @@ use crate::job::{JobRequest, SubmitError};
 use crate::link::{Blocks, ChannelLink, Fetch};
 use crate::metrics::{Peer, Transfer};
 use flint_core::{ExecutorInfo, Incarnation};
-use flint_net::gate::{Gate, HELLO_DEADLINE, Pass};
+use flint_net::gate::{Gate, Pass, hear_hello};
 use flint_net::limited::Limited;
 use flint_net::{
-    FrameError, Secret, read_frame, read_frame_within, read_payload, read_payload_exact, read_piece,
-    verify_proof, write_frame, write_payload, write_payload_from_file,
+    FrameError, Secret, read_frame, read_payload, read_payload_exact, read_piece, verify_proof, write_frame,
+    write_payload, write_payload_from_file,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Launch,
@@ -151,19 +151,8 @@ async fn handle_connection(
 ) -> Result<(), PeerError> {
     let config = &front.config;
     // The handshake and the hello within one deadline, on the gate's pass.
-    let said = async {
-        let connection = incoming.await.map_err(|e| PeerError::Unproven(format!("handshake failed: {e}")))?;
-        let (send, mut recv) =
-            connection.accept_bi().await.map_err(|e| PeerError::Unproven(format!("no hello: {e}")))?;
-        let hello: Hello = read_frame_within(&mut recv, MAX_HELLO)
-            .await
-            .map_err(|e| PeerError::Unproven(format!("bad hello: {e}")))?
-            .ok_or_else(|| PeerError::Unproven("stream closed before hello".into()))?;
-        Ok::<_, PeerError>((connection, send, recv, hello))
-    };
-    let (connection, mut send, recv, hello) = tokio::time::timeout(HELLO_DEADLINE, said)
-        .await
-        .map_err(|_| PeerError::Unproven(format!("no hello within {} s", HELLO_DEADLINE.as_secs())))??;
+    let (connection, mut send, recv, hello) =
+        hear_hello::<Hello>(incoming, MAX_HELLO).await.map_err(PeerError::Unproven)?;
     // A place among the proven connections, taken before an executor id is reserved.
     let permit = front.permits.clone().try_acquire_owned();
     let verdict = if permit.is_err() {

@@ -8,9 +8,9 @@
 use crate::core::ExecutorCore;
 use crate::shuffle::read::{FetchError, ShuffleFetch, Slice};
 use crate::shuffle::tasks::Refusal;
-use flint_net::gate::{Gate, HELLO_DEADLINE, Pass};
+use flint_net::gate::{Gate, Pass, hear_hello};
 use flint_net::limited::Limited;
-use flint_net::{Secret, read_frame, read_frame_within, read_payload_exact, write_frame, write_payload};
+use flint_net::{Secret, read_frame, read_payload_exact, write_frame, write_payload};
 use flint_proto::wire::{
     MAX_HELLO, OutputReply, OutputRequest, PROTOCOL_VERSION, PeerHello, PeerHelloReply, PeerRequest,
     Rejection, SliceHeader, SliceRefusal, SliceReply, SliceRequest,
@@ -46,7 +46,7 @@ struct Door {
 
 /// Serves this executor's map outputs on `endpoint` until it closes. Connections come
 /// in through the same gate as the driver's: a small pool of unproven ones, the
-/// handshake and hello within [`HELLO_DEADLINE`], a retry when many arrive.
+/// handshake and hello within `flint_net::gate::HELLO_DEADLINE`, a retry when many arrive.
 pub async fn serve_peers(
     endpoint: quinn::Endpoint,
     core: Weak<ExecutorCore>,
@@ -84,28 +84,19 @@ async fn serve_peer(
 ) -> Result<(), flint_net::FrameError> {
     let io = |e: &dyn std::fmt::Display| flint_net::FrameError::Io(std::io::Error::other(e.to_string()));
     // The handshake and the hello within one deadline, on the gate's pass.
-    let said = async {
-        let connection = incoming.await.map_err(|e| io(&e))?;
-        let (send, mut recv) = connection.accept_bi().await.map_err(|e| io(&e))?;
-        let hello: Option<PeerHello> = read_frame_within(&mut recv, MAX_HELLO).await?;
-        Ok::<_, flint_net::FrameError>((connection, send, hello))
-    };
-    let (connection, mut send, hello) =
-        tokio::time::timeout(HELLO_DEADLINE, said).await.map_err(|_| io(&"no hello in time"))??;
+    let (connection, mut send, _, hello) =
+        hear_hello::<PeerHello>(incoming, MAX_HELLO).await.map_err(|e| io(&e))?;
     let place = door.peers.clone().try_acquire_owned();
-    let verdict = match hello {
-        None => return Ok(()),
-        Some(_) if place.is_err() => {
-            Err(Rejection::Protocol(format!("this executor serves {MAX_PEERS} peers already")))
-        }
-        Some(h) if h.protocol_version != PROTOCOL_VERSION => {
-            Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: h.protocol_version })
-        }
-        Some(h) if h.app_id != door.app_id => Err(Rejection::WrongApp { expected: door.app_id.clone() }),
-        Some(h) if !flint_net::verify_proof(&door.secret, &connection, &h.proof) => {
-            Err(Rejection::NotAuthenticated)
-        }
-        Some(_) => Ok(()),
+    let verdict = if place.is_err() {
+        Err(Rejection::Protocol(format!("this executor serves {MAX_PEERS} peers already")))
+    } else if hello.protocol_version != PROTOCOL_VERSION {
+        Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: hello.protocol_version })
+    } else if hello.app_id != door.app_id {
+        Err(Rejection::WrongApp { expected: door.app_id.clone() })
+    } else if !flint_net::verify_proof(&door.secret, &connection, &hello.proof) {
+        Err(Rejection::NotAuthenticated)
+    } else {
+        Ok(())
     };
     if let Err(rejection) = verdict {
         let remote = connection.remote_address();

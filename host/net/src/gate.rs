@@ -115,6 +115,27 @@ impl Drop for Pass {
     }
 }
 
+/// A new connection's handshake and first frame, its hello (at most `max` bytes, read
+/// before the peer has proved anything), within [`HELLO_DEADLINE`]: the connection, the
+/// hello's stream and the hello; or what went wrong, for a log line.
+pub async fn hear_hello<H: serde::de::DeserializeOwned>(
+    incoming: quinn::Incoming,
+    max: usize,
+) -> Result<(quinn::Connection, quinn::SendStream, quinn::RecvStream, H), String> {
+    let said = async {
+        let connection = incoming.await.map_err(|e| format!("handshake failed: {e}"))?;
+        let (send, mut recv) = connection.accept_bi().await.map_err(|e| format!("no hello: {e}"))?;
+        let hello = crate::frame::read_frame_within(&mut recv, max)
+            .await
+            .map_err(|e| format!("bad hello: {e}"))?
+            .ok_or_else(|| "stream closed before hello".to_owned())?;
+        Ok((connection, send, recv, hello))
+    };
+    tokio::time::timeout(HELLO_DEADLINE, said)
+        .await
+        .map_err(|_| format!("no hello within {} s", HELLO_DEADLINE.as_secs()))?
+}
+
 /// The unit one party is likely to hold: an IPv4 address, or an IPv6 /64 (a host is
 /// often given a whole /64).
 fn source_of(ip: IpAddr) -> IpAddr {

@@ -8,9 +8,9 @@
 //! it ran, which their drivers hear of.
 
 use flint_core::master::{self, Action, Master, MasterConfig, Resources, Running};
-use flint_net::gate::{Gate, HELLO_DEADLINE};
+use flint_net::gate::{Gate, hear_hello};
 use flint_net::limited::Limited;
-use flint_net::{Secret, read_frame, read_frame_within, verify_proof, write_frame};
+use flint_net::{Secret, read_frame, verify_proof, write_frame};
 use flint_proto::standalone::{
     AppMessage, LaunchExecutor, MAX_RUNNING_PER_WORKER, RunningExecutor, ToApp, ToWorker, WorkerMessage,
     check_name,
@@ -442,19 +442,8 @@ async fn handle(
     permits: &Arc<tokio::sync::Semaphore>,
     heartbeat_ms: u64,
 ) -> Result<(), PeerError> {
-    let said = async {
-        let connection = incoming.await.map_err(|e| PeerError::Unproven(format!("handshake failed: {e}")))?;
-        let (send, mut recv) =
-            connection.accept_bi().await.map_err(|e| PeerError::Unproven(format!("no hello: {e}")))?;
-        let hello: Hello = read_frame_within(&mut recv, MAX_HELLO)
-            .await
-            .map_err(|e| PeerError::Unproven(format!("bad hello: {e}")))?
-            .ok_or_else(|| PeerError::Unproven("stream closed before hello".into()))?;
-        Ok::<_, PeerError>((connection, send, recv, hello))
-    };
-    let (connection, mut send, recv, hello) = tokio::time::timeout(HELLO_DEADLINE, said)
-        .await
-        .map_err(|_| PeerError::Unproven(format!("no hello within {} s", HELLO_DEADLINE.as_secs())))??;
+    let (connection, mut send, recv, hello) =
+        hear_hello::<Hello>(incoming, MAX_HELLO).await.map_err(PeerError::Unproven)?;
     let permit = permits.clone().try_acquire_owned();
     let verdict = if permit.is_err() {
         Err(Rejection::Protocol(format!("the master serves {MAX_CONNECTIONS} connections already")))

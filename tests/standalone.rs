@@ -28,6 +28,8 @@ struct App {
     id: String,
     url: String,
     driver: Proc,
+    /// The application secret its executors and clients prove.
+    secret: String,
 }
 
 impl Standalone {
@@ -106,8 +108,15 @@ impl Standalone {
         apps.as_array().unwrap().iter().find(|a| a["id"] == id).cloned().unwrap_or(Value::Null)
     }
 
-    /// A driver of application `id` asking this master for its executors.
+    /// A driver of application `id` asking this master for its executors, its
+    /// application secret the cluster's.
     fn app(&self, id: &str, conf: &[&str]) -> App {
+        self.app_with_secret(id, conf, SECRET)
+    }
+
+    /// A driver whose application keeps `secret` for its executors and clients, and
+    /// proves the cluster's to the master from a file.
+    fn app_with_secret(&self, id: &str, conf: &[&str], secret: &str) -> App {
         let url_file = self.dir.path().join(format!("{id}.url"));
         let mut cmd =
             command(&["driver", "--app-id", id, "--url-file", url_file.to_str().unwrap(), "--ui-port", "0"]);
@@ -116,11 +125,17 @@ impl Standalone {
         for c in conf {
             cmd.args(["--conf", c]);
         }
-        cmd.env("FLINT_SECRET", SECRET);
+        if secret != SECRET {
+            let file = self.dir.path().join("cluster.secret");
+            std::fs::write(&file, SECRET).unwrap();
+            std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+            cmd.arg("--master-secret-file").arg(&file);
+        }
+        cmd.env("FLINT_SECRET", secret);
         let driver = Proc::spawn(cmd, self.dir.path().join(format!("driver-{id}.log")));
         let url = eventually(Duration::from_secs(20), || read_url(&url_file))
             .unwrap_or_else(|| panic!("the driver prints its URL; its log:\n{}", driver.log_text()));
-        App { id: id.to_owned(), url, driver }
+        App { id: id.to_owned(), url, driver, secret: secret.to_owned() }
     }
 
     fn logs(&self) -> String {
@@ -138,7 +153,7 @@ impl Standalone {
 impl App {
     fn client(&self, args: &[&str]) -> Output {
         let mut cmd = command(args);
-        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET);
+        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", &self.secret);
         cmd.output().unwrap()
     }
 
@@ -166,7 +181,7 @@ impl App {
 
     fn submit(&self, args: &[&str]) -> std::process::Child {
         let mut cmd = command(&[&["submit"][..], args].concat());
-        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", SECRET);
+        cmd.args(["--driver-url", &self.url]).env("FLINT_SECRET", &self.secret);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
     }
 }
@@ -200,8 +215,9 @@ fn two_applications_share_three_workers_within_their_cores_max_and_both_answers_
     let a =
         cluster.app("app-a", &[&one_core[..], &["flint.executor.instances=2", "flint.cores.max=2"]].concat());
     // Asks for more than its bound lets it have: 3 run, the fourth waits, saying why.
-    let b =
-        cluster.app("app-b", &[&one_core[..], &["flint.executor.instances=4", "flint.cores.max=3"]].concat());
+    // It keeps a secret of its own for its executors, which the workers hand them.
+    let b_conf = [&one_core[..], &["flint.executor.instances=4", "flint.cores.max=3"]].concat();
+    let b = cluster.app_with_secret("app-b", &b_conf, "app-b-own-secret-0123456789");
     a.wait_live(2);
     b.wait_live(3);
 
@@ -222,7 +238,8 @@ fn two_applications_share_three_workers_within_their_cores_max_and_both_answers_
         assert_eq!(view["cores_used"], max, "{view}");
         assert_eq!(view["executors"].as_array().unwrap().len(), running, "{view}");
         assert!(view["driver_url"].as_str().unwrap().starts_with("flint://"), "{view}");
-        assert!(!view.to_string().contains(SECRET), "no secret in the API");
+        let shown = view.to_string();
+        assert!(!shown.contains(SECRET) && !shown.contains(&b.secret), "no secret in the API");
     }
     let waiting = cluster.application("app-b")["waiting"].clone();
     assert_eq!(waiting.as_array().unwrap().len(), 1, "{waiting}");
@@ -241,7 +258,7 @@ fn two_applications_share_three_workers_within_their_cores_max_and_both_answers_
     for (id, worker) in &cluster.workers {
         for pid in children_of(worker.pid()) {
             let argv = lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap());
-            assert!(!argv.contains(SECRET), "the secret in argv: {argv}");
+            assert!(!argv.contains(SECRET) && !argv.contains(&b.secret), "a secret in argv: {argv}");
             assert!(argv.contains(&cluster.work_dir(id).to_string_lossy().into_owned()), "{argv}");
         }
     }

@@ -1817,6 +1817,14 @@ fn word_count_over_an_s3_prefix_reads_with_the_providers_credentials() {
     ]));
     assert_eq!(run["result"], expected["result"]);
 
+    // Globs over keys: `*` within a folder, `**` across them.
+    for glob in ["s3://data/corpus/part-*", "s3://data/**/part-[0-9]"] {
+        let report = ok_json(&cluster.submit(&["examples/word-count", "--input", glob, "--json"]));
+        assert_eq!(report["result"], expected["result"], "{glob}");
+    }
+    let top = ok_json(&cluster.submit(&["examples/word-count", "--input", "s3://data/*.txt", "--json"]));
+    assert_eq!(top["result"]["total_words"], 5, "only elsewhere.txt, not the corpus under its folder: {top}");
+
     // A key that names nothing, under no prefix either, is refused before any task.
     let out = cluster.submit(&["examples/word-count", "--input", "s3://data/missing", "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
@@ -3208,4 +3216,35 @@ fn map_reduce_over_three_executors_reads_every_holder_and_equals_word_count() {
     for e in status["executors"].as_array().unwrap() {
         assert!(e["tasks_done"].as_u64().unwrap() > 0, "{status}");
     }
+}
+
+#[test]
+fn folders_and_globs_are_inputs_on_the_driver_and_from_the_client() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let logs = cluster.dir.path().join("inputs/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    corpus(&logs.join("a.txt"), 400_000);
+    corpus_of(&logs.join("b.txt"), 200_000, 50);
+    std::fs::write(logs.join("_SUCCESS"), "marker\n").unwrap();
+    let at = |p: &str| logs.join(p).to_string_lossy().into_owned();
+    let expected = ok_json(&flint(&[
+        "run",
+        "examples/word-count",
+        "--input",
+        &at("a.txt"),
+        "--input",
+        &at("b.txt"),
+        "--json",
+    ]))["result"]
+        .clone();
+    for input in [format!("flint://{}", at("")), format!("flint://{}", at("*.txt")), at(""), at("[ab].txt")] {
+        let report = ok_json(&cluster.submit(&["examples/word-count", "--input", &input, "--json"]));
+        assert_eq!(report["result"], expected, "{input}");
+    }
+    // Outside the driver's roots, a glob is refused before it is listed.
+    let out = cluster.submit(&["examples/word-count", "--input", "flint:///etc/*", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("flint.input.roots"), "{}", lossy(&out.stderr));
 }

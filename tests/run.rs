@@ -800,3 +800,39 @@ fn json_log_lines_hold_each_field_once_and_a_normal_run_warns_of_nothing() {
     let value: Value = serde_json::from_str(submitted).unwrap();
     assert_eq!(value["span"]["job_name"], "noop", "{submitted}");
 }
+
+#[test]
+fn a_folder_or_a_glob_as_input_counts_its_visible_files_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(logs.join("2026")).unwrap();
+    common::corpus(&logs.join("a.txt"), 300_000);
+    std::fs::write(logs.join("b.txt"), "alpha beta\ngamma alpha\n").unwrap();
+    std::fs::write(logs.join("2026/c.txt"), "delta alpha\n").unwrap();
+    // Hidden from listings, as Hadoop hides a job's markers and checksums.
+    std::fs::write(logs.join("_SUCCESS"), "marker marker marker\n").unwrap();
+    std::fs::write(logs.join(".b.txt.crc"), "crc crc\n").unwrap();
+    let count = |inputs: &[String]| {
+        let mut args = vec!["run".to_owned(), "examples/word-count".into(), "--json".into()];
+        for input in inputs {
+            args.extend(["--input".to_owned(), input.clone()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = flint(&args);
+        assert!(out.status.success(), "{inputs:?}: {}", lossy(&out.stderr));
+        json(&out)["result"].clone()
+    };
+    let at = |p: &str| logs.join(p).to_string_lossy().into_owned();
+    let two = count(&[at("a.txt"), at("b.txt")]);
+    assert_eq!(count(&[at("")]), two, "a folder: its files, not its subfolders nor hidden names");
+    assert_eq!(count(&[at("*.txt")]), two, "a glob");
+    assert_eq!(
+        count(&[at("**/*.txt")]),
+        count(&[at("a.txt"), at("b.txt"), at("2026/c.txt")]),
+        "** reaches into folders"
+    );
+
+    let out = flint(&["run", "examples/word-count", "--input", &at("*.csv"), "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("matches no file"), "{}", lossy(&out.stderr));
+}

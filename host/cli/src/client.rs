@@ -147,7 +147,17 @@ pub fn submit(args: SubmitArgs) -> u8 {
         Some(Err(e)) => return fail(exit::INVALID_JOB, e),
     }
     bundle.manifest.collect |= args.collect;
-    let inputs: Vec<Input> = args.inputs.iter().map(|i| Input::parse(i)).collect();
+    // Files of this machine's, a folder's or a glob's, go with the job, one by one.
+    let mut inputs = Vec::new();
+    for text in &args.inputs {
+        match Input::parse(text) {
+            Input::File(path) => match flint_data::local_files(&path.to_string_lossy()) {
+                Ok(files) => inputs.extend(files.into_iter().map(Input::File)),
+                Err(e) => return fail(exit::INVALID_JOB, format!("--input {text}: {e}")),
+            },
+            url => inputs.push(url),
+        }
+    }
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
         let client = match Client::connect_as(&url, &secret, identity.as_ref()).await {

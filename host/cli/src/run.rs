@@ -120,7 +120,9 @@ pub fn run(args: RunArgs) -> u8 {
             .inputs
             .iter()
             .filter_map(|url| match flint_data::InputUrl::parse(url, true) {
-                Ok(flint_data::InputUrl::Local(path) | flint_data::InputUrl::Driver(path)) => Some(path),
+                Ok(flint_data::InputUrl::Local(path) | flint_data::InputUrl::Driver(path)) => {
+                    Some(if flint_data::is_glob(&path) { flint_data::glob_base(&path) } else { path.into() })
+                }
                 _ => None,
             })
             .filter_map(|p| std::fs::canonicalize(p).ok())

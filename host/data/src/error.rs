@@ -20,6 +20,8 @@ pub enum InputError {
     TooManyObjects { url: String, max: usize },
     #[error("no such object, and no objects under it as a prefix")]
     NotFound,
+    #[error("{url} is not a usable glob: {reason}")]
+    Glob { url: String, reason: String },
     #[error("{0} is not an object")]
     NotAnObject(String),
     #[error("{0} is not a URL naming a file")]

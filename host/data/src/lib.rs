@@ -12,7 +12,7 @@ pub mod outputs;
 pub mod token;
 
 pub use error::InputError;
-pub use inputs::{InputUrl, UrlError};
+pub use inputs::{InputUrl, MAX_FILES, UrlError, glob_base, is_glob, local_files};
 pub use lines::SplitLines;
 pub use objects::{ObjectReader, S3_SERVICE};
 pub use outputs::{ObjectOutput, OutputError, PartUpload};

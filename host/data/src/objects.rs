@@ -51,7 +51,23 @@ impl ObjectReader {
         match url {
             InputUrl::S3 { bucket, key } => {
                 let store = self.s3(bucket, tokens)?;
-                if !key.is_empty() && !key.ends_with('/') {
+                // A glob lists the folder its wildcards start in and keeps the keys that
+                // match (`*` within a folder, `**` across them).
+                let pattern = match crate::inputs::is_glob(key) {
+                    false => None,
+                    true => Some(
+                        glob::Pattern::new(key)
+                            .map_err(|e| InputError::Glob { url: url.to_string(), reason: e.to_string() })?,
+                    ),
+                };
+                let key = match &pattern {
+                    Some(_) => key[..key.find(['*', '?', '[']).unwrap_or(key.len())]
+                        .rsplit_once('/')
+                        .map_or(String::new(), |(folder, _)| format!("{folder}/")),
+                    None => key.clone(),
+                };
+                let key = &key;
+                if pattern.is_none() && !key.is_empty() && !key.ends_with('/') {
                     match store.head(&Path::from(key.as_str())).await {
                         Ok(meta) => {
                             return Ok(vec![(
@@ -72,6 +88,11 @@ impl ObjectReader {
                         return Err(InputError::TooManyObjects { url: url.to_string(), max: MAX_OBJECTS });
                     }
                     let key = meta.location.to_string();
+                    let options =
+                        glob::MatchOptions { require_literal_separator: true, ..Default::default() };
+                    if pattern.as_ref().is_some_and(|p| !p.matches_with(&key, options)) {
+                        continue;
+                    }
                     found.push((Source::S3 { bucket: bucket.clone(), key }, meta.size));
                 }
                 if found.is_empty() {

@@ -61,28 +61,52 @@ pub(super) async fn plan(
                 continue;
             }
         };
-        let real = tokio::fs::canonicalize(path).await.map_err(|e| input_error(text, e.to_string()))?;
-        if !allowed.iter().any(|root| real.starts_with(root)) {
-            let roots = &settings.input_roots;
-            let set = if roots.is_empty() { "none are set".to_owned() } else { roots.join(", ") };
-            return Err(input_error(
-                text,
-                format!(
-                    "outside {INPUT_ROOTS} ({set}); the driver's operator allows directories with --conf {INPUT_ROOTS}=/dir,…"
-                ),
-            ));
+        // A folder or a glob is checked against the roots before it is listed, then
+        // every file it names after its links are resolved.
+        let base = if flint_data::is_glob(path) { flint_data::glob_base(path) } else { path.into() };
+        let base = tokio::fs::canonicalize(&base).await.map_err(|e| input_error(text, e.to_string()))?;
+        let outside = |real: &std::path::Path| !allowed.iter().any(|root| real.starts_with(root));
+        if outside(&base) {
+            return Err(outside_roots(text, settings));
         }
-        let meta = tokio::fs::metadata(&real).await.map_err(|e| input_error(text, e.to_string()))?;
-        if !meta.is_file() {
-            return Err(input_error(text, "not a regular file".into()));
+        let named = path.clone();
+        let files = tokio::task::spawn_blocking(move || flint_data::local_files(&named))
+            .await
+            .map_err(|e| input_error(text, e.to_string()))?
+            .map_err(|e| input_error(text, e))?;
+        for file in files {
+            let real = tokio::fs::canonicalize(&file).await.map_err(|e| input_error(text, e.to_string()))?;
+            if outside(&real) {
+                return Err(outside_roots(&file.to_string_lossy(), settings));
+            }
+            let meta = tokio::fs::metadata(&real).await.map_err(|e| input_error(text, e.to_string()))?;
+            if !meta.is_file() {
+                return Err(input_error(text, "not a regular file, a folder or a glob".into()));
+            }
+            let real = real.to_string_lossy().into_owned();
+            let source =
+                if matches!(url, InputUrl::Driver(_)) { Source::Driver(real) } else { Source::File(real) };
+            inputs.push((source, meta.len()));
+            if inputs.len() > flint_data::MAX_FILES {
+                let reason = format!("the job's inputs name more than {} files", flint_data::MAX_FILES);
+                return Err(input_error(text, reason));
+            }
         }
-        let real = real.to_string_lossy().into_owned();
-        let source =
-            if matches!(url, InputUrl::Driver(_)) { Source::Driver(real) } else { Source::File(real) };
-        inputs.push((source, meta.len()));
     }
     let total: u64 = inputs.iter().map(|(_, n)| n).sum();
     let target = partitions
         .unwrap_or_else(|| slots.max(total.div_ceil(DEFAULT_SPLIT).min(u64::from(MAX_TASKS)) as u32));
     Ok(JobPlan::file_splits(&inputs, target))
+}
+
+/// A file outside the driver's input roots, and how its operator allows it.
+fn outside_roots(text: &str, settings: &flint_proto::Settings) -> SubmitError {
+    let roots = &settings.input_roots;
+    let set = if roots.is_empty() { "none are set".to_owned() } else { roots.join(", ") };
+    SubmitError::Input {
+        path: text.to_owned(),
+        reason: format!(
+            "outside {INPUT_ROOTS} ({set}); the driver's operator allows directories with --conf {INPUT_ROOTS}=/dir,…"
+        ),
+    }
 }

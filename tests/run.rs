@@ -836,3 +836,48 @@ fn a_folder_or_a_glob_as_input_counts_its_visible_files_exactly() {
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
     assert!(lossy(&out.stderr).contains("matches no file"), "{}", lossy(&out.stderr));
 }
+
+#[test]
+fn gzip_and_zstd_inputs_are_read_decompressed_one_split_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("words.txt");
+    common::corpus(&plain, 3 << 20);
+    let text = std::fs::read(&plain).unwrap();
+    let gz = dir.path().join("words.txt.gz");
+    let status = std::process::Command::new("gzip").args(["-k", "-f"]).arg(&plain).status().unwrap();
+    assert!(status.success() && gz.exists());
+    let zst = dir.path().join("words.zst");
+    std::fs::write(&zst, zstd::encode_all(&text[..], 3).unwrap()).unwrap();
+    let count = |input: &std::path::Path| {
+        let out = flint(&[
+            "run",
+            "examples/word-count",
+            "--input",
+            input.to_str().unwrap(),
+            "--partitions",
+            "8",
+            "--json",
+        ]);
+        assert!(out.status.success(), "{}", lossy(&out.stderr));
+        json(&out)
+    };
+    let expected = count(&plain);
+    assert!(expected["tasks"].as_u64().unwrap() > 1, "the plain file is split");
+    for input in [&gz, &zst] {
+        let report = count(input);
+        assert_eq!(report["result"], expected["result"], "{}", input.display());
+        assert_eq!(report["tasks"], 1, "a compressed input is one split: {report}");
+    }
+    // Bytes that do not decompress fail the task once, as input no retry can mend.
+    let fake = dir.path().join("fake.gz");
+    std::fs::write(&fake, "not gzip at all\n").unwrap();
+    let out = flint(&["run", "examples/word-count", "--input", fake.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr));
+    let report = json(&out);
+    assert_eq!(report["failure"]["reason"]["kind"], "input", "{report}");
+    assert_eq!(report["attempts"], 1, "{report}");
+    assert!(
+        report["failure"]["reason"]["message"].as_str().unwrap().contains("cannot decompress"),
+        "{report}"
+    );
+}

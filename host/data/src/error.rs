@@ -38,6 +38,9 @@ pub enum InputError {
     NotS3Credentials { service: &'static str },
     #[error("a line runs over {max} bytes (the split ends at {end})")]
     LineTooLong { end: u64, max: u64 },
+    /// Compressed bytes that do not decompress: reading them again cannot mend it.
+    #[error("cannot decompress: {0}")]
+    Corrupt(String),
     #[error("the task's deadline passed while reading")]
     Deadline,
     /// A file on this machine (its path is said by the [`InputError::Reading`] around it).
@@ -63,7 +66,10 @@ impl InputError {
     /// Whether reading again may succeed: not for what the input itself holds.
     pub fn retryable(&self) -> bool {
         match self {
-            InputError::LineTooLong { .. } | InputError::Changed { .. } | InputError::Unsupported(_) => false,
+            InputError::LineTooLong { .. }
+            | InputError::Changed { .. }
+            | InputError::Unsupported(_)
+            | InputError::Corrupt(_) => false,
             InputError::Reading { error, .. } => error.retryable(),
             _ => true,
         }

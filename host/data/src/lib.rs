@@ -9,6 +9,7 @@ pub mod inputs;
 pub mod lines;
 pub mod objects;
 pub mod outputs;
+pub mod stream;
 pub mod token;
 
 pub use error::InputError;
@@ -16,4 +17,5 @@ pub use inputs::{InputUrl, MAX_FILES, UrlError, glob_base, is_glob, local_files}
 pub use lines::SplitLines;
 pub use objects::{ObjectReader, S3_SERVICE};
 pub use outputs::{ObjectOutput, OutputError, PartUpload};
+pub use stream::StreamLines;
 pub use token::{Claims, DataKey};

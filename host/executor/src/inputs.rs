@@ -5,7 +5,7 @@
 //! guest sees only the bytes.
 
 use crate::source::DriverSource;
-use flint_data::{InputError, ObjectReader, SplitLines};
+use flint_data::{InputError, ObjectReader, SplitLines, StreamLines};
 use flint_proto::{FLINT_SERVICE, JobDescriptor, Settings, Source, TaskFailure, Token};
 use flint_runtime::LineSource;
 use std::fs::File;
@@ -101,8 +101,16 @@ impl InputReader {
                 })
             }
         };
+        // A compressed input is planned as one split, read whole and decompressed.
+        let lines: Lines = match flint_proto::Compression::of(source) {
+            Some(compression) if start == 0 && end >= size => {
+                let stream = StreamLines::new(compression, read_at, size).map_err(|e| e.reading(source))?;
+                Lines::Stream(stream)
+            }
+            _ => Lines::Split(SplitLines::new(read_at, start, end, size)),
+        };
         Ok(Box::new(Split {
-            lines: SplitLines::new(read_at, start, end, size),
+            lines,
             source: source.to_string(),
             deadline,
             deadline_ms: job.deadline.as_millis() as u64,
@@ -144,9 +152,15 @@ impl InputReader {
     }
 }
 
+/// A split's lines: a range of a plain input, or a whole compressed one.
+enum Lines {
+    Split(SplitLines<ReadAt>),
+    Stream(StreamLines),
+}
+
 /// A split being read for its task.
 struct Split {
-    lines: SplitLines<ReadAt>,
+    lines: Lines,
     source: String,
     deadline: Instant,
     deadline_ms: u64,
@@ -154,7 +168,11 @@ struct Split {
 
 impl LineSource for Split {
     fn next(&mut self, max: usize) -> Result<Vec<u8>, TaskFailure> {
-        self.lines.next_batch(max).map_err(|error| match Instant::now() >= self.deadline {
+        let batch = match &mut self.lines {
+            Lines::Split(lines) => lines.next_batch(max),
+            Lines::Stream(lines) => lines.next_batch(max),
+        };
+        batch.map_err(|error| match Instant::now() >= self.deadline {
             // Reading took the rest of the deadline: that is what the task ran into.
             true => {
                 TaskFailure::Deadline { deadline_ms: self.deadline_ms, key: "flint.task.deadline".into() }

@@ -216,6 +216,33 @@ impl std::fmt::Display for Source {
     }
 }
 
+/// How an input's bytes are compressed, told by its name's extension, as Hadoop's
+/// codecs are: such an input is one split (a compressed stream cannot be entered in its
+/// middle), its host decompresses it as the task reads its lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// `.gz`: gzip (members one after another read as one stream, as `gzip -c a b` makes).
+    Gzip,
+    /// `.zst`, `.zstd`: Zstandard.
+    Zstd,
+}
+
+impl Compression {
+    pub fn of(source: &Source) -> Option<Compression> {
+        let name = match source {
+            Source::File(p) | Source::Driver(p) => p.as_str(),
+            Source::S3 { key, .. } => key.as_str(),
+            Source::Http(url) => url.split(['?', '#']).next().unwrap_or(url),
+        };
+        let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+        match extension.as_deref() {
+            Some("gz") => Some(Compression::Gzip),
+            Some("zst" | "zstd") => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
+
 /// A job split into partitions, one task each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobPlan {
@@ -246,6 +273,15 @@ impl JobPlan {
         let split = total.div_ceil(u64::from(target.max(1))).max(1);
         let mut partitions = Vec::new();
         for (source, size) in files.iter().filter(|(_, size)| *size > 0) {
+            if Compression::of(source).is_some() {
+                partitions.push(PartitionSpec::Split {
+                    source: source.clone(),
+                    start: 0,
+                    end: *size,
+                    size: *size,
+                });
+                continue;
+            }
             let mut start = 0;
             while start < *size {
                 let end = (start + split).min(*size);
@@ -277,6 +313,19 @@ mod tests {
                 other => panic!("not a split: {other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_compressed_input_is_one_split_whatever_the_target() {
+        let gz = Source::S3 { bucket: "b".into(), key: "logs/day.GZ".into() };
+        let files =
+            [(Source::File("a.txt".into()), 100), (gz, 1000), (Source::Driver("/d/x.zst".into()), 10)];
+        let plan = JobPlan::file_splits(&files, 50);
+        let whole: Vec<_> = ranges(&plan).into_iter().filter(|(name, ..)| !name.ends_with(".txt")).collect();
+        assert_eq!(whole, [("s3://b/logs/day.GZ".into(), 0, 1000), ("flint:///d/x.zst".into(), 0, 10)]);
+        assert!(ranges(&plan).iter().filter(|(name, ..)| name.ends_with(".txt")).count() > 1);
+        assert_eq!(Compression::of(&Source::Http("https://h/a.zstd?x=1".into())), Some(Compression::Zstd));
+        assert_eq!(Compression::of(&Source::File("a.gzip.txt".into())), None);
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub use config::{
 pub use failure::TaskFailure;
 pub use ids::{AppId, ExecutorId, Incarnation, JobId, WorkerId};
 pub use job::{
-    JobPlan, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source, World,
+    Compression, JobPlan, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source,
+    World,
 };
 pub use report::{
     AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,

@@ -307,7 +307,8 @@ fn rejected_executors_get_no_config_and_exit_with_their_reason() {
     assert!(!cluster.driver.log_text().contains(SECRET), "the secret never appears in the driver's log");
 
     // Clients refused the same way exit with the same codes, not as if the driver were
-    // not there; a file to send that is not one is a job that cannot start.
+    // not there; a file to send that is not one (nor a folder or glob naming any) is a
+    // job that cannot start.
     for args in [&["status"][..], &["submit", "examples/noop"], &["cancel", "1"]] {
         let out =
             command(args).args(["--driver-url", &cluster.url]).env("FLINT_SECRET", "not-the-secret").output();
@@ -315,8 +316,11 @@ fn rejected_executors_get_no_config_and_exit_with_their_reason() {
         assert_eq!(out.status.code(), Some(11), "{args:?}: {}", lossy(&out.stderr));
         assert!(lossy(&out.stderr).contains("not authenticated"), "{args:?}: {}", lossy(&out.stderr));
     }
-    let folder = cluster.dir.path().to_str().unwrap().to_owned();
-    for input in ["/no/such/file.txt", folder.as_str()] {
+    let empty = cluster.dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let empty = empty.to_str().unwrap().to_owned();
+    let glob = format!("{}/*.none", cluster.dir.path().display());
+    for input in ["/no/such/file.txt", empty.as_str(), glob.as_str()] {
         let out = cluster.submit(&["examples/word-count", "--input", input]);
         assert_eq!(out.status.code(), Some(3), "{input}: {}", lossy(&out.stderr));
     }

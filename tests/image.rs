@@ -98,3 +98,118 @@ fn the_image_holds_an_executor_that_registers_and_runs_a_job() {
     assert!(out.status.success(), "{}\n{}", lossy(&out.stderr), executor.log_text());
     assert_eq!(json(&out)["result"], 16);
 }
+
+/// An HTTPS server on loopback answering HEAD and ranged GETs of `body`, with a
+/// certificate `ca` signed: its port, and the process.
+const HTTPS_RANGES: &str = r#"
+import http.server, ssl, sys
+body = open(sys.argv[1], "rb").read()
+class Ranges(http.server.BaseHTTPRequestHandler):
+    def head(self, status, length, extra=()):
+        self.send_response(status)
+        self.send_header("Content-Length", str(length))
+        self.send_header("Accept-Ranges", "bytes")
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+    def do_HEAD(self):
+        self.head(200, len(body))
+    def do_GET(self):
+        asked = self.headers.get("Range")
+        if not asked:
+            self.head(200, len(body)); self.wfile.write(body); return
+        a, b = asked[len("bytes="):].split("-")
+        a, b = int(a), min(int(b) if b else len(body) - 1, len(body) - 1)
+        self.head(206, b - a + 1, [("Content-Range", f"bytes {a}-{b}/{len(body)}")])
+        self.wfile.write(body[a:b + 1])
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ranges)
+tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+tls.load_cert_chain(sys.argv[2], sys.argv[3])
+server.socket = tls.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+/// The image verifies TLS against the CA bundle it carries: an executor chrooted into
+/// it reads an `https://` input from a server whose CA was added to that bundle, as an
+/// operator adds a company's CA.
+#[test]
+fn the_image_verifies_https_inputs_against_its_own_ca_bundle() {
+    let dir = tempfile::tempdir().unwrap();
+    let context = dir.path().join("context");
+    run(Command::new("bash").arg(root().join("host/cli/image/stage.sh")).arg(bin()).arg(&context));
+    let rootfs = context.join("rootfs");
+    let bundle = rootfs.join("etc/ssl/certs/ca-certificates.crt");
+    let shipped = std::fs::read_to_string(&bundle).expect("the image carries a CA bundle");
+    assert!(shipped.matches("BEGIN CERTIFICATE").count() > 50, "the public CAs are in it");
+
+    // A CA of the test's own, added to the image's bundle, and a server it signed.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages =
+        vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    let ca_pem = ca_params.self_signed(&ca_key).unwrap().pem();
+    let ca = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    let (cert_file, key_file) = (dir.path().join("server.pem"), dir.path().join("server.key"));
+    std::fs::write(&cert_file, params.signed_by(&key, &ca).unwrap().pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    std::fs::write(&bundle, format!("{shipped}\n{ca_pem}")).unwrap();
+    // The driver runs on the host, which trusts the test's CA through SSL_CERT_FILE.
+    let host_bundle = dir.path().join("host-bundle.pem");
+    std::fs::write(&host_bundle, format!("{shipped}\n{ca_pem}")).unwrap();
+
+    let corpus = dir.path().join("corpus.txt");
+    common::corpus(&corpus, 1 << 20);
+    let server = Command::new("python3")
+        .args(["-c", HTTPS_RANGES])
+        .args([&corpus, &cert_file, &key_file])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed when the test ends, however it ends.
+    let mut server = Proc { child: server, log: dir.path().join("server.log") };
+    let mut port = String::new();
+    let said = server.child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(said), &mut port).unwrap();
+    // By address: the image holds no /etc/hosts to name loopback by.
+    let input = format!("https://127.0.0.1:{}/corpus.txt", port.trim());
+
+    let url_file = dir.path().join("url");
+    let mut driver_cmd = command(&["driver", "--url-file", url_file.to_str().unwrap(), "--ui-port", "0"]);
+    driver_cmd.env("FLINT_SECRET", SECRET).env("SSL_CERT_FILE", &host_bundle);
+    let driver = Proc::spawn(driver_cmd, dir.path().join("driver.log"));
+    let url = eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
+    let mut executor_cmd = Command::new("chroot");
+    executor_cmd
+        .arg(&rootfs)
+        .args([
+            "/usr/local/bin/flint",
+            "executor",
+            "--driver-url",
+            &url,
+            "--work-dir",
+            "/tmp",
+            "--cores",
+            "2",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("FLINT_SECRET", SECRET);
+    let executor = Proc::spawn(executor_cmd, dir.path().join("executor.log"));
+    let registered =
+        eventually(Duration::from_secs(20), || executor.log_text().contains("registered").then_some(()));
+    assert!(registered.is_some(), "{}\n{}", executor.log_text(), driver.log_text());
+
+    let mut submit = command(&["submit", "--driver-url", &url, "examples/word-count", "--input", &input]);
+    let out = submit.args(["--partitions", "3", "--json"]).env("FLINT_SECRET", SECRET).output().unwrap();
+    drop(server);
+    assert!(out.status.success(), "{}\n{}", lossy(&out.stderr), executor.log_text());
+    let mut local = command(&["run", "examples/word-count", "--input", corpus.to_str().unwrap(), "--json"]);
+    let expected = json(&local.output().unwrap())["result"].clone();
+    assert_eq!(json(&out)["result"], expected, "read over TLS from inside the image");
+}

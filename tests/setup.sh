@@ -40,6 +40,7 @@ fi
 packages=()
 command -v podman >/dev/null 2>&1 || packages+=(podman)
 command -v objcopy >/dev/null 2>&1 || packages+=(binutils)
+[ -s /etc/ssl/certs/ca-certificates.crt ] || packages+=(ca-certificates)
 command -v chromium >/dev/null 2>&1 || packages+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || packages+=(chromium-driver)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || packages+=(python3-venv)

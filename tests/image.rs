@@ -29,6 +29,41 @@ impl Drop for Cleanup {
     }
 }
 
+/// A driver on the host (with `env`) and an executor chrooted into the image's `rootfs`,
+/// registered: the driver, its URL and the executor.
+fn driver_and_chrooted_executor(
+    dir: &std::path::Path,
+    rootfs: &std::path::Path,
+    env: &[(&str, &std::path::Path)],
+) -> (Proc, String, Proc) {
+    let url_file = dir.join("url");
+    let mut driver_cmd = command(&["driver", "--url-file", url_file.to_str().unwrap(), "--ui-port", "0"]);
+    driver_cmd.env("FLINT_SECRET", SECRET).envs(env.iter().copied());
+    let driver = Proc::spawn(driver_cmd, dir.join("driver.log"));
+    let url = eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
+    let mut executor_cmd = Command::new("chroot");
+    executor_cmd
+        .arg(rootfs)
+        .args([
+            "/usr/local/bin/flint",
+            "executor",
+            "--driver-url",
+            &url,
+            "--work-dir",
+            "/tmp",
+            "--cores",
+            "2",
+        ])
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("FLINT_SECRET", SECRET);
+    let executor = Proc::spawn(executor_cmd, dir.join("executor.log"));
+    let registered =
+        eventually(Duration::from_secs(20), || executor.log_text().contains("registered").then_some(()));
+    assert!(registered.is_some(), "{}\n{}", executor.log_text(), driver.log_text());
+    (driver, url, executor)
+}
+
 #[test]
 fn the_image_holds_an_executor_that_registers_and_runs_a_job() {
     // .ci/run installs podman; without it this fails, it does not skip.
@@ -67,31 +102,7 @@ fn the_image_holds_an_executor_that_registers_and_runs_a_job() {
     assert_eq!(config, "65532:65532");
 
     // A driver on the host; an executor from the image, chrooted into it.
-    let url_file = dir.path().join("url");
-    let mut driver_cmd = command(&["driver", "--url-file", url_file.to_str().unwrap()]);
-    driver_cmd.env("FLINT_SECRET", SECRET);
-    let driver = Proc::spawn(driver_cmd, dir.path().join("driver.log"));
-    let url = eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
-    let mut executor_cmd = Command::new("chroot");
-    executor_cmd
-        .arg(&rootfs)
-        .args([
-            "/usr/local/bin/flint",
-            "executor",
-            "--driver-url",
-            &url,
-            "--work-dir",
-            "/tmp",
-            "--cores",
-            "2",
-        ])
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("FLINT_SECRET", SECRET);
-    let executor = Proc::spawn(executor_cmd, dir.path().join("executor.log"));
-    let registered =
-        eventually(Duration::from_secs(20), || executor.log_text().contains("registered").then_some(()));
-    assert!(registered.is_some(), "{}\n{}", executor.log_text(), driver.log_text());
+    let (_driver, url, executor) = driver_and_chrooted_executor(dir.path(), &rootfs, &[]);
     let mut submit =
         command(&["submit", "--driver-url", &url, &wasm("noop"), "--partitions", "16", "--json"]);
     let out = submit.env("FLINT_SECRET", SECRET).output().unwrap();
@@ -179,31 +190,8 @@ fn the_image_verifies_https_inputs_against_its_own_ca_bundle() {
     // By address: the image holds no /etc/hosts to name loopback by.
     let input = format!("https://127.0.0.1:{}/corpus.txt", port.trim());
 
-    let url_file = dir.path().join("url");
-    let mut driver_cmd = command(&["driver", "--url-file", url_file.to_str().unwrap(), "--ui-port", "0"]);
-    driver_cmd.env("FLINT_SECRET", SECRET).env("SSL_CERT_FILE", &host_bundle);
-    let driver = Proc::spawn(driver_cmd, dir.path().join("driver.log"));
-    let url = eventually(Duration::from_secs(20), || read_url(&url_file)).expect("the driver prints its URL");
-    let mut executor_cmd = Command::new("chroot");
-    executor_cmd
-        .arg(&rootfs)
-        .args([
-            "/usr/local/bin/flint",
-            "executor",
-            "--driver-url",
-            &url,
-            "--work-dir",
-            "/tmp",
-            "--cores",
-            "2",
-        ])
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("FLINT_SECRET", SECRET);
-    let executor = Proc::spawn(executor_cmd, dir.path().join("executor.log"));
-    let registered =
-        eventually(Duration::from_secs(20), || executor.log_text().contains("registered").then_some(()));
-    assert!(registered.is_some(), "{}\n{}", executor.log_text(), driver.log_text());
+    let host_trust = [("SSL_CERT_FILE", host_bundle.as_path())];
+    let (_driver, url, executor) = driver_and_chrooted_executor(dir.path(), &rootfs, &host_trust);
 
     let mut submit = command(&["submit", "--driver-url", &url, "examples/word-count", "--input", &input]);
     let out = submit.args(["--partitions", "3", "--json"]).env("FLINT_SECRET", SECRET).output().unwrap();

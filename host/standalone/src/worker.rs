@@ -65,7 +65,7 @@ struct Worker {
 }
 
 /// Serves the master until a refusal it cannot mend or `shutdown`; executors it started
-/// are killed when it returns.
+/// are asked to leave when it returns, and killed if they have not within 6 s.
 pub async fn run_worker(
     options: WorkerOptions,
     shutdown: impl std::future::Future<Output = ()>,

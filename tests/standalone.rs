@@ -485,6 +485,16 @@ fn peers_the_master_must_not_serve_are_turned_away_saying_why_and_harm_no_one() 
     let running = vec![RunningExecutor { app: "../x".into(), executor: "e".into(), cores: 1, memory: 1 }];
     let smuggled = scripted::<_, ToWorker>(&cluster.url, Role::Worker, SECRET, &register("fine", running));
     assert!(matches!(smuggled.1, Some(ToWorker::Refused { .. })), "{smuggled:?}");
+    // Sizes whose sums could overflow the master's bookkeeping are refused too.
+    let huge = WorkerMessage::Register {
+        id: "huge".into(),
+        host: "h".into(),
+        cores: u32::MAX,
+        memory: 1,
+        running: vec![],
+    };
+    let huge = scripted::<_, ToWorker>(&cluster.url, Role::Worker, SECRET, &huge);
+    assert!(matches!(huge.1, Some(ToWorker::Refused { .. })), "{huge:?}");
     let out = command(&["worker", "--master-url", &cluster.url, "--worker-id", "../w"])
         .env("FLINT_SECRET", SECRET)
         .output()

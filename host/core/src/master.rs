@@ -457,7 +457,7 @@ impl Master {
                 let entry = self.apps.get_mut(app).expect("listed");
                 let Some((executor, size, _)) = entry.waiting.front().cloned() else { continue };
                 if let Some(max) = entry.cores_max
-                    && entry.cores_used + size.cores > max
+                    && entry.cores_used.saturating_add(size.cores) > max
                 {
                     continue;
                 }
@@ -542,7 +542,7 @@ fn why_waiting(
 ) -> String {
     let needs = format!("needs {} cores and {}", size.cores, bytes(size.memory));
     if let Some(max) = cores_max
-        && cores_used + size.cores > max
+        && cores_used.saturating_add(size.cores) > max
     {
         return format!("{needs}; the application uses {cores_used} of its flint.cores.max ({max})");
     }

@@ -29,6 +29,9 @@ use tracing::Instrument;
 const PEER_QUEUE: usize = 4096;
 /// Events from every connection to the loop: readers wait when it is full.
 const EVENTS: usize = 1024;
+/// The most cores a worker may offer or an executor ask for (an executor's slots are
+/// bounded by the same number): sums of them never overflow.
+const MAX_CORES: u32 = 1 << 16;
 /// Workers and drivers connected at once.
 pub const MAX_CONNECTIONS: usize = master::MAX_WORKERS + master::MAX_APPS;
 
@@ -536,7 +539,14 @@ async fn serve_worker(
         .and_then(|()| {
             running.iter().try_for_each(|r| check_name(&r.app).and_then(|()| check_name(&r.executor)))
         })
-        .and_then(|()| if cores == 0 { Err("offers no cores".to_owned()) } else { Ok(()) });
+        .and_then(|()| match cores {
+            1..=MAX_CORES => Ok(()),
+            _ => Err(format!("offers {cores} cores, not 1 to {MAX_CORES}")),
+        })
+        .and_then(|()| match running.iter().find(|r| r.cores == 0 || r.cores > MAX_CORES) {
+            Some(r) => Err(format!("reports executor {} with {} cores", r.executor, r.cores)),
+            None => Ok(()),
+        });
     if let Err(reason) = checked {
         write_frame(&mut early, &refuse(reason.clone())).await?;
         linger(connection, early).await;
@@ -612,8 +622,9 @@ async fn serve_app(
     let read = async {
         while let Some(message) = read_frame::<AppMessage>(&mut recv).await? {
             let executor = match &message {
-                AppMessage::Request { executor, cores, .. } if *cores == 0 => {
-                    return Err(PeerError::Protocol(format!("executor {executor} asks for no cores")));
+                AppMessage::Request { executor, cores, .. } if *cores == 0 || *cores > MAX_CORES => {
+                    let why = format!("executor {executor} asks for {cores} cores, not 1 to {MAX_CORES}");
+                    return Err(PeerError::Protocol(why));
                 }
                 AppMessage::Request { executor, .. } | AppMessage::Release { executor } => executor,
                 AppMessage::Register { .. } => return Err(PeerError::Protocol("registered twice".into())),

@@ -15,7 +15,7 @@ pub mod token;
 pub use error::InputError;
 pub use inputs::{InputUrl, MAX_FILES, UrlError, glob_base, is_glob, local_files};
 pub use lines::SplitLines;
-pub use objects::{ObjectReader, S3_SERVICE};
+pub use objects::{ObjectReader, S3_SERVICE, WholeRead};
 pub use outputs::{ObjectOutput, OutputError, PartUpload};
 pub use stream::StreamLines;
 pub use token::{Claims, DataKey};

@@ -104,7 +104,18 @@ impl ObjectReader {
             InputUrl::Http(url) => {
                 let (store, path) = self.http(url)?;
                 let meta = store.head(&path).await.map_err(|e| describe(&e))?;
-                Ok(vec![(Source::Http(url.clone()), meta.size)])
+                if meta.size == 0 {
+                    return Ok(vec![(Source::Http(url.clone()), 0)]);
+                }
+                // A server that ignores byte ranges gives only whole reads: one task
+                // reads it, start to end.
+                match store.get_range(&path, 0..1).await {
+                    Ok(_) => Ok(vec![(Source::Http(url.clone()), meta.size)]),
+                    Err(object_store::Error::NotSupported { .. }) => {
+                        Ok(vec![(Source::HttpWhole(url.clone()), meta.size)])
+                    }
+                    Err(e) => Err(describe(&e)),
+                }
             }
             other => Err(InputError::NotAnObject(other.to_string())),
         }
@@ -128,6 +139,13 @@ impl ObjectReader {
             return Err(InputError::Changed { offset, len, got: bytes.len() as u64 });
         }
         Ok(bytes.to_vec())
+    }
+
+    /// A URL whose server answers only whole GETs, read from its start as the reader
+    /// asks for the next bytes.
+    pub fn whole(&self, url: &str) -> Result<WholeRead, InputError> {
+        let (store, path) = self.http(url)?;
+        Ok(WholeRead { store, path, body: None, held: bytes::Bytes::new(), at: 0 })
     }
 
     pub(crate) fn s3(&self, bucket: &str, tokens: &[Token]) -> Result<Arc<dyn ObjectStore>, InputError> {
@@ -227,5 +245,49 @@ pub(crate) fn describe(e: &object_store::Error) -> InputError {
     match e {
         object_store::Error::NotSupported { .. } => InputError::Unsupported(text),
         _ => InputError::Store(text),
+    }
+}
+
+/// One GET of a whole object, read in order: what a server without byte ranges gives.
+pub struct WholeRead {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    body: Option<futures::stream::BoxStream<'static, object_store::Result<bytes::Bytes>>>,
+    /// Bytes received and not yet read, starting at `at`.
+    held: bytes::Bytes,
+    at: u64,
+}
+
+impl WholeRead {
+    /// The `len` bytes at `offset`, which must be where the last read ended: the body
+    /// comes once, in order.
+    pub async fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, InputError> {
+        if offset != self.at {
+            return Err(InputError::Store(format!(
+                "a whole read was asked for bytes at {offset} after {}: it reads only in order",
+                self.at
+            )));
+        }
+        if self.body.is_none() {
+            let got = self.store.get(&self.path).await.map_err(|e| describe(&e))?;
+            self.body = Some(got.into_stream());
+        }
+        let body = self.body.as_mut().expect("the body was just asked for");
+        let mut out = Vec::with_capacity(len as usize);
+        while (out.len() as u64) < len {
+            if self.held.is_empty() {
+                match body.try_next().await.map_err(|e| describe(&e))? {
+                    Some(chunk) => self.held = chunk,
+                    None => {
+                        let got = out.len() as u64;
+                        return Err(InputError::Changed { offset, len, got });
+                    }
+                }
+            }
+            let take = (len as usize - out.len()).min(self.held.len());
+            out.extend_from_slice(&self.held.split_to(take));
+        }
+        self.at += len;
+        Ok(out)
     }
 }

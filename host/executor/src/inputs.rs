@@ -86,6 +86,17 @@ impl InputReader {
                     chunked(offset, len, |o, l| driver.read_input(token.as_ref(), job, &path, o, l, deadline))
                 })
             }
+            Source::HttpWhole(url) => {
+                let mut whole = self.objects.whole(url)?;
+                let handle = self.handle.clone();
+                Box::new(move |offset, len| {
+                    handle.block_on(async {
+                        tokio::time::timeout_at(deadline.into(), whole.read(offset, len))
+                            .await
+                            .unwrap_or(Err(InputError::Deadline))
+                    })
+                })
+            }
             Source::S3 { .. } | Source::Http(_) => {
                 let (objects, handle, tokens, source) =
                     (self.objects.clone(), self.handle.clone(), tokens.to_vec(), source.clone());

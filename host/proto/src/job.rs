@@ -182,7 +182,7 @@ impl PartitionSpec {
             }
             PartitionSpec::Value(v) => v.len(),
             PartitionSpec::Split { source, .. } => match source {
-                Source::File(s) | Source::Driver(s) | Source::Http(s) => s.len(),
+                Source::File(s) | Source::Driver(s) | Source::Http(s) | Source::HttpWhole(s) => s.len(),
                 Source::S3 { bucket, key } => bucket.len() + key.len(),
             },
         }
@@ -203,6 +203,18 @@ pub enum Source {
     S3 { bucket: String, key: String },
     /// An `https://` (or, where allowed, `http://`) URL.
     Http(String),
+    /// An `http(s)://` URL whose server answers only whole GETs, not byte ranges (as
+    /// `python3 -m http.server`): planning found it so, and it is one split, read from
+    /// start to end in one request.
+    HttpWhole(String),
+}
+
+impl Source {
+    /// Read whole by one task, never split: a compressed stream cannot be entered in
+    /// its middle, and a server without byte ranges gives only all of it.
+    pub fn whole_only(&self) -> bool {
+        matches!(self, Source::HttpWhole(_)) || Compression::of(self).is_some()
+    }
 }
 
 impl std::fmt::Display for Source {
@@ -211,7 +223,7 @@ impl std::fmt::Display for Source {
             Source::File(path) => f.write_str(path),
             Source::Driver(path) => write!(f, "flint://{path}"),
             Source::S3 { bucket, key } => write!(f, "s3://{bucket}/{key}"),
-            Source::Http(url) => f.write_str(url),
+            Source::Http(url) | Source::HttpWhole(url) => f.write_str(url),
         }
     }
 }
@@ -232,7 +244,7 @@ impl Compression {
         let name = match source {
             Source::File(p) | Source::Driver(p) => p.as_str(),
             Source::S3 { key, .. } => key.as_str(),
-            Source::Http(url) => url.split(['?', '#']).next().unwrap_or(url),
+            Source::Http(url) | Source::HttpWhole(url) => url.split(['?', '#']).next().unwrap_or(url),
         };
         let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
         match extension.as_deref() {
@@ -273,7 +285,7 @@ impl JobPlan {
         let split = total.div_ceil(u64::from(target.max(1))).max(1);
         let mut partitions = Vec::new();
         for (source, size) in files.iter().filter(|(_, size)| *size > 0) {
-            if Compression::of(source).is_some() {
+            if source.whole_only() {
                 partitions.push(PartitionSpec::Split {
                     source: source.clone(),
                     start: 0,

@@ -1057,6 +1057,7 @@ async fn simulated_executor(
                     state: TaskState::Succeeded(TaskOutput::Inline(output.clone())),
                     log: String::new(),
                     elapsed: Duration::from_micros(10),
+                    metrics: Default::default(),
                 })
                 .collect();
             if write_frame(&mut send, &ExecutorMessage::Status(reports)).await.is_err() {

@@ -1100,6 +1100,94 @@ fn flint_cancel_and_ctrl_c_end_a_running_job_as_cancelled_and_the_executors_run_
     assert_eq!(report["status"], "succeeded", "{report}");
 }
 
+/// The status server's cancel: the API takes the secret as a bearer token and nothing
+/// less; the job page's button works for a browser holding the UI's cookie, posting
+/// from the page itself; a form posted from another origin, or without the cookie,
+/// cancels nothing.
+#[test]
+fn the_cancel_api_and_the_job_pages_button_end_a_job_as_cancelled_and_no_other_site_can() {
+    let port = free_port();
+    let mut cluster = Cluster::start(&["--ui-port", &port.to_string()]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let running_job = |cluster: &Cluster| {
+        eventually(Duration::from_secs(20), || {
+            let status = cluster.status();
+            let job = status["jobs"].as_array()?.iter().find(|j| j["state"] == "running")?["job"].as_u64()?;
+            (cluster.live_executors()[0]["running"].as_u64().unwrap_or(0) > 0).then_some(job)
+        })
+        .expect("the job runs")
+    };
+    let state_of = |cluster: &Cluster, id: u64| {
+        let status = cluster.status();
+        status["jobs"].as_array().unwrap().iter().find(|j| j["job"] == id).map(|j| j["state"].clone())
+    };
+    let post = |path: &str, headers: &str, body: &str| {
+        let form = if body.is_empty() { "" } else { "Content-Type: application/x-www-form-urlencoded\r\n" };
+        let (code, _, answer) = common::http_request(port, "POST", path, &format!("{form}{headers}"), body);
+        (code, answer)
+    };
+
+    // The API: nothing without the secret, and the job runs on; with it, cancelled.
+    let job = start_slow_job(&cluster);
+    let id = running_job(&cluster);
+    let cancel = format!("/api/v1/jobs/{id}/cancel");
+    assert_eq!(post(&cancel, "", "").0, 401, "no credential");
+    assert_eq!(post(&cancel, "Authorization: Bearer wrong\r\n", "").0, 401, "a wrong one");
+    assert_eq!(state_of(&cluster, id), Some(Value::from("running")));
+    let started = std::time::Instant::now();
+    let (code, answer) = post(&cancel, &format!("Authorization: Bearer {SECRET}\r\n"), "");
+    assert_eq!((code, answer.contains("\"cancelled\"")), (200, true), "{answer}");
+    let out = job.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?} to end", started.elapsed());
+    assert_eq!(out.status.code(), Some(8), "{}", lossy(&out.stderr));
+    assert_eq!(json(&out)["status"], "cancelled");
+    let (code, answer) = post(&cancel, &format!("Authorization: Bearer {SECRET}\r\n"), "");
+    assert_eq!(code, 409, "it has ended: {answer}");
+    assert_eq!(post("/api/v1/jobs/999/cancel", &format!("Authorization: Bearer {SECRET}\r\n"), "").0, 404);
+
+    // The button: shown only to a browser that showed the credential.
+    let job = start_slow_job(&cluster);
+    let id = running_job(&cluster);
+    let page = format!("http://127.0.0.1:{port}/jobs/{id}");
+    let (_, without) = http_get(port, &format!("/jobs/{id}"), None);
+    assert!(!without.contains("id=cancel"), "no button without the credential:\n{without}");
+    let browser = browser::Browser::start();
+    browser.goto(&format!("{page}?token={SECRET}"));
+    assert!(browser.wait_for(Duration::from_secs(5), "return !!document.querySelector('#cancel button');"));
+    let html = browser.eval("return document.documentElement.outerHTML;").to_string();
+    assert!(!html.contains(SECRET), "the page does not carry the secret");
+    let csrf = browser
+        .eval("return document.querySelector('#cancel input[name=csrf]').value;")
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cookie = format!("Cookie: flint_ui={}\r\n", derived_ui_token());
+    // Another site's form: the cookie would not come (SameSite), but were it sent, the
+    // origin is not the page's; without the form token, nothing either.
+    let form = format!("/jobs/{id}/cancel");
+    let evil = format!("{cookie}Origin: http://evil.example\r\n");
+    assert_eq!(post(&form, &evil, &format!("csrf={csrf}")).0, 403, "another origin");
+    let ours = format!("{cookie}Origin: http://localhost\r\n");
+    assert_eq!(post(&form, &ours, "csrf=guess").0, 403, "a wrong form token");
+    assert_eq!(post(&form, "Origin: http://localhost\r\n", &format!("csrf={csrf}")).0, 401, "no cookie");
+    assert_eq!(state_of(&cluster, id), Some(Value::from("running")), "none of those cancelled it");
+    let started = std::time::Instant::now();
+    browser.eval("document.querySelector('#cancel button').click(); return null;");
+    let out = job.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(1), "{:?} to end", started.elapsed());
+    assert_eq!(json(&out)["status"], "cancelled");
+    let shown = "return document.querySelector('#job-state').innerText.startsWith('cancelled');";
+    assert!(browser.wait_for(Duration::from_secs(5), shown), "the page says so:\n{}", browser.text());
+    assert_eq!(state_of(&cluster, id), Some(Value::from("cancelled")));
+}
+
+/// The UI token a browser's cookie holds: the secret's derivation for the status page.
+fn derived_ui_token() -> String {
+    let secret = flint_net::Secret::new(SECRET.as_bytes());
+    String::from_utf8(flint_driver::ui::ui_token(&secret).expose().to_vec()).unwrap()
+}
+
 /// A driver and one two-core executor that may write part files under a folder of
 /// their own, a 1 MB corpus, and where its counts should go: (cluster, the folder,
 /// the corpus, the output directory).
@@ -2121,7 +2209,7 @@ fn an_http_input_is_read_by_ranges_and_plain_http_needs_allowing() {
 }
 
 #[test]
-fn a_server_that_ignores_ranges_fails_its_input_once_with_the_reason() {
+fn a_server_that_ignores_ranges_is_read_whole_by_one_task_and_the_host_counts_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
     corpus(&dir.path().join("corpus.txt"), 256 << 10);
     // Python's own server answers every GET whole, Range or not.
@@ -2131,17 +2219,29 @@ fn a_server_that_ignores_ranges_fails_its_input_once_with_the_reason() {
     let _server = Proc::spawn(cmd, dir.path().join("http.log"));
     let up = eventually(Duration::from_secs(20), || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
     assert!(up.is_some(), "python's http.server started");
-    let mut cluster = Cluster::start(&["--conf", "flint.input.allowHttp=true"]);
+    let ui = free_port();
+    let mut cluster = Cluster::start(&["--conf", "flint.input.allowHttp=true", "--ui-port", &ui.to_string()]);
     cluster.executor(&["--cores", "2"]);
     cluster.wait_live(1);
+    let file = dir.path().join("corpus.txt");
+    let expected =
+        ok_json(&flint(&["run", "examples/word-count", "--input", file.to_str().unwrap(), "--json"]));
     let url = format!("http://127.0.0.1:{port}/corpus.txt");
+    // Planning finds the server answers no byte ranges: however many splits were asked
+    // for, one task reads the file whole, once.
     let report =
-        json(&cluster.submit(&["examples/word-count", "--input", &url, "--partitions", "1", "--json"]));
-    assert_eq!(report["status"], "failed", "{report}");
-    // Reading again cannot mend it: one attempt, not four.
-    assert_eq!(report["attempts"], 1, "{report}");
-    let message = report["failure"]["reason"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("does not answer"), "{report}");
+        ok_json(&cluster.submit(&["examples/word-count", "--input", &url, "--partitions", "4", "--json"]));
+    assert_eq!(report["result"], expected["result"], "{report}");
+    assert_eq!((report["tasks"].as_u64(), report["attempts"].as_u64()), (Some(1), Some(1)), "{report}");
+    // What the host measured of the task's input: every byte and line of the file.
+    let job = report["job_id"].as_u64().unwrap();
+    let (_, tasks) = http_get(ui, &format!("/api/v1/jobs/{job}/tasks"), None);
+    let tasks: Value = serde_json::from_str(&tasks).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let metrics = &tasks[0]["metrics"];
+    assert_eq!(metrics["input_bytes"].as_u64(), Some(text.len() as u64), "{tasks}");
+    assert_eq!(metrics["input_records"].as_u64(), Some(text.lines().count() as u64), "{tasks}");
+    assert!(metrics["read_us"].as_u64().unwrap() > 0, "{tasks}");
 }
 
 /// A command's connection ends with a goodbye the driver hears, not with silence it must
@@ -2464,6 +2564,45 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
     browser.screenshot(&shots.join("failed-task.png"));
     browser.goto(&format!("{page}/jobs/{job}"));
     assert!(browser.text().contains("succeeded"), "the other tasks' rows:\n{}", browser.text());
+    // The timeline: one bar per attempt, as the API lists them (task 1's four, the
+    // others' one each), each where its executor ran it.
+    let (_, attempts) = http_get(port, &format!("/api/v1/jobs/{job}/attempts"), None);
+    let attempts: Value = serde_json::from_str(&attempts).unwrap();
+    let attempts = attempts.as_array().unwrap();
+    assert_eq!(attempts.len(), 2 + 4, "{attempts:?}");
+    let bars = browser.eval(
+        "return [...document.querySelectorAll('svg#timeline rect[data-task]')]\
+         .map(r => r.dataset.task + '/' + r.dataset.attempt).sort().join(' ');",
+    );
+    let mut listed: Vec<String> =
+        attempts.iter().map(|a| format!("{}/{}", a["index"], a["attempt"])).collect();
+    listed.sort();
+    assert_eq!(bars, Value::from(listed.join(" ")), "one bar per attempt");
+    for a in attempts {
+        let (launched, ended) = (a["launched_ms"].as_u64().unwrap(), a["ended_ms"].as_u64().unwrap());
+        assert!(launched <= ended && a["executor"] == "a", "{a}");
+    }
+    // The summary's quantiles, and task 1's four identical failures folded into one.
+    let summary = browser.eval("return document.querySelector('#summary-duration').innerText;");
+    assert!(summary.as_str().unwrap().starts_with("Duration"), "{summary}");
+    let folded = browser.eval(
+        "return [...document.querySelectorAll('#failures details')].map(d => d.querySelector('summary').innerText);",
+    );
+    assert_eq!(folded.as_array().map(Vec::len), Some(1), "{folded}");
+    assert!(folded[0].as_str().unwrap().contains("4 attempts"), "{folded}");
+    assert_eq!(browser.eval("return document.querySelectorAll('pre.backtrace').length;"), Value::from(1));
+    browser.eval("document.querySelector('#failures details').open = true; return null;");
+    browser.screenshot(&shots.join("job.png"));
+    // Times on every record of the API.
+    let (_, listed_jobs) = http_get(port, "/api/v1/jobs", None);
+    let listed_jobs: Value = serde_json::from_str(&listed_jobs).unwrap();
+    assert!(listed_jobs[0]["started_ms"].as_u64().is_some() && listed_jobs[0]["ended_ms"].as_u64().is_some());
+    // The configuration, with what names a credential redacted.
+    browser.goto(&format!("{page}/config"));
+    let text = browser.text();
+    assert!(text.contains("flint.eventLog.dir") && text.contains(&logs.display().to_string()), "{text}");
+    assert!(text.contains("flint.security.credentials.vault.file\t*********(redacted)"), "{text}");
+    browser.screenshot(&shots.join("config.png"));
 
     // What the live API says, to compare with history after the driver is gone.
     let api = |base: &str, path: &str| -> Value {
@@ -2477,11 +2616,20 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
         "/api/v1/jobs".into(),
         format!("/api/v1/jobs/{job}/tasks"),
         format!("/api/v1/jobs/{job}/failures"),
+        format!("/api/v1/jobs/{job}/attempts"),
+        "/api/v1/config".into(),
     ];
     let seen: Vec<Value> = paths.iter().map(|p| api(&live, p)).collect();
     let mut shown = String::new();
-    for path in ["/", &format!("/jobs/{job}"), &format!("/jobs/{job}/tasks/1"), "/metrics", "/api/v1/status"]
-    {
+    for path in [
+        "/",
+        &format!("/jobs/{job}"),
+        &format!("/jobs/{job}/tasks/1"),
+        "/metrics",
+        "/api/v1/status",
+        "/config",
+        "/api/v1/config",
+    ] {
         shown.push_str(&http_get(port, path, None).1);
     }
     for v in &seen {
@@ -2512,22 +2660,26 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
     let base = format!("/history/{folder}");
     let logged: Vec<Value> = paths.iter().map(|p| api(&history, &format!("{base}{p}"))).collect();
     let executor = |e: &Value| {
-        let keep = [
-            "id",
-            "host",
-            "cores",
-            "memory",
-            "slots",
-            "tasks_done",
-            "tasks_failed",
-            "removed",
-            "state",
-            "backend",
-        ];
+        let keep =
+            ["id", "host", "cores", "memory", "slots", "tasks_done", "tasks_failed", "backend", "added_ms"];
         keep.iter().map(|k| e[*k].clone()).collect::<Vec<_>>()
     };
     let executors = |v: &Value| v.as_array().unwrap().iter().map(executor).collect::<Vec<_>>();
     assert_eq!(executors(&logged[0]), executors(&seen[0]), "executors");
+    // The one still registered at the end ended with the application; b as it was lost.
+    let removed = |v: &Value| {
+        v.as_array().unwrap().iter().map(|e| (e["id"].clone(), e["removed"].clone())).collect::<Vec<_>>()
+    };
+    let live_a = seen[0].as_array().unwrap().iter().find(|e| e["id"] == "a").unwrap();
+    assert_eq!(live_a["removed"], Value::Null);
+    assert!(live_a["tasks_done"].as_u64().unwrap() >= 2, "{live_a}");
+    let b_lost = seen[0].as_array().unwrap().iter().find(|e| e["id"] == "b").unwrap()["removed"].clone();
+    assert_eq!(
+        removed(&logged[0]),
+        vec![(Value::from("a"), Value::from("the application ended")), (Value::from("b"), b_lost)],
+        "{}",
+        logged[0]
+    );
     let job_row = |j: &Value| {
         (
             j["job"].clone(),
@@ -2542,14 +2694,30 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
     assert_eq!(jobs(&logged[1]), jobs(&seen[1]), "jobs");
     assert_eq!(logged[2], seen[2], "the job's tasks");
     assert_eq!(logged[3], seen[3], "the job's failures");
+    assert_eq!(logged[4], seen[4], "the job's attempts");
+    assert_eq!(logged[5], seen[5], "the configuration");
     assert_eq!(seen[3].as_array().unwrap().len(), 4, "task 1 failed four times: {}", seen[3]);
 
     browser.goto(&format!("http://{history}{base}/jobs/{job}/tasks/1"));
     let text = browser.text();
     assert!(text.contains("chaos.wasm!") && text.contains("history; finished"), "{text}");
     browser.screenshot(&shots.join("history-failed-task.png"));
+    browser.goto(&format!("http://{history}{base}/"));
+    let text = browser.text();
+    assert!(text.contains("0 live") && !text.contains("registered"), "a closed log shows none live:\n{text}");
     browser.goto(&format!("http://{history}/"));
     assert!(browser.text().contains(APP), "{}", browser.text());
+    // Every link of the history's pages answers.
+    let links = browser.eval("return [...document.querySelectorAll('a')].map(a => a.getAttribute('href'));");
+    let mut pages: Vec<String> =
+        links.as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_owned()).collect();
+    browser.goto(&format!("http://{history}{base}/jobs/{job}"));
+    let links = browser.eval("return [...document.querySelectorAll('a')].map(a => a.getAttribute('href'));");
+    pages.extend(links.as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_owned()));
+    for link in pages {
+        let (code, body) = http_get_at(&history, &link);
+        assert_eq!(code, 200, "{link}: {body}");
+    }
     for path in ["/", &format!("{base}/"), &format!("{base}/jobs/{job}")] {
         shown.push_str(&http_get_at(&history, path).1);
     }

@@ -194,11 +194,22 @@ pub fn http_get(port: u16, path: &str, bearer: Option<&str>) -> (u16, String) {
 
 /// `GET path` with `headers` (whole lines): the status code, the head and the body.
 pub fn http_get_with(port: u16, path: &str, headers: &str) -> (u16, String, String) {
+    http_request(port, "GET", path, headers, "")
+}
+
+/// `method path` with `headers` (whole lines) and `body`: the status code, the head
+/// and the body.
+pub fn http_request(port: u16, method: &str, path: &str, headers: &str, body: &str) -> (u16, String, String) {
     use std::io::{Read, Write};
     let mut stream =
         eventually(Duration::from_secs(10), || std::net::TcpStream::connect(("127.0.0.1", port)).ok())
             .expect("the status server listens");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{headers}Connection: close\r\n\r\n").unwrap();
+    let length = if body.is_empty() { String::new() } else { format!("Content-Length: {}\r\n", body.len()) };
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{headers}{length}Connection: close\r\n\r\n{body}"
+    )
+    .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, body) = response.split_once("\r\n\r\n").unwrap();

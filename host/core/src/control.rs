@@ -827,6 +827,8 @@ impl ControlCore {
                 Lifecycle::Draining => ExecutorState::Draining,
                 _ => ExecutorState::Registered,
             },
+            added_ms: None,
+            removed_ms: None,
         }
     }
 

@@ -312,7 +312,11 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&writer.folder).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "what the application did is its operator's to read");
-        let start = AppEvent::ApplicationStart { app_id: "app/../x".into(), flint_version: "0".into() };
+        let start = AppEvent::ApplicationStart {
+            app_id: "app/../x".into(),
+            flint_version: "0".into(),
+            config: Default::default(),
+        };
         writer.send(vec![Envelope::now(start)]);
         for job in 1..=3 {
             writer.send(vec![Envelope::now(AppEvent::JobStart {

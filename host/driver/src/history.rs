@@ -185,7 +185,14 @@ async fn applications(State(history): State<Arc<History>>) -> Json<Vec<LoggedApp
 
 async fn front(State(history): State<Arc<History>>) -> Html<String> {
     let apps = history.applications().await;
-    let frame = Frame { base: "", app_id: "history", live: false, source: "event logs", driver: false };
+    let frame = Frame {
+        base: "",
+        app_id: "history",
+        live: false,
+        source: "event logs",
+        driver: false,
+        may_act: None,
+    };
     let main = page::applications(&apps);
     Html(page::document(&frame, "Applications", &main))
 }

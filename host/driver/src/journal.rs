@@ -7,8 +7,8 @@
 //! or after the driver is gone.
 
 use flint_proto::{
-    AttemptState, ClusterStatus, ExecutorId, ExecutorStatus, FailureRecord, JobId, JobProgress, JobState,
-    JobStatus, TaskFailure, TaskRecord,
+    AttemptState, ClusterStatus, ExecutorId, ExecutorState, ExecutorStatus, FailureRecord, JobId,
+    JobProgress, JobState, JobStatus, TaskFailure, TaskMetrics, TaskRecord,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -29,6 +29,12 @@ pub const RETAINED_TASKS: usize = 100_000;
 /// Failed attempts a job's record keeps; later ones are counted, not kept.
 pub const FAILURES_KEPT: usize = 1000;
 
+/// Attempts a job's timeline keeps; later ones are counted, not drawn.
+pub const TIMELINE_KEPT: usize = 10_000;
+
+/// Why an executor still registered when its application's log closed shows as gone.
+pub const APPLICATION_ENDED: &str = "the application ended";
+
 /// Something that happened to the application. Tokens are named by service, never
 /// carried; a job's configuration is never carried.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +43,10 @@ pub enum AppEvent {
     ApplicationStart {
         app_id: String,
         flint_version: String,
+        /// The driver's configuration, redacted ([`flint_proto::config::redacted`]);
+        /// logs before this field was added have none.
+        #[serde(default)]
+        config: flint_proto::Conf,
     },
     /// The driver stopped; `executors` are the last word on every executor it had.
     ApplicationEnd {
@@ -86,6 +96,10 @@ pub enum AppEvent {
         duration_ms: u64,
         failure: Option<TaskFailure>,
         log_tail: Option<String>,
+        /// What the executor's host measured of its input (logs before this field was
+        /// added have none).
+        #[serde(default)]
+        metrics: TaskMetrics,
     },
     /// A done task's output was lost before the driver had it (its executor went, or
     /// the combining instance holding it failed): the task is not done and runs again.
@@ -159,7 +173,24 @@ pub struct JobEntry {
     pub failures: Vec<FailureRecord>,
     /// Failed attempts beyond those.
     pub failures_not_kept: u64,
+    /// Every attempt, by task index and attempt number, for the timeline: the first
+    /// [`TIMELINE_KEPT`].
+    pub attempts: BTreeMap<(u32, u32), AttemptSpan>,
+    /// Attempts beyond those.
+    pub attempts_not_kept: u64,
     log_budget: usize,
+}
+
+/// One attempt as the timeline draws it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptSpan {
+    pub index: u32,
+    pub attempt: u32,
+    pub executor: ExecutorId,
+    pub state: AttemptState,
+    /// Milliseconds since the Unix epoch.
+    pub launched_ms: u64,
+    pub ended_ms: Option<u64>,
 }
 
 /// The application's records, built from its events.
@@ -169,6 +200,9 @@ pub struct Store {
     pub started_ms: u64,
     /// When the driver stopped; `None` while it runs (or if it died without saying).
     pub ended_ms: Option<u64>,
+    pub flint_version: String,
+    /// The driver's configuration, redacted.
+    pub config: flint_proto::Conf,
     executors: BTreeMap<ExecutorId, ExecutorStatus>,
     removed: VecDeque<ExecutorId>,
     jobs: BTreeMap<JobId, JobEntry>,
@@ -187,22 +221,35 @@ impl Store {
     pub fn apply(&mut self, envelope: &Envelope) {
         let at = envelope.at_ms;
         match &envelope.event {
-            AppEvent::ApplicationStart { app_id, .. } => {
+            AppEvent::ApplicationStart { app_id, flint_version, config } => {
                 self.app_id = app_id.clone();
                 self.started_ms = at;
+                self.flint_version = flint_version.clone();
+                // Redacted again: a log written by hand, or by a flint that did not.
+                self.config = flint_proto::config::redacted(config);
             }
             AppEvent::ApplicationEnd { executors } => {
                 self.ended_ms = Some(at);
                 for executor in executors {
-                    self.set_executor(executor.clone());
+                    self.set_executor(at, executor.clone());
+                }
+                // A closed log shows no live executor: those still registered ended
+                // with their application.
+                for executor in self.executors.values_mut().filter(|e| e.removed.is_none()) {
+                    executor.removed = Some(APPLICATION_ENDED.into());
+                    executor.state = ExecutorState::Removed;
+                    executor.removed_ms = Some(at);
+                    executor.running = 0;
                 }
                 for job in self.jobs.values_mut().filter(|j| j.ended_ms.is_none()) {
                     job.end(at, JobState::Failed, Some("the driver stopped".into()), None);
                 }
             }
-            AppEvent::ExecutorAdded { executor } | AppEvent::ExecutorUpdated { executor } => {
-                self.set_executor(executor.clone())
+            AppEvent::ExecutorAdded { executor } => {
+                self.executors.remove(&executor.id);
+                self.set_executor(at, executor.clone())
             }
+            AppEvent::ExecutorUpdated { executor } => self.set_executor(at, executor.clone()),
             AppEvent::ExecutorRemoved { executor } => {
                 let reason = executor.removed.clone().unwrap_or_default();
                 // Its running attempts are lost with it (the core requeues them).
@@ -217,8 +264,14 @@ impl Store {
                             job.status.progress.running = job.status.progress.running.saturating_sub(1);
                         }
                     }
+                    for span in job.attempts.values_mut() {
+                        if span.state == AttemptState::Running && span.executor == executor.id {
+                            span.state = AttemptState::Failed;
+                            span.ended_ms = Some(at);
+                        }
+                    }
                 }
-                self.set_executor(executor.clone());
+                self.set_executor(at, executor.clone());
             }
             AppEvent::JobStart { job, name, tasks } => {
                 let tasks = (*tasks).min(crate::MAX_TASKS);
@@ -230,6 +283,8 @@ impl Store {
                             name: name.clone(),
                             state: JobState::Running,
                             progress: JobProgress { total: tasks, ..JobProgress::default() },
+                            started_ms: Some(at),
+                            ended_ms: None,
                         },
                         started_ms: at,
                         ended_ms: None,
@@ -238,6 +293,8 @@ impl Store {
                         tasks_forgotten: false,
                         failures: Vec::new(),
                         failures_not_kept: 0,
+                        attempts: BTreeMap::new(),
+                        attempts_not_kept: 0,
                         log_budget: JOB_LOG_BUDGET,
                     },
                 );
@@ -250,11 +307,11 @@ impl Store {
                         (false, false) => JobState::Failed,
                     };
                     entry.end(at, state, error.clone(), *progress);
-                    self.finished_tasks += entry.tasks.len();
+                    self.finished_tasks += entry.records();
                     self.finished.push_back(*job);
                     while self.finished.len() > self.retained_jobs {
                         if let Some(old) = self.finished.pop_front().and_then(|old| self.jobs.remove(&old)) {
-                            self.finished_tasks -= old.tasks.len();
+                            self.finished_tasks -= old.records();
                         }
                     }
                     // The oldest finished jobs let their task records go first.
@@ -262,9 +319,10 @@ impl Store {
                     while self.finished_tasks > RETAINED_TASKS
                         && let Some(old) = oldest.next()
                     {
-                        if let Some(old) = self.jobs.get_mut(old).filter(|j| !j.tasks.is_empty()) {
-                            self.finished_tasks -= old.tasks.len();
+                        if let Some(old) = self.jobs.get_mut(old).filter(|j| j.records() > 0) {
+                            self.finished_tasks -= old.records();
                             old.tasks = BTreeMap::new();
+                            old.attempts = BTreeMap::new();
                             old.tasks_forgotten = true;
                         }
                     }
@@ -287,8 +345,18 @@ impl Store {
                     state: AttemptState::Running,
                     launched_ms: at,
                     duration_ms: None,
+                    ended_ms: None,
+                    metrics: TaskMetrics::default(),
                     failure: None,
                     log_tail: None,
+                };
+                let span = AttemptSpan {
+                    index: *index,
+                    attempt: *attempt,
+                    executor: executor.clone(),
+                    state: AttemptState::Running,
+                    launched_ms: at,
+                    ended_ms: None,
                 };
                 match slot {
                     std::collections::btree_map::Entry::Occupied(mut t) => *t.get_mut() = record,
@@ -296,11 +364,40 @@ impl Store {
                         v.insert(record);
                     }
                 }
+                entry.keep_attempt(span);
             }
-            AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail } => {
+            AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail, metrics } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
                 if *index >= entry.status.progress.total {
                     return;
+                }
+                // The executor's own counts, for a log that ends before its driver
+                // gives the last word on them (a killed driver's, or one still running).
+                if let Some(e) = self.executors.get_mut(executor) {
+                    match failure {
+                        None => e.tasks_done += 1,
+                        Some(f) if f.counts_against_task() => e.tasks_failed += 1,
+                        Some(_) => {}
+                    }
+                }
+                let state = match failure {
+                    None => AttemptState::Succeeded,
+                    Some(_) => AttemptState::Failed,
+                };
+                let span = entry.attempts.get_mut(&(*index, *attempt));
+                match span {
+                    Some(span) => {
+                        span.state = state;
+                        span.ended_ms = Some(at);
+                    }
+                    None => entry.keep_attempt(AttemptSpan {
+                        index: *index,
+                        attempt: *attempt,
+                        executor: executor.clone(),
+                        state,
+                        launched_ms: at.saturating_sub(*duration_ms),
+                        ended_ms: Some(at),
+                    }),
                 }
                 let progress = &mut entry.status.progress;
                 let record = entry.tasks.entry(*index).or_insert_with(|| TaskRecord {
@@ -310,6 +407,8 @@ impl Store {
                     state: AttemptState::Running,
                     launched_ms: at.saturating_sub(*duration_ms),
                     duration_ms: None,
+                    ended_ms: None,
+                    metrics: TaskMetrics::default(),
                     failure: None,
                     log_tail: None,
                 });
@@ -352,6 +451,8 @@ impl Store {
                 record.attempt = *attempt;
                 record.executor = executor.clone();
                 record.duration_ms = Some(*duration_ms);
+                record.ended_ms = Some(at);
+                record.metrics = *metrics;
                 record.log_tail = None;
                 if !tail.is_empty() && entry.log_budget >= tail.len() {
                     entry.log_budget -= tail.len();
@@ -372,7 +473,14 @@ impl Store {
         }
     }
 
-    fn set_executor(&mut self, executor: ExecutorStatus) {
+    /// Takes the driver's word on an executor, keeping the times the store saw.
+    fn set_executor(&mut self, at: u64, mut executor: ExecutorStatus) {
+        let known = self.executors.get(&executor.id);
+        executor.added_ms = known.and_then(|e| e.added_ms).or(Some(at));
+        executor.removed_ms = match executor.removed {
+            Some(_) => known.and_then(|e| e.removed_ms).or(Some(at)),
+            None => None,
+        };
         if executor.removed.is_some() && !self.removed.contains(&executor.id) {
             self.removed.push_back(executor.id.clone());
             // An id that came back to life is no longer a removed record: it stays.
@@ -416,11 +524,17 @@ impl Store {
     pub fn job(&self, job: JobId) -> Option<&JobEntry> {
         self.jobs.get(&job)
     }
+
+    /// When the store saw an executor register, for the live records the core gives.
+    pub fn executor_added(&self, id: &ExecutorId) -> Option<u64> {
+        self.executors.get(id).and_then(|e| e.added_ms)
+    }
 }
 
 impl JobEntry {
     fn end(&mut self, at: u64, state: JobState, error: Option<String>, progress: Option<JobProgress>) {
         self.ended_ms = Some(at);
+        self.status.ended_ms = Some(at);
         self.error = error;
         self.status.state = state;
         if let Some(progress) = progress {
@@ -429,6 +543,24 @@ impl JobEntry {
         self.status.progress.running = 0;
         for task in self.tasks.values_mut().filter(|t| t.state == AttemptState::Running) {
             task.state = AttemptState::Killed;
+        }
+        for span in self.attempts.values_mut().filter(|s| s.state == AttemptState::Running) {
+            span.state = AttemptState::Killed;
+            span.ended_ms = Some(at);
+        }
+    }
+
+    /// Task records and timeline attempts held: what [`RETAINED_TASKS`] bounds.
+    fn records(&self) -> usize {
+        self.tasks.len() + self.attempts.len()
+    }
+
+    fn keep_attempt(&mut self, span: AttemptSpan) {
+        let key = (span.index, span.attempt);
+        if self.attempts.len() < TIMELINE_KEPT || self.attempts.contains_key(&key) {
+            self.attempts.insert(key, span);
+        } else {
+            self.attempts_not_kept += 1;
         }
     }
 
@@ -453,6 +585,8 @@ impl JobEntry {
             tasks_forgotten: self.tasks_forgotten,
             failures: self.failures.clone(),
             failures_not_kept: self.failures_not_kept,
+            attempts: self.attempts.clone(),
+            attempts_not_kept: self.attempts_not_kept,
             log_budget: self.log_budget,
         };
         (entry, self.tasks.len())
@@ -485,6 +619,8 @@ mod tests {
             backend: "static".into(),
             pod: None,
             state: if removed.is_some() { ExecutorState::Removed } else { ExecutorState::Registered },
+            added_ms: None,
+            removed_ms: None,
         }
     }
 
@@ -529,6 +665,7 @@ mod tests {
             duration_ms: 5,
             failure,
             log_tail: Some("said something".into()),
+            metrics: TaskMetrics { input_bytes: 10, input_records: 2, read_us: 1000 },
         };
         store.apply(&at(2, start(0, 0, "a")));
         store.apply(&at(2, start(1, 0, "b")));
@@ -560,6 +697,25 @@ mod tests {
         let p = job.status.progress;
         assert_eq!((p.total, p.done, p.running, p.failed_attempts), (2, 2, 0, 1));
         assert_eq!(job.status.state, JobState::Succeeded);
+        assert_eq!((job.status.started_ms, job.status.ended_ms), (Some(1), Some(7)));
+        assert_eq!(
+            (tasks[0].launched_ms, tasks[0].ended_ms, tasks[0].metrics.input_records),
+            (4, Some(5), 2)
+        );
+        // Every attempt, for the timeline: task 0's failed first and its retry.
+        let spans: Vec<_> = job
+            .attempts
+            .values()
+            .map(|a| (a.index, a.attempt, a.executor.as_str(), a.state.as_str(), a.launched_ms, a.ended_ms))
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (0, 0, "a", "failed", 2, Some(3)),
+                (0, 1, "b", "succeeded", 4, Some(5)),
+                (1, 0, "b", "succeeded", 2, Some(6))
+            ]
+        );
     }
 
     #[test]
@@ -575,6 +731,7 @@ mod tests {
             duration_ms: 5,
             failure: None,
             log_tail: None,
+            metrics: TaskMetrics::default(),
         };
         store.apply(&at(2, start(0)));
         store.apply(&at(3, end(0)));

@@ -3,8 +3,11 @@
 //! small script that fetches the page's `<main>` again every second. Nothing is loaded
 //! from anywhere else.
 
-use crate::journal::JobEntry;
-use flint_proto::{ClusterStatus, ExecutorStatus, FailureRecord, JobId, TaskFailure, TaskRecord};
+use crate::journal::{AttemptSpan, JobEntry};
+use flint_proto::{
+    AttemptState, ClusterStatus, ExecutorStatus, FailureRecord, JobId, JobState, TaskFailure, TaskRecord,
+};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Rows a job page's task table shows at once; `?from=N` pages through the rest.
@@ -21,6 +24,9 @@ pub struct Frame<'a> {
     pub source: &'a str,
     /// Served by a running driver, which has metrics too.
     pub driver: bool,
+    /// The request carried the application's credential: the page may offer what
+    /// changes the application (a job's cancel button), with this form token.
+    pub may_act: Option<&'a str>,
 }
 
 /// HTML-escapes text.
@@ -43,30 +49,53 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#2
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 th{background:#f3f3f3}tr.removed,tr.failed,tr.lost{background:#fdecea}tr.running{background:#eef6ff}\
 pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:30em}nav a{margin-right:1em}\
-.muted{color:#777}";
+.muted{color:#777}details{margin:.3em 0}summary{cursor:pointer}\
+svg.timeline{border:1px solid #ddd;background:#fcfcfc}svg.timeline rect.succeeded{fill:#5b9bd5}\
+svg.timeline rect.running{fill:#a9d08e}svg.timeline rect.failed,svg.timeline rect.lost{fill:#e06666}\
+svg.timeline rect.killed,svg.timeline rect.cancelled{fill:#bbb}svg.timeline text{font-size:11px;fill:#444}\
+td.num{text-align:right}form.inline{display:inline}";
 
 /// Polls the page's own address for a fresh `<main>` while the application runs.
 const SCRIPT: &str = "(function(){if(document.body.dataset.live!=='1')return;\
 var u=location.pathname+location.search+(location.search?'&':'?')+'fragment=1';\
 setInterval(function(){fetch(u,{cache:'no-store',credentials:'same-origin'}).then(function(r){\
-if(r.ok)return r.text().then(function(t){document.querySelector('main').innerHTML=t;});}).catch(function(){});},1000);})();";
+if(r.ok)return r.text().then(function(t){var m=document.querySelector('main'),o=[].map.call(\
+m.querySelectorAll('details[open]'),function(d){return d.id;});m.innerHTML=t;o.forEach(function(i){\
+var d=i&&document.getElementById(i);if(d)d.open=true;});});}).catch(function(){});},1000);})();";
 
 /// A whole page around `main`.
 pub fn document(frame: &Frame, title: &str, main: &str) -> String {
-    let base = frame.base;
     format!(
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>{title} · {app} · Flint</title>\
 <meta name=viewport content='width=device-width'><style>{STYLE}</style></head>\
 <body data-live='{live}'><header><strong>Flint</strong> · {app} <span class=muted>({source})</span>\
-<nav><a href='{base}/'>Executors and jobs</a>{metrics}<a href='{base}/api/v1/status'>JSON</a>{apps}</nav>\
+<nav>{links}</nav>\
 <noscript><p class=muted>Reload to refresh.</p></noscript></header><main>{main}</main><script>{SCRIPT}</script></body></html>",
         title = esc(title),
         app = esc(frame.app_id),
         live = u8::from(frame.live),
         source = esc(frame.source),
-        metrics = if frame.driver { format!("<a href='{base}/metrics'>Metrics</a>") } else { String::new() },
-        apps = if frame.driver { "" } else { "<a href='/'>Applications</a>" },
+        links = nav(frame),
     )
+}
+
+/// The links every page of an application carries; the history's own front page,
+/// which lists applications, has its own.
+fn nav(frame: &Frame) -> String {
+    let base = frame.base;
+    if !frame.driver && base.is_empty() {
+        return "<a href='/'>Applications</a><a href='/api/v1/applications'>JSON</a>".into();
+    }
+    let mut out =
+        format!("<a href='{base}/'>Executors and jobs</a><a href='{base}/config'>Configuration</a>");
+    if frame.driver {
+        let _ = write!(out, "<a href='{base}/metrics'>Metrics</a>");
+    }
+    let _ = write!(out, "<a href='{base}/api/v1/status'>JSON</a>");
+    if !frame.driver {
+        out.push_str("<a href='/'>Applications</a>");
+    }
+    out
 }
 
 fn bytes(n: u64) -> String {
@@ -90,11 +119,7 @@ fn millis(ms: u64) -> String {
 }
 
 /// The executors and jobs tables.
-pub fn overview(
-    frame: &Frame,
-    status: &ClusterStatus,
-    jobs: &dyn Fn(JobId) -> Option<(u64, Option<u64>)>,
-) -> String {
+pub fn overview(frame: &Frame, status: &ClusterStatus) -> String {
     let mut out = String::new();
     let live = status.executors.iter().filter(|e| e.removed.is_none()).count();
     let _ = write!(out, "<h2>Executors</h2><p>{live} live");
@@ -110,24 +135,26 @@ pub fn overview(
     out.push_str(
         "</p><table id=executors><tr><th>Executor</th><th>Address</th><th>Backend</th><th>Cores</th>\
 <th>Memory</th><th>Slots busy</th><th>Tasks done</th><th>Tasks failed</th><th>Last heartbeat</th>\
-<th>State</th><th>Removed because</th></tr>",
+<th>Added</th><th>Removed</th><th>State</th><th>Removed because</th></tr>",
     );
     for e in &status.executors {
         executor_row(&mut out, e);
     }
     out.push_str(
         "</table><h2>Jobs</h2><table id=jobs><tr><th>Job</th><th>Name</th><th>State</th>\
-<th>Tasks done</th><th>Running</th><th>Failed attempts</th><th>Duration</th></tr>",
+<th>Tasks done</th><th>Running</th><th>Failed attempts</th><th>Started</th><th>Duration</th></tr>",
     );
     for j in status.jobs.iter().rev() {
         let p = j.progress;
-        let duration = jobs(j.job)
-            .map(|(start, end)| millis(end.unwrap_or_else(crate::journal::now_ms).saturating_sub(start)))
+        let duration = j
+            .started_ms
+            .map(|start| millis(j.ended_ms.unwrap_or_else(crate::journal::now_ms).saturating_sub(start)))
             .unwrap_or_default();
         let _ = write!(
             out,
             "<tr class='{state}' id='job-{id}'><td><a href='{base}/jobs/{id}'>{id}</a></td><td>{name}</td>\
-<td>{state}</td><td>{done} / {total}</td><td>{running}</td><td>{failed}</td><td>{duration}</td></tr>",
+<td>{state}</td><td>{done} / {total}</td><td>{running}</td><td>{failed}</td><td>{started}</td>\
+<td>{duration}</td></tr>",
             base = frame.base,
             id = j.job,
             name = esc(&j.name),
@@ -136,6 +163,7 @@ pub fn overview(
             total = p.total,
             running = p.running,
             failed = p.failed_attempts,
+            started = j.started_ms.map(moment).unwrap_or_default(),
         );
     }
     out.push_str("</table>");
@@ -152,7 +180,7 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
         out,
         "<tr class='{state}' id='executor-{id}' data-state='{state}'><td>{id}</td><td>{address}</td>\
 <td>{backend}</td><td>{cores}</td><td>{memory}</td><td>{running} / {slots}</td><td>{done}</td>\
-<td>{failed}</td><td>{heartbeat}</td><td>{state}</td><td>{reason}</td></tr>",
+<td>{failed}</td><td>{heartbeat}</td><td>{added}</td><td>{removed_at}</td><td>{state}</td><td>{reason}</td></tr>",
         id = esc(&e.id),
         address = esc(&address),
         backend = esc(&e.backend),
@@ -162,20 +190,24 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
         slots = e.slots,
         done = e.tasks_done,
         failed = e.tasks_failed,
+        added = e.added_ms.map(moment).unwrap_or_default(),
+        removed_at = e.removed_ms.map(moment).unwrap_or_default(),
         state = e.state,
         reason = esc(e.removed.as_deref().unwrap_or_default()),
     );
 }
 
-/// A job's summary, its tasks from `from` on (`entry` holds those, of `launched` in
-/// all: see `JobEntry::window`), and its failures.
+/// A job's summary, its timeline, its task summary, its failures folded by what they
+/// said, and its tasks from `from` on (`entry` holds those, of `launched` in all: see
+/// `JobEntry::window`).
 pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> String {
     let s = &entry.status;
     let mut out = String::new();
     let ended = entry.ended_ms.unwrap_or_else(crate::journal::now_ms);
     let _ = write!(
         out,
-        "<h2>Job {id}: {name}</h2><p id=job-state>{state} · {done} of {total} tasks done · {failed} failed attempts{lost} · {duration}</p>",
+        "<h2>Job {id}: {name}</h2><p id=job-state>{state} · {done} of {total} tasks done · {failed} failed attempts{lost} · {duration}</p>\
+<p id=job-times>Started {started}{ended}</p>",
         id = s.job,
         name = esc(&s.name),
         state = s.state,
@@ -189,7 +221,19 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
             ),
         },
         duration = millis(ended.saturating_sub(entry.started_ms)),
+        started = moment(entry.started_ms),
+        ended = entry.ended_ms.map(|ms| format!(" · ended {}", moment(ms))).unwrap_or_default(),
     );
+    if let (Some(token), JobState::Running | JobState::Waiting) = (frame.may_act, s.state) {
+        let _ = write!(
+            out,
+            "<form class=inline id=cancel method=post action='{base}/jobs/{id}/cancel'>\
+<input type=hidden name=csrf value='{token}'><button type=submit>Cancel job</button></form>",
+            base = frame.base,
+            id = s.job,
+            token = esc(token),
+        );
+    }
     if let Some(sh) = &s.progress.shuffle {
         let _ = write!(
             out,
@@ -212,17 +256,17 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
     if let Some(error) = &entry.error {
         let _ = write!(out, "<p>Failed: <span id=job-error>{}</span></p>", esc(error));
     }
+    if entry.tasks_forgotten {
+        out.push_str("<p class=muted>This job's task records were let go to make room for newer jobs'.</p>");
+    }
+    timeline(&mut out, entry, ended);
+    summary(&mut out, entry);
     if !entry.failures.is_empty() {
         out.push_str("<h3>Failures</h3>");
-        for f in &entry.failures {
-            failure(&mut out, frame, s.job, f);
-        }
+        folded_failures(&mut out, frame, s.job, &entry.failures);
         if entry.failures_not_kept > 0 {
             let _ = write!(out, "<p>… and {} more failed attempts, not kept.</p>", entry.failures_not_kept);
         }
-    }
-    if entry.tasks_forgotten {
-        out.push_str("<p class=muted>This job's task records were let go to make room for newer jobs'.</p>");
     }
     let tasks: Vec<&TaskRecord> = entry.tasks.values().take(TASKS_PER_PAGE).collect();
     let _ = write!(out, "<h3>Tasks</h3><p>{launched} launched of {}", s.progress.total);
@@ -237,10 +281,8 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
             let _ = write!(out, " · <a href='{base}?from={}'>later</a>", from + TASKS_PER_PAGE);
         }
     }
-    out.push_str(
-        "</p><table id=tasks><tr><th>Task</th><th>Attempt</th><th>Executor</th><th>State</th><th>Duration</th>\
-<th>Failure</th></tr>",
-    );
+    out.push_str("</p><table id=tasks>");
+    out.push_str(TASK_HEADER);
     for t in tasks {
         task_row(&mut out, frame, s.job, t);
     }
@@ -248,19 +290,237 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
     out
 }
 
+const TASK_HEADER: &str = "<tr><th>Task</th><th>Attempt</th><th>Executor</th><th>State</th><th>Launched</th>\
+<th>Duration</th><th>Input</th><th>Records</th><th>Reading</th><th>Compute</th><th>Failure</th></tr>";
+
 fn task_row(out: &mut String, frame: &Frame, job: JobId, t: &TaskRecord) {
+    let m = t.metrics;
+    let read_ms = m.read_us / 1000;
     let _ = write!(
         out,
         "<tr class='{state}'><td><a href='{base}/jobs/{job}/tasks/{index}'>{index}</a></td><td>{attempt}</td>\
-<td>{executor}</td><td>{state}</td><td>{duration}</td><td>{failure}</td></tr>",
+<td>{executor}</td><td>{state}</td><td>{launched}</td><td class=num>{duration}</td><td class=num>{input}</td>\
+<td class=num>{records}</td><td class=num>{read}</td><td class=num>{compute}</td><td>{failure}</td></tr>",
         base = frame.base,
         index = t.index,
         attempt = t.attempt,
         executor = esc(&t.executor),
         state = t.state,
+        launched = moment_ms(t.launched_ms),
         duration = t.duration_ms.map(millis).unwrap_or_default(),
+        input = t.duration_ms.map(|_| bytes(m.input_bytes)).unwrap_or_default(),
+        records = t.duration_ms.map(|_| m.input_records.to_string()).unwrap_or_default(),
+        read = t.duration_ms.map(|_| millis(read_ms)).unwrap_or_default(),
+        compute = t.duration_ms.map(|d| millis(d.saturating_sub(read_ms))).unwrap_or_default(),
         failure = t.failure.as_ref().map(|f| esc(&f.to_string())).unwrap_or_default(),
     );
+}
+
+/// Quantiles of what the job's succeeded tasks measured, as Spark's task summary.
+fn summary(out: &mut String, entry: &JobEntry) {
+    let done: Vec<&TaskRecord> = entry
+        .tasks
+        .values()
+        .filter(|t| t.state == AttemptState::Succeeded && t.duration_ms.is_some())
+        .collect();
+    if done.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<h3>Summary of {} succeeded tasks</h3><table id=summary><tr><th>Metric</th><th>Min</th>\
+<th>25th percentile</th><th>Median</th><th>75th percentile</th><th>Max</th></tr>",
+        done.len()
+    );
+    fn duration(t: &TaskRecord) -> u64 {
+        t.duration_ms.unwrap_or(0)
+    }
+    fn read(t: &TaskRecord) -> u64 {
+        t.metrics.read_us / 1000
+    }
+    fn compute(t: &TaskRecord) -> u64 {
+        duration(t).saturating_sub(read(t))
+    }
+    type Row = (&'static str, &'static str, fn(&TaskRecord) -> u64, fn(u64) -> String);
+    let rows: [Row; 5] = [
+        ("duration", "Duration", duration, millis),
+        ("reading", "Reading input", read, millis),
+        ("compute", "Compute", compute, millis),
+        ("input", "Input", |t| t.metrics.input_bytes, bytes),
+        ("records", "Records", |t| t.metrics.input_records, |n| n.to_string()),
+    ];
+    for (id, name, value, show) in rows {
+        let mut values: Vec<u64> = done.iter().map(|t| value(t)).collect();
+        values.sort_unstable();
+        let _ = write!(out, "<tr id='summary-{id}'><th>{name}</th>");
+        for q in [0.0, 0.25, 0.5, 0.75, 1.0] {
+            let _ = write!(out, "<td class=num>{}</td>", show(quantile(&values, q)));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+}
+
+/// The value at quantile `q` of sorted values (nearest rank).
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Pixels of the timeline's drawing: its width, a lane's height, the label column.
+const TIMELINE_WIDTH: u64 = 960;
+const LANE: u64 = 14;
+const LABEL: u64 = 150;
+
+/// The job's attempts as bars in time, one row per slot an executor used (attempts
+/// that overlapped on an executor ran in different slots), drawn as SVG on the driver:
+/// no script, no CDN.
+fn timeline(out: &mut String, entry: &JobEntry, now: u64) {
+    if entry.attempts.is_empty() {
+        return;
+    }
+    let start = entry.started_ms;
+    let span = now.saturating_sub(start).max(1);
+    // Each executor's attempts, in launch order, packed into the fewest lanes.
+    let mut by_executor: BTreeMap<&str, Vec<&AttemptSpan>> = BTreeMap::new();
+    for a in entry.attempts.values() {
+        by_executor.entry(&a.executor).or_default().push(a);
+    }
+    let mut rows: Vec<(&str, usize, &AttemptSpan)> = Vec::new();
+    let mut lanes_of: Vec<(&str, usize)> = Vec::new();
+    for (executor, mut attempts) in by_executor {
+        attempts.sort_by_key(|a| (a.launched_ms, a.index, a.attempt));
+        let mut lane_free: Vec<u64> = Vec::new();
+        for a in attempts {
+            let end = a.ended_ms.unwrap_or(now);
+            let lane = match lane_free.iter().position(|&free| free <= a.launched_ms) {
+                Some(lane) => lane,
+                None => {
+                    lane_free.push(0);
+                    lane_free.len() - 1
+                }
+            };
+            lane_free[lane] = end.max(a.launched_ms + 1);
+            rows.push((executor, lane, a));
+        }
+        lanes_of.push((executor, lane_free.len()));
+    }
+    let mut first_lane: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut lanes = 0u64;
+    for (executor, n) in &lanes_of {
+        first_lane.insert(executor, lanes);
+        lanes += *n as u64;
+    }
+    let height = lanes * LANE + 20;
+    let width = LABEL + TIMELINE_WIDTH + 10;
+    let _ = write!(
+        out,
+        "<h3>Timeline</h3><p class=muted>{n} attempt{ns} on {e} executor{es} over {d}{more}</p>\
+<svg class=timeline id=timeline xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' \
+viewBox='0 0 {width} {height}' role=img aria-label='Task attempts by executor slot over time'>",
+        n = entry.attempts.len(),
+        ns = if entry.attempts.len() == 1 { "" } else { "s" },
+        e = lanes_of.len(),
+        es = if lanes_of.len() == 1 { "" } else { "s" },
+        d = millis(span),
+        more = match entry.attempts_not_kept {
+            0 => String::new(),
+            n => format!("; {n} later attempts are not drawn"),
+        },
+    );
+    for (executor, n) in &lanes_of {
+        let y = first_lane[executor] * LANE;
+        let _ = write!(
+            out,
+            "<text x='4' y='{ty}'>{name}</text><line x1='0' x2='{width}' y1='{y}' y2='{y}' stroke='#e4e4e4'/>",
+            ty = y + LANE - 3,
+            name = esc(executor),
+        );
+        let _ = n;
+    }
+    let x = |ms: u64| LABEL + ms.saturating_sub(start).min(span) * TIMELINE_WIDTH / span;
+    for (executor, lane, a) in rows {
+        let end = a.ended_ms.unwrap_or(now);
+        let (x0, x1) = (x(a.launched_ms), x(end));
+        let y = (first_lane[executor] + lane as u64) * LANE + 2;
+        let _ = write!(
+            out,
+            "<rect class='{state}' data-task='{index}' data-attempt='{attempt}' x='{x0}' y='{y}' width='{w}' \
+height='{h}'><title>task {index}, attempt {attempt} on {executor}: {state}, {duration}</title></rect>",
+            state = a.state,
+            index = a.index,
+            attempt = a.attempt,
+            w = (x1 - x0).max(1),
+            h = LANE - 3,
+            executor = esc(executor),
+            duration = millis(end.saturating_sub(a.launched_ms)),
+        );
+    }
+    let _ = write!(
+        out,
+        "<text x='{LABEL}' y='{ty}'>{from}</text><text x='{tx}' y='{ty}' text-anchor='end'>+{d}</text></svg>",
+        ty = height - 4,
+        from = moment(start),
+        tx = LABEL + TIMELINE_WIDTH,
+        d = millis(span),
+    );
+}
+
+/// Failed attempts, folded by what they said: one summary line per kind of failure with
+/// how many attempts and which tasks, and its backtrace and log shown once, behind it.
+fn folded_failures(out: &mut String, frame: &Frame, job: JobId, failures: &[FailureRecord]) {
+    let mut groups: Vec<(String, Vec<&FailureRecord>)> = Vec::new();
+    for f in failures {
+        let said = format!("{}: {}", f.failure.kind(), f.failure);
+        match groups.iter_mut().find(|(s, _)| *s == said) {
+            Some((_, group)) => group.push(f),
+            None => groups.push((said, vec![f])),
+        }
+    }
+    out.push_str("<div id=failures>");
+    for (key, (_, group)) in groups.into_iter().enumerate() {
+        let first = group[0];
+        let mut tasks: Vec<u32> = group.iter().map(|f| f.task).collect();
+        tasks.dedup();
+        let shown: Vec<String> = tasks
+            .iter()
+            .take(20)
+            .map(|t| format!("<a href='{}/jobs/{job}/tasks/{t}'>{t}</a>", frame.base))
+            .collect();
+        let _ = write!(
+            out,
+            "<details class=failure id='failure-{key}'><summary><strong class=kind>{kind}</strong> — {message} · \
+<span class=count>{n} attempt{plural}</span> of task{tplural} {tasks}{more}</summary>",
+            kind = first.failure.kind(),
+            message = esc(&first.failure.to_string()),
+            n = group.len(),
+            plural = if group.len() == 1 { "" } else { "s" },
+            tplural = if tasks.len() == 1 { "" } else { "s" },
+            tasks = shown.join(", "),
+            more = if tasks.len() > 20 { format!(" and {} more", tasks.len() - 20) } else { String::new() },
+        );
+        failure_detail(out, first);
+        out.push_str("<p>Attempts: ");
+        let attempts: Vec<String> = group
+            .iter()
+            .map(|f| format!("task {} attempt {} on {}", f.task, f.attempt, esc(&f.executor)))
+            .collect();
+        out.push_str(&attempts.join("; "));
+        out.push_str("</p></details>");
+    }
+    out.push_str("</div>");
+}
+
+fn failure_detail(out: &mut String, f: &FailureRecord) {
+    if let TaskFailure::Trap { backtrace: Some(backtrace), .. } = &f.failure {
+        let _ = write!(out, "<p>Guest backtrace:</p><pre class=backtrace>{}</pre>", esc(backtrace));
+    }
+    if !f.log_tail.is_empty() {
+        let _ = write!(out, "<p>End of its log:</p><pre class=log>{}</pre>", esc(&f.log_tail));
+    }
 }
 
 fn failure(out: &mut String, frame: &Frame, job: JobId, f: &FailureRecord) {
@@ -275,16 +535,11 @@ executor {executor}: <strong class=kind>{kind}</strong> — {message}</p>",
         kind = f.failure.kind(),
         message = esc(&f.failure.to_string()),
     );
-    if let TaskFailure::Trap { backtrace: Some(backtrace), .. } = &f.failure {
-        let _ = write!(out, "<p>Guest backtrace:</p><pre class=backtrace>{}</pre>", esc(backtrace));
-    }
-    if !f.log_tail.is_empty() {
-        let _ = write!(out, "<p>End of its log:</p><pre class=log>{}</pre>", esc(&f.log_tail));
-    }
+    failure_detail(out, f);
     out.push_str("</div>");
 }
 
-/// One task: its latest attempt and every failed one.
+/// One task: its latest attempt, every attempt's times, and every failed one.
 pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
     let job = entry.status.job;
     let mut out = format!(
@@ -294,10 +549,8 @@ pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
     );
     match entry.tasks.get(&index) {
         Some(t) => {
-            out.push_str(
-                "<table id=task><tr><th>Task</th><th>Attempt</th><th>Executor</th><th>State</th>\
-<th>Duration</th><th>Failure</th></tr>",
-            );
+            out.push_str("<table id=task>");
+            out.push_str(TASK_HEADER);
             task_row(&mut out, frame, job, t);
             out.push_str("</table>");
             if let Some(log) = &t.log_tail {
@@ -306,6 +559,26 @@ pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
         }
         None => out.push_str("<p>Not launched.</p>"),
     }
+    let attempts: Vec<&AttemptSpan> =
+        entry.attempts.range((index, 0)..=(index, u32::MAX)).map(|(_, a)| a).collect();
+    if !attempts.is_empty() {
+        out.push_str(
+            "<h3>Attempts</h3><table id=attempts><tr><th>Attempt</th><th>Executor</th><th>State</th>\
+<th>Launched</th><th>Ended</th></tr>",
+        );
+        for a in attempts {
+            let _ = write!(
+                out,
+                "<tr class='{state}'><td>{attempt}</td><td>{executor}</td><td>{state}</td><td>{launched}</td><td>{ended}</td></tr>",
+                state = a.state,
+                attempt = a.attempt,
+                executor = esc(&a.executor),
+                launched = moment_ms(a.launched_ms),
+                ended = a.ended_ms.map(moment_ms).unwrap_or_default(),
+            );
+        }
+        out.push_str("</table>");
+    }
     let failures: Vec<_> = entry.failures.iter().filter(|f| f.task == index).collect();
     if !failures.is_empty() {
         out.push_str("<h3>Failed attempts</h3>");
@@ -313,6 +586,29 @@ pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
             failure(&mut out, frame, job, f);
         }
     }
+    out
+}
+
+/// A moment, as UTC to the millisecond (a task's times).
+fn moment_ms(ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// The application's configuration as its driver was given it, secrets redacted.
+pub fn config(version: &str, conf: &flint_proto::Conf) -> String {
+    let mut out = format!(
+        "<h2>Configuration</h2><p>Flint {version}. Values of keys naming a secret, password, token, \
+credential or access key are redacted; so is a password in a URL.</p><table id=config><tr><th>Key</th><th>Value</th></tr>",
+        version = esc(version)
+    );
+    if conf.is_empty() {
+        out.push_str("<tr><td colspan=2 class=muted>nothing set: every key has its default</td></tr>");
+    }
+    for (key, value) in conf {
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td></tr>", esc(key), esc(value));
+    }
+    out.push_str("</table>");
     out
 }
 

@@ -1,26 +1,29 @@
 //! The driver's HTTP side: the status page (`page`), a JSON API behind every table
 //! (`/api/v1/…`, the same records `flint status --json` prints) and Prometheus metrics
-//! (`/metrics`). Read-only. Bound to loopback unless told otherwise, and then it
-//! answers only requests addressed to a loopback name (a page elsewhere cannot reach
-//! it through DNS rebinding). Bound beyond it, every request must carry a credential:
-//! API clients the application secret as a bearer token; a browser the UI's own token
-//! (derived from the secret, never the secret), which it is given once as `?token=`
-//! (the secret works there too) and keeps in an `HttpOnly` cookie, the address then
-//! redirected without it. `flint history` serves the same pages from event logs through
-//! [`app_routes`].
+//! (`/metrics`). Bound to loopback unless told otherwise, and then it answers only
+//! requests addressed to a loopback name (a page elsewhere cannot reach it through DNS
+//! rebinding). Bound beyond it, every request must carry a credential: API clients the
+//! application secret as a bearer token; a browser the UI's own token (derived from the
+//! secret, never the secret), which it is given once as `?token=` (the secret works
+//! there too) and keeps in an `HttpOnly`, `SameSite=Strict` cookie, the address then
+//! redirected without it.
+//!
+//! Reading needs no credential on loopback; changing anything (cancelling a job) needs
+//! one everywhere, and a browser's form must also carry the page's form token and come
+//! from the page's own origin, so no other site can post it. `flint history` serves the
+//! same pages from event logs through [`app_routes`], read-only.
 
 use crate::driver::Driver;
 use crate::journal::Store;
 use crate::page::{self, Frame};
-use axum::extract::{FromRequestParts, Path, Query, Request, State};
+use axum::extract::{Form, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use flint_proto::{ClusterStatus, JobId};
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -41,13 +44,17 @@ const TOKEN_COOKIE: &str = "flint_ui";
 
 pub struct Ui {
     driver: Driver,
+    /// The form token the guard checks on a browser's posts.
+    form: String,
 }
 
 /// Who may ask a page server, and how many at once: every Flint page (the driver's,
 /// a standalone master's) sits behind one, as a layer ([`guard`]).
 pub struct Guard {
-    /// What a request must show, when the page is reachable beyond loopback.
-    auth: Option<Credentials>,
+    /// What a request shows to read beyond loopback, and to act anywhere.
+    auth: Credentials,
+    /// Reachable beyond loopback: every request must show a credential.
+    required: bool,
     permits: Semaphore,
 }
 
@@ -55,21 +62,34 @@ impl Guard {
     /// The guard of a server bound to `bind`: beyond loopback, `secret` (or the UI
     /// token made from it) is demanded of every request.
     pub fn new(bind: SocketAddr, secret: &flint_net::Secret) -> Guard {
-        let auth = (!bind.ip().is_loopback()).then(|| Credentials::new(secret));
-        Guard { auth, permits: Semaphore::new(CONCURRENT_REQUESTS) }
+        let required = !bind.ip().is_loopback();
+        Guard { auth: Credentials::new(secret), required, permits: Semaphore::new(CONCURRENT_REQUESTS) }
     }
 }
 
-/// The application secret (for API clients) and the UI token made from it (for
-/// browsers).
+/// How a request proved it may act on the application (the guard adds it to every
+/// request that showed a credential).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// The secret or UI token as a bearer token: an API client, which no other site's
+    /// page can make a browser send.
+    Bearer,
+    /// The UI token's cookie: a browser, whose forms must also carry the form token.
+    Cookie,
+}
+
+/// The application secret (for API clients), the UI token made from it (for
+/// browsers) and the form token the pages put in their forms.
 pub struct Credentials {
     secret: flint_net::Secret,
     token: flint_net::Secret,
+    form: String,
 }
 
 impl Credentials {
     pub fn new(secret: &flint_net::Secret) -> Credentials {
-        Credentials { secret: secret.clone(), token: ui_token(secret) }
+        let form = String::from_utf8_lossy(secret.derive("status-page-form").expose()).into_owned();
+        Credentials { secret: secret.clone(), token: ui_token(secret), form }
     }
 
     fn accepts(&self, shown: &[u8]) -> bool {
@@ -110,9 +130,11 @@ pub async fn serve_ui(
     secret: &flint_net::Secret,
 ) -> std::io::Result<SocketAddr> {
     let guard = Arc::new(Guard::new(bind, secret));
-    let ui = Arc::new(Ui { driver });
+    let ui = Arc::new(Ui { driver, form: guard.auth.form.clone() });
     let app = app_routes("")
         .route("/metrics", get(metrics))
+        .route("/api/v1/jobs/{job}/cancel", post(cancel_api))
+        .route("/jobs/{job}/cancel", post(cancel_form))
         .layer(axum::middleware::from_fn_with_state(guard, self::guard))
         .with_state(ui);
     serve_on(bind, app).await
@@ -130,6 +152,9 @@ where
         .route(&at("/"), get(overview))
         .route(&at("/jobs/{job}"), get(job_page))
         .route(&at("/jobs/{job}/tasks/{index}"), get(task_page))
+        .route(&at("/config"), get(config_page))
+        .route(&at("/api/v1/config"), get(config))
+        .route(&at("/api/v1/jobs/{job}/attempts"), get(attempts))
         .route(&at("/api/v1/status"), get(status))
         .route(&at("/api/v1/executors"), get(executors))
         .route(&at("/api/v1/jobs"), get(jobs))
@@ -151,13 +176,11 @@ pub async fn limited(permits: &Semaphore, request: Request, next: Next) -> Respo
 
 /// Lets a request through to the page when it may see it: on loopback, addressed to a
 /// loopback name; beyond it, carrying the secret or the UI token.
-pub async fn guard(State(ui): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    let Some(auth) = &ui.auth else {
-        if !addressed_to_loopback(&request) {
-            return not_for_this_host();
-        }
-        return limited(&ui.permits, request, next).await;
-    };
+pub async fn guard(State(ui): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
+    let auth = &ui.auth;
+    if !ui.required && !addressed_to_loopback(&request) {
+        return not_for_this_host();
+    }
     let headers = request.headers();
     let bearer = headers.get(header::AUTHORIZATION).and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
     let cookie = headers
@@ -167,7 +190,13 @@ pub async fn guard(State(ui): State<Arc<Guard>>, request: Request, next: Next) -
         .flat_map(|v| v.split(';'))
         .find_map(|c| c.trim().strip_prefix(TOKEN_COOKIE)?.strip_prefix('='))
         .map(str::as_bytes);
-    if bearer.is_some_and(|b| auth.accepts(b)) || cookie.is_some_and(|c| auth.token.matches(c)) {
+    let shown = match (bearer, cookie) {
+        (Some(b), _) if auth.accepts(b) => Some(Shown::Bearer),
+        (_, Some(c)) if auth.token.matches(c) => Some(Shown::Cookie),
+        _ => None,
+    };
+    if let Some(shown) = shown {
+        request.extensions_mut().insert(shown);
         return limited(&ui.permits, request, next).await;
     }
     // A browser is given a credential once, in the address: it gets the UI token as a
@@ -189,6 +218,10 @@ pub async fn guard(State(ui): State<Arc<Guard>>, request: Request, next: Next) -
         );
         return (StatusCode::SEE_OTHER, [(header::LOCATION, location), (header::SET_COOKIE, cookie)])
             .into_response();
+    }
+    if !ui.required {
+        // Loopback: anyone here may read, as Spark's UI; acting needs a credential.
+        return limited(&ui.permits, request, next).await;
     }
     (
         StatusCode::UNAUTHORIZED,
@@ -221,29 +254,38 @@ pub(crate) fn addressed_to_loopback(request: &Request) -> bool {
 /// Where a page's records come from: a live driver, or an application's event log.
 #[derive(Clone)]
 pub enum View {
-    Live(Driver),
-    Logged { store: Arc<Store>, base: String },
+    /// A running driver's; `form` is the form token when the request showed a
+    /// credential (its pages may offer to act).
+    Live {
+        driver: Driver,
+        form: Option<String>,
+    },
+    Logged {
+        store: Arc<Store>,
+        base: String,
+    },
 }
 
 impl FromRequestParts<Arc<Ui>> for View {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(_: &mut Parts, ui: &Arc<Ui>) -> Result<View, Self::Rejection> {
-        Ok(View::Live(ui.driver.clone()))
+    async fn from_request_parts(parts: &mut Parts, ui: &Arc<Ui>) -> Result<View, Self::Rejection> {
+        let form = parts.extensions.get::<Shown>().map(|_| ui.form.clone());
+        Ok(View::Live { driver: ui.driver.clone(), form })
     }
 }
 
 impl View {
     async fn status(&self) -> ClusterStatus {
         match self {
-            View::Live(driver) => driver.snapshot().await,
+            View::Live { driver, .. } => driver.snapshot().await,
             View::Logged { store, .. } => store.status(),
         }
     }
 
     fn with_store<R>(&self, f: impl FnOnce(&Store) -> R) -> R {
         match self {
-            View::Live(driver) => f(&driver.store()),
+            View::Live { driver, .. } => f(&driver.store()),
             View::Logged { store, .. } => f(store),
         }
     }
@@ -253,23 +295,23 @@ impl View {
             return Html(main).into_response();
         }
         let (base, app_id, live, source, driver) = match self {
-            View::Live(driver) => ("", driver.app_id().to_owned(), true, "live", true),
+            View::Live { driver, .. } => ("", driver.app_id().to_owned(), true, "live", true),
             View::Logged { store, base } => {
                 let running = store.ended_ms.is_none();
                 let source = if running { "history; still running" } else { "history; finished" };
                 (base.as_str(), store.app_id.clone(), running, source, false)
             }
         };
-        let frame = Frame { base, app_id: &app_id, live, source, driver };
+        let frame = Frame { base, app_id: &app_id, live, source, driver, may_act: None };
         Html(page::document(&frame, title, &main)).into_response()
     }
 
     fn frame<R>(&self, f: impl FnOnce(&Frame) -> R) -> R {
-        let (base, app_id) = match self {
-            View::Live(driver) => (String::new(), driver.app_id().to_owned()),
-            View::Logged { store, base } => (base.clone(), store.app_id.clone()),
+        let (base, app_id, may_act) = match self {
+            View::Live { driver, form } => (String::new(), driver.app_id().to_owned(), form.as_deref()),
+            View::Logged { store, base } => (base.clone(), store.app_id.clone(), None),
         };
-        f(&Frame { base: &base, app_id: &app_id, live: true, source: "", driver: false })
+        f(&Frame { base: &base, app_id: &app_id, live: true, source: "", driver: false, may_act })
     }
 }
 
@@ -298,15 +340,116 @@ fn not_found(what: String) -> Response {
 
 async fn overview(view: View, Query(q): Query<PageQuery>) -> Response {
     let status = view.status().await;
-    let times: HashMap<JobId, (u64, Option<u64>)> = view.with_store(|store| {
-        status
-            .jobs
-            .iter()
-            .filter_map(|j| store.job(j.job).map(|e| (j.job, (e.started_ms, e.ended_ms))))
-            .collect()
-    });
-    let main = view.frame(|frame| page::overview(frame, &status, &|job| times.get(&job).copied()));
+    let main = view.frame(|frame| page::overview(frame, &status));
     view.render("Executors and jobs", q.fragment.is_some(), main)
+}
+
+/// The application's configuration, redacted, as its event log's start holds it.
+async fn config_page(view: View, Query(q): Query<PageQuery>) -> Response {
+    let main = view.with_store(|store| page::config(&store.flint_version, &store.config));
+    view.render("Configuration", q.fragment.is_some(), main)
+}
+
+async fn config(view: View) -> Response {
+    Json(view.with_store(|store| store.config.clone())).into_response()
+}
+
+/// A job's attempts as its timeline draws them, by task and attempt.
+async fn attempts(view: View, Path(JobPath { job }): Path<JobPath>) -> Response {
+    let spans =
+        view.with_store(|store| store.job(job).map(|e| e.attempts.values().cloned().collect::<Vec<_>>()));
+    match spans {
+        Some(spans) => Json(spans).into_response(),
+        None => not_found(format!("no job {job}")),
+    }
+}
+
+/// `POST /api/v1/jobs/<id>/cancel`: the application's credential as a bearer token
+/// (a browser's cookie is not enough here: the page's form goes through
+/// [`cancel_form`]).
+async fn cancel_api(
+    State(ui): Shared,
+    shown: Option<axum::Extension<Shown>>,
+    Path(JobPath { job }): Path<JobPath>,
+) -> Response {
+    if shown.map(|s| s.0) != Some(Shown::Bearer) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            "cancelling takes the application secret as a bearer token (Authorization: Bearer …)\n",
+        )
+            .into_response();
+    }
+    let reply = ui.driver.cancel(job).await;
+    let code = match reply {
+        flint_proto::wire::CancelReply::Unknown => StatusCode::NOT_FOUND,
+        flint_proto::wire::CancelReply::Ended => StatusCode::CONFLICT,
+        _ => StatusCode::OK,
+    };
+    (code, Json(CancelAnswer::from(reply))).into_response()
+}
+
+/// What the cancel API answers, as JSON.
+#[derive(serde::Serialize)]
+struct CancelAnswer {
+    /// `cancelled`, `ended` (it had ended already) or `unknown`.
+    outcome: &'static str,
+}
+
+impl From<flint_proto::wire::CancelReply> for CancelAnswer {
+    fn from(reply: flint_proto::wire::CancelReply) -> CancelAnswer {
+        use flint_proto::wire::CancelReply;
+        match reply {
+            CancelReply::Cancelled => CancelAnswer { outcome: "cancelled" },
+            CancelReply::Ended => CancelAnswer { outcome: "ended" },
+            CancelReply::Unknown => CancelAnswer { outcome: "unknown" },
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct CancelForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// The job page's cancel button: a browser holding the UI cookie, posting the page's
+/// form token from the page's own origin. Answers with the job's page.
+async fn cancel_form(
+    State(ui): Shared,
+    shown: Option<axum::Extension<Shown>>,
+    Path(JobPath { job }): Path<JobPath>,
+    headers: axum::http::HeaderMap,
+    Form(form): Form<CancelForm>,
+) -> Response {
+    let same_origin = same_origin(&headers);
+    let token_ok = flint_net::Secret::new(ui.form.as_bytes()).matches(form.csrf.as_bytes());
+    match shown.map(|s| s.0) {
+        Some(_) if token_ok && same_origin => {
+            ui.driver.cancel(job).await;
+            (StatusCode::SEE_OTHER, [(header::LOCATION, format!("/jobs/{job}"))]).into_response()
+        }
+        Some(_) => (StatusCode::FORBIDDEN, "this form did not come from the job's own page\n").into_response(),
+        None => (
+            StatusCode::UNAUTHORIZED,
+            "cancelling needs the application's credential: open the page once with ?token=<secret>, or run flint cancel\n",
+        )
+            .into_response(),
+    }
+}
+
+/// Whether a browser's post comes from the page's own origin: its `Origin` (or, when
+/// a browser sends none, its `Sec-Fetch-Site`) names this host. A request with
+/// neither is not from a browser page.
+fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
+        let named = origin.split_once("://").map(|(_, rest)| rest);
+        return host.is_some() && named == host;
+    }
+    match headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        Some(site) => site == "same-origin",
+        None => true,
+    }
 }
 
 async fn job_page(view: View, Path(JobPath { job }): Path<JobPath>, Query(q): Query<PageQuery>) -> Response {

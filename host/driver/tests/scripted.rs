@@ -119,6 +119,7 @@ impl Scripted {
             state: TaskState::Succeeded(output),
             log: String::new(),
             elapsed: Duration::from_millis(1),
+            metrics: Default::default(),
         };
         driver.status(self.incarnation, update);
     }

@@ -5,6 +5,7 @@
 
 use crate::blocks::{BlockStore, NotKept};
 use crate::inputs::{InputReader, SplitAt};
+use crate::meter::{InputMeter, Metered};
 use crate::shuffle::files::ShuffleFiles;
 use crate::shuffle::merge::SortedRuns;
 use crate::shuffle::read::ShuffleFetch;
@@ -411,12 +412,15 @@ impl ExecutorCore {
     fn run_attempt(&self, launch: &TaskLaunch, kill: KillSwitch) -> (StatusUpdate, Vec<Partial>) {
         let started = Instant::now();
         let mut partials = Vec::new();
+        let meter = Arc::new(InputMeter::default());
+        let mut gathering = Duration::ZERO;
         let (state, log) = if kill.is_killed() {
             let failure = TaskFailure::Killed { reason: "killed before it started".into() };
             (TaskState::Failed(failure), String::new())
         } else {
-            match self.prepare(launch) {
+            match self.prepare(launch, &meter) {
                 Ok((component, input, spent)) => {
+                    gathering = spent;
                     let mut ctx = self.context(launch, kill);
                     // Gathering a reduce task's input counted against the deadline (as
                     // reading a split does, inside the call); compiling the component,
@@ -426,7 +430,7 @@ impl ExecutorCore {
                     let map = launch.job.shuffle.as_ref().filter(|s| s.is_map(launch.attempt.index));
                     match (self.take_instance(&launch.job, component, &ctx, &mut partials), input) {
                         (Ok(taken), Prepared::Reduce { partition, runs }) => {
-                            self.run_reduce(launch, taken, &ctx, partition, runs)
+                            self.run_reduce(launch, taken, &ctx, partition, Metered::new(runs, meter.clone()))
                         }
                         (Ok(taken), Prepared::Input(input)) if map.is_some() => {
                             self.run_map(launch, taken, &ctx, input)
@@ -447,6 +451,7 @@ impl ExecutorCore {
             state,
             log,
             elapsed: started.elapsed(),
+            metrics: meter.metrics(gathering),
         }
         .bounded();
         if let TaskState::Failed(failure) = &update.state {
@@ -702,7 +707,11 @@ impl ExecutorCore {
 
     /// The component and the input of an attempt (a split opened, a reduce task's slices
     /// gathered), and the time gathering took.
-    fn prepare(&self, launch: &TaskLaunch) -> Result<(Arc<JobComponent>, Prepared, Duration), TaskFailure> {
+    fn prepare(
+        &self,
+        launch: &TaskLaunch,
+        meter: &Arc<InputMeter>,
+    ) -> Result<(Arc<JobComponent>, Prepared, Duration), TaskFailure> {
         let component = self.component(&launch.job.component)?;
         let reading = Instant::now();
         let deadline = reading + launch.job.deadline;
@@ -726,7 +735,8 @@ impl ExecutorCore {
                 let lines = self.inputs.open_split(&self.source, &tokens, at).map_err(|error| {
                     TaskFailure::Input { retryable: error.retryable(), message: error.to_string() }
                 })?;
-                TaskInput::Lines { path: source_name, start: *start, end: *end, source: lines }
+                let source = Box::new(Metered::new(lines, meter.clone()));
+                TaskInput::Lines { path: source_name, start: *start, end: *end, source }
             }
         };
         Ok((component, Prepared::Input(input), reading.elapsed()))
@@ -833,6 +843,7 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
                 }),
                 log: String::new(),
                 elapsed: std::time::Duration::ZERO,
+                metrics: Default::default(),
             };
             (update, Vec::new())
         });

@@ -6,6 +6,7 @@ pub mod blocks;
 mod core;
 pub mod inputs;
 pub mod lifecycle;
+mod meter;
 pub mod peers;
 pub mod remote;
 pub mod shuffle;

@@ -107,6 +107,7 @@ pub async fn serve(
                                 state: TaskState::Failed(failure),
                                 log: String::new(),
                                 elapsed: Duration::ZERO,
+                                metrics: Default::default(),
                             }));
                             continue;
                         }

@@ -22,6 +22,34 @@ pub use sections::{
 /// Raw properties, in key order.
 pub type Conf = BTreeMap<String, String>;
 
+/// What a page shows in place of a value that may be secret.
+pub const REDACTED: &str = "*********(redacted)";
+
+/// A configuration as pages and event logs may show it: the value of any key that
+/// names a secret, password, token, credential or access key replaced by [`REDACTED`]
+/// (as Spark's `spark.redaction.regex`), and a password in a URL's user part cut out.
+pub fn redacted(conf: &Conf) -> Conf {
+    conf.iter().map(|(k, v)| (k.clone(), redact(k, v))).collect()
+}
+
+fn redact(key: &str, value: &str) -> String {
+    let key = key.to_ascii_lowercase();
+    let secret =
+        ["secret", "password", "passwd", "token", "credential", "accesskey", "access.key", "private"];
+    if secret.iter().any(|s| key.contains(s)) {
+        return REDACTED.to_owned();
+    }
+    // scheme://user:password@host → scheme://user:*****@host
+    if let Some((scheme, rest)) = value.split_once("://")
+        && let Some((userinfo, host)) = rest.split_once('@')
+        && let Some((user, _)) = userinfo.split_once(':')
+        && !userinfo.contains('/')
+    {
+        return format!("{scheme}://{user}:{REDACTED}@{host}");
+    }
+    value.to_owned()
+}
+
 /// The most attempts `flint.task.maxFailures` may allow a task: past a few, a failing
 /// task only burns executors.
 pub const MAX_TASK_FAILURES: u32 = 100;
@@ -710,6 +738,22 @@ mod tests {
             let named = [format!("`{key}`"), format!("`{last}`"), format!("`.{last}`")];
             assert!(named.iter().any(|n| readme.contains(n.as_str())), "README.md does not document {key}");
         }
+    }
+
+    #[test]
+    fn secrets_are_redacted_by_key_and_in_urls() {
+        let shown = redacted(&conf(&[
+            ("flint.security.credentials.vault.command", "vault read --token=abc"),
+            ("spark.hadoop.fs.s3a.secret.key", "xyz"),
+            ("db_password", "hunter2"),
+            ("flint.input.s3.endpoint", "http://admin:pw@127.0.0.1:9000/"),
+            ("flint.executor.cores", "2"),
+        ]));
+        assert_eq!(shown["flint.security.credentials.vault.command"], REDACTED);
+        assert_eq!(shown["spark.hadoop.fs.s3a.secret.key"], REDACTED);
+        assert_eq!(shown["db_password"], REDACTED);
+        assert_eq!(shown["flint.input.s3.endpoint"], format!("http://admin:{REDACTED}@127.0.0.1:9000/"));
+        assert_eq!(shown["flint.executor.cores"], "2");
     }
 
     fn conf(pairs: &[(&str, &str)]) -> Conf {

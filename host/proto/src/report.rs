@@ -292,6 +292,12 @@ pub struct ExecutorStatus {
     /// The pod it runs in, on Kubernetes.
     pub pod: Option<String>,
     pub state: ExecutorState,
+    /// When it registered, and when it was removed, in milliseconds since the Unix
+    /// epoch (the status store's record; the control core keeps no wall clock).
+    #[serde(default)]
+    pub added_ms: Option<u64>,
+    #[serde(default)]
+    pub removed_ms: Option<u64>,
 }
 
 /// A job as the driver lists it.
@@ -301,6 +307,12 @@ pub struct JobStatus {
     pub name: String,
     pub state: JobState,
     pub progress: JobProgress,
+    /// When it began running, and ended, in milliseconds since the Unix epoch (a job
+    /// still waiting for a slot in `maxRunningJobs` has neither).
+    #[serde(default)]
+    pub started_ms: Option<u64>,
+    #[serde(default)]
+    pub ended_ms: Option<u64>,
 }
 
 /// A task of a job as the status page shows it: its latest attempt.
@@ -315,6 +327,12 @@ pub struct TaskRecord {
     pub launched_ms: u64,
     /// How long it ran, as its executor measured it, once it has ended.
     pub duration_ms: Option<u64>,
+    /// When the driver heard that it ended.
+    #[serde(default)]
+    pub ended_ms: Option<u64>,
+    /// What its executor's host measured of its input (zeros for a task without one).
+    #[serde(default)]
+    pub metrics: crate::TaskMetrics,
     /// Why it failed, when it did.
     pub failure: Option<TaskFailure>,
     /// The end of what it printed, while the job's budget for logs lasts (failed
@@ -398,6 +416,8 @@ mod tests {
             name: "n".repeat(256),
             state,
             progress: JobProgress::default(),
+            started_ms: None,
+            ended_ms: None,
         };
         let mut jobs: Vec<JobStatus> = (0..100_000).map(|n| job(n, JobState::Succeeded)).collect();
         jobs.extend((100_000..100_016).map(|n| job(n, JobState::Running)));
@@ -453,6 +473,7 @@ mod tests {
             state: TaskState::Failed(failure),
             log: String::new(),
             elapsed: Duration::ZERO,
+            metrics: crate::TaskMetrics { input_bytes: 3, input_records: 1, read_us: 2 },
         };
         let bytes = postcard::to_stdvec(&update).unwrap();
         assert_eq!(postcard::from_bytes::<StatusUpdate>(&bytes).unwrap(), update);

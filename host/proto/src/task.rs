@@ -338,6 +338,21 @@ pub struct StatusUpdate {
     /// The guest's captured stdout, stderr and log lines, bounded.
     pub log: String,
     pub elapsed: Duration,
+    /// What the host measured of the attempt's input.
+    pub metrics: TaskMetrics,
+}
+
+/// What an executor's host measures of an attempt's input as the task reads it: a
+/// split's lines, a reduce task's records. The rest of the attempt's time is compute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskMetrics {
+    /// Bytes handed to the task (lines as they decompress, records as they merge).
+    pub input_bytes: u64,
+    /// Lines or records handed to the task.
+    pub input_records: u64,
+    /// Microseconds the task waited for its input: reading, fetching, decompressing,
+    /// gathering a reduce task's slices.
+    pub read_us: u64,
 }
 
 impl StatusUpdate {

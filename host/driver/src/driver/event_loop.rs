@@ -185,7 +185,9 @@ impl EventLoop {
         mut peers: mpsc::Receiver<Event>,
     ) {
         let app_id = self.shared.app_id.clone();
-        self.record(AppEvent::ApplicationStart { app_id, flint_version: env!("CARGO_PKG_VERSION").into() });
+        let config = flint_proto::config::redacted(&self.shared.conf);
+        let flint_version = env!("CARGO_PKG_VERSION").into();
+        self.record(AppEvent::ApplicationStart { app_id, flint_version, config });
         self.flush_journal();
         loop {
             let wake = self.core.poll_timeout();
@@ -370,27 +372,37 @@ impl EventLoop {
     pub(super) fn snapshot(&mut self, now: Instant) -> ClusterStatus {
         // What this turn did is in the store before it is read (the event log still
         // gets the turn's events in one batch at its end).
+        let mut live = self.core.live_statuses(now);
+        let jobs_started: Vec<Option<u64>>;
         let (mut jobs, mut executors) = {
             let mut store = self.shared.store.lock().expect("store lock");
             self.journal[self.applied..].iter().for_each(|e| store.apply(e));
             self.applied = self.journal.len();
+            jobs_started =
+                self.jobs.keys().map(|id| store.job(*id).and_then(|e| e.status.started_ms)).collect();
+            for executor in &mut live {
+                executor.added_ms = store.executor_added(&executor.id);
+            }
             store.past()
         };
-        jobs.extend(self.jobs.iter().map(|(id, j)| JobStatus {
+        jobs.extend(self.jobs.iter().zip(jobs_started).map(|((id, j), started_ms)| JobStatus {
             job: *id,
             name: j.descriptor.name.clone(),
             state: JobState::Running,
             progress: *j.progress.borrow(),
+            started_ms,
+            ended_ms: None,
         }));
         jobs.extend(self.waiting.iter().map(|w| JobStatus {
             job: w.id,
             name: w.job.name.clone(),
             state: JobState::Waiting,
             progress: *w.progress.borrow(),
+            started_ms: None,
+            ended_ms: None,
         }));
         jobs.sort_by_key(|j| j.job);
         // A live executor replaces the record of an earlier life of its id.
-        let live = self.core.live_statuses(now);
         let alive: std::collections::HashSet<&ExecutorId> = live.iter().map(|l| &l.id).collect();
         executors.retain(|e| !alive.contains(&e.id));
         executors.extend(live);

@@ -295,12 +295,12 @@ impl EventLoop {
         update: StatusUpdate,
         failure: TaskFailure,
     ) {
-        let StatusUpdate { executor, attempt, log, .. } = update;
+        let StatusUpdate { executor, attempt, ref log, .. } = update;
         if self.core.accepts(&executor, incarnation, attempt)
             && let Some(job) = self.jobs.get_mut(&attempt.job)
         {
             job.span.in_scope(|| tracing::warn!(%attempt, executor_id = %executor, %failure, "task failed"));
-            job.failures.push(FailureRecord::new(attempt, executor.clone(), failure.clone(), &log));
+            job.failures.push(FailureRecord::new(attempt, executor.clone(), failure.clone(), log));
             self.record(AppEvent::TaskEnd {
                 job: attempt.job,
                 index: attempt.index,
@@ -308,7 +308,8 @@ impl EventLoop {
                 executor: executor.clone(),
                 duration_ms: update.elapsed.as_millis() as u64,
                 failure: Some(failure.clone()),
-                log_tail: Some(flint_proto::log_tail(&log)),
+                log_tail: Some(flint_proto::log_tail(log)),
+                metrics: update.metrics,
             });
         }
         self.feed(now, CoreEvent::TaskFailed { id: executor, incarnation, attempt, failure });
@@ -328,6 +329,7 @@ impl EventLoop {
             duration_ms: update.elapsed.as_millis() as u64,
             failure: None,
             log_tail: (!update.log.is_empty()).then(|| flint_proto::log_tail(&update.log)),
+            metrics: update.metrics,
         });
     }
 }

@@ -10,7 +10,7 @@ use super::read::{FetchError, Located, Slice, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
 use flint_proto::{InlineSlice, JobId, MapSource, Parts, TaskFailure, TaskLaunch, TaskOutput, TaskState};
-use flint_runtime::{TaskContext, TaskInput};
+use flint_runtime::{RecordSource, TaskContext, TaskInput};
 use std::time::Instant;
 
 /// Why an executor would not serve map outputs.
@@ -75,7 +75,7 @@ impl ExecutorCore {
         mut taken: Taken<'_>,
         ctx: &TaskContext,
         partition: u32,
-        runs: SortedRuns,
+        runs: impl RecordSource,
     ) -> (TaskState, String) {
         let part = match launch.job.shuffle.as_ref().and_then(|s| s.parts.as_ref()) {
             None => None,

@@ -3420,3 +3420,157 @@ fn folders_and_globs_are_inputs_on_the_driver_and_from_the_client() {
     assert_eq!(out.status.code(), Some(3), "{}", lossy(&out.stderr));
     assert!(lossy(&out.stderr).contains("flint.input.roots"), "{}", lossy(&out.stderr));
 }
+
+/// A driver that answers every hello with `rejection`, as a driver of another version
+/// or one whose application stopped says it: the refusals no real driver of this build
+/// can be made to give. Returns its URL.
+fn refusing_driver(rt: &tokio::runtime::Runtime, rejection: flint_proto::wire::Rejection) -> String {
+    use flint_proto::wire::{Hello, HelloReply};
+    let _entered = rt.enter();
+    let identity = flint_net::Identity::generate(vec!["localhost".into()]).unwrap();
+    let bind = "127.0.0.1:0".parse().unwrap();
+    let endpoint = flint_net::server_endpoint(bind, &identity, Duration::from_secs(5), None).unwrap();
+    let port = endpoint.local_addr().unwrap().port();
+    rt.spawn(async move {
+        while let Some(incoming) = endpoint.accept().await {
+            let rejection = rejection.clone();
+            tokio::spawn(async move {
+                let heard = flint_net::gate::hear_hello::<Hello>(incoming, 64 << 10).await;
+                if let Ok((connection, mut send, _recv, _hello)) = heard {
+                    let _ = flint_net::write_frame(&mut send, &HelloReply::Rejected(rejection)).await;
+                    let _ = send.finish();
+                    connection.closed().await;
+                }
+            });
+        }
+    });
+    flint_net::DriverUrl { host: "127.0.0.1".into(), port, fingerprint: identity.fingerprint() }.to_string()
+}
+
+/// The codes of one of the README's exit-code tables: the first (every command) or
+/// the second (`flint executor`).
+fn readme_exit_codes(table: usize) -> std::collections::BTreeSet<i32> {
+    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
+    let section = readme.split("### Exit codes").nth(1).expect("the README has its exit codes");
+    let section = section.split("\n### ").next().unwrap();
+    let tables: Vec<&str> = section.split("| code | meaning |").skip(1).collect();
+    assert_eq!(tables.len(), 2, "two tables: the commands' and the executor's");
+    tables[table]
+        .lines()
+        .skip_while(|l| !l.starts_with("|---"))
+        .skip(1)
+        .map_while(|l| l.strip_prefix("| "))
+        .filter_map(|row| row.split(" |").next()?.trim().parse().ok())
+        .collect()
+}
+
+/// Every code in the README's two exit-code tables, against what the commands really
+/// do: each is brought about as a user meets it, and a code the README lists that no
+/// case here makes (or a case whose code the README does not list) fails the test.
+#[test]
+fn every_exit_code_the_readme_lists_is_what_the_commands_do() {
+    use flint_proto::wire::Rejection;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cluster = Cluster::start(&[
+        "--conf",
+        "flint.driver.maxRunningJobs=1",
+        "--conf",
+        "flint.driver.maxWaitingJobs=0",
+    ]);
+    cluster.executor(&["--cores", "2", "--executor-id", "taken"]);
+    cluster.wait_live(1);
+    let code = |out: &Output| out.status.code().unwrap_or(-1);
+    let closed = format!("flint://127.0.0.1:{}?fingerprint={}", free_port(), "00".repeat(32));
+    let url: flint_net::DriverUrl = cluster.url.parse().unwrap();
+    let wrong_pin = flint_net::DriverUrl { fingerprint: [7; 32], ..url }.to_string();
+    let refusing = |rejection| refusing_driver(&rt, rejection);
+    let other_version = refusing(Rejection::VersionMismatch { driver: 999, peer: 18 });
+    let other_app = refusing(Rejection::WrongApp { expected: "another-app".into() });
+    let stopped = refusing(Rejection::AppStopped);
+    let client = |args: &[&str], url: &str, secret: &str| {
+        command(args).args(["--driver-url", url]).env("FLINT_SECRET", secret).output().unwrap()
+    };
+    let executor = |args: &[&str], url: &str, secret: &str| {
+        let mut cmd = command(&["executor", "--driver-url", url, "--app-id", APP, "--cores", "1"]);
+        cmd.args(args).env("FLINT_SECRET", secret).output().unwrap()
+    };
+
+    let mut commands: Vec<(i32, &str, i32)> = Vec::new();
+    let mut said = |code_expected: i32, case: &'static str, out: Output| {
+        assert_eq!(code(&out), code_expected, "{case}: {}", lossy(&out.stderr));
+        commands.push((code_expected, case, code(&out)));
+    };
+    said(0, "a job that succeeds", flint(&["run", "examples/noop", "--partitions", "2"]));
+    said(1, "a task that fails every time", flint(&["run", "examples/chaos", "--conf", "mode=panic"]));
+    said(2, "an unknown flag", flint(&["run", "examples/noop", "--no-such-flag"]));
+    said(3, "an input that is not there", flint(&["run", "examples/word-count", "--input", "/no/such/file"]));
+    // A port some other process holds: the driver cannot listen.
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let listen = held.local_addr().unwrap().to_string();
+    said(4, "a driver that cannot listen", flint(&["driver", "--app-id", APP, "--listen", &listen]));
+    said(5, "nothing listening", client(&["status"], &closed, SECRET));
+    said(6, "another certificate than the pinned one", client(&["status"], &wrong_pin, SECRET));
+    // One job runs and none may wait: the next is turned away.
+    let slow = start_slow_job(&cluster);
+    eventually(Duration::from_secs(20), || {
+        (cluster.live_executors()[0]["running"].as_u64().unwrap_or(0) > 0).then_some(())
+    })
+    .expect("the slow job runs");
+    said(7, "a busy driver", client(&["submit", "examples/noop"], &cluster.url, SECRET));
+    let running = cluster.status()["jobs"][0]["job"].as_u64().unwrap().to_string();
+    let cancel = client(&["cancel", &running], &cluster.url, SECRET);
+    assert!(cancel.status.success(), "{}", lossy(&cancel.stderr));
+    said(8, "a cancelled job", slow.wait_with_output().unwrap());
+    said(9, "nothing to cancel", client(&["cancel", "999"], &cluster.url, SECRET));
+    said(11, "a wrong secret", client(&["status"], &cluster.url, "not-the-secret"));
+    said(12, "a driver of another application", client(&["status"], &other_app, SECRET));
+    said(13, "a driver of another protocol version", client(&["status"], &other_version, SECRET));
+    said(14, "a driver whose application stopped", client(&["status"], &stopped, SECRET));
+    // A second Ctrl-C leaves the job running and exits at once.
+    let slow = start_slow_job(&cluster);
+    let id = eventually(Duration::from_secs(20), || {
+        let status = cluster.status();
+        status["jobs"].as_array()?.iter().find(|j| j["state"] == "running")?["job"].as_u64()
+    })
+    .expect("the slow job runs");
+    // The driver is stopped (SIGSTOP) so the first Ctrl-C's cancel hangs, as over a
+    // slow link: the second leaves at once.
+    cluster.driver.signal("STOP");
+    for _ in 0..2 {
+        let int = std::process::Command::new("kill").args(["-INT", &slow.id().to_string()]).status();
+        assert!(int.unwrap().success());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    said(130, "a second Ctrl-C", slow.wait_with_output().unwrap());
+    cluster.driver.signal("CONT");
+
+    let mut executors: Vec<(i32, &str, i32)> = Vec::new();
+    let mut exited = |code_expected: i32, case: &'static str, out: Output| {
+        assert_eq!(code(&out), code_expected, "executor, {case}: {}", lossy(&out.stderr));
+        executors.push((code_expected, case, code(&out)));
+    };
+    exited(10, "an id another executor has", executor(&["--executor-id", "taken"], &cluster.url, SECRET));
+    exited(11, "a wrong secret", executor(&[], &cluster.url, "not-the-secret"));
+    let mut other = command(&["executor", "--driver-url", &cluster.url, "--app-id", "another-app"]);
+    exited(
+        12,
+        "another application",
+        other.args(["--cores", "1"]).env("FLINT_SECRET", SECRET).output().unwrap(),
+    );
+    exited(13, "another protocol version", executor(&[], &other_version, SECRET));
+    exited(14, "an application that stopped", executor(&[], &stopped, SECRET));
+    exited(15, "no driver within the timeout", executor(&["--connect-timeout", "1s"], &closed, SECRET));
+    exited(17, "another certificate than the pinned one", executor(&[], &wrong_pin, SECRET));
+    // The driver killed under a registered executor (the cancelled job's is let go first).
+    let _ = cluster.client(&["cancel", &id.to_string()]);
+    cluster.driver.signal("KILL");
+    let taken = &mut cluster.executors[0];
+    let lost = taken.wait(Duration::from_secs(20));
+    assert_eq!(lost, Some(16), "executor, a lost driver");
+    executors.push((16, "a lost driver", 16));
+
+    let listed =
+        |cases: &[(i32, &str, i32)]| cases.iter().map(|c| c.0).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(listed(&commands), readme_exit_codes(0), "the README's table for commands, case by case");
+    assert_eq!(listed(&executors), readme_exit_codes(1), "the README's table for executors, case by case");
+}

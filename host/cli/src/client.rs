@@ -222,6 +222,9 @@ async fn submit_once(
     let (id, mut interrupts) = (job.id, 0);
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
+    // The cancel asked for, while its answer is awaited: beside the report and a
+    // second Ctrl-C, never in their way.
+    let mut cancelling = None;
     loop {
         // The read of the next frame is never dropped half-way: an interrupt is
         // answered beside it.
@@ -237,7 +240,11 @@ async fn submit_once(
                     }
                     interrupted.set(tokio::signal::ctrl_c());
                     eprintln!("flint: cancelling job {id} (Ctrl-C again to leave it running)");
-                    if let Err(e) = client.cancel(id).await {
+                    cancelling = Some(Box::pin(client.cancel(id)));
+                }
+                answer = async { cancelling.as_mut().expect("checked").await }, if cancelling.is_some() => {
+                    cancelling = None;
+                    if let Err(e) = answer {
                         eprintln!("flint: could not cancel job {id}: {e}");
                     }
                 }

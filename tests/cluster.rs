@@ -3574,3 +3574,123 @@ fn every_exit_code_the_readme_lists_is_what_the_commands_do() {
     assert_eq!(listed(&commands), readme_exit_codes(0), "the README's table for commands, case by case");
     assert_eq!(listed(&executors), readme_exit_codes(1), "the README's table for executors, case by case");
 }
+
+/// The README's shell blocks, run as written where this machine can: each in a fresh
+/// folder holding the examples and the files it names, with `flint` on the PATH. What
+/// a block starts to serve (a driver, an executor, a master, a worker) runs in the
+/// background until the block's last command has answered, and loopback with a free
+/// port stands in for `0.0.0.0` and a fixed one; `/data` and `/var/lib/flint` are
+/// folders of the test's. A block this test neither runs nor names as skipped fails it.
+#[test]
+fn the_readmes_shell_blocks_run_as_written() {
+    let readme = std::fs::read_to_string(common::root().join("README.md")).unwrap();
+    let mut blocks: Vec<(usize, String)> = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (n, line) in readme.lines().enumerate() {
+        match (&mut open, line.trim_end()) {
+            (None, "```sh") => open = Some((n + 1, String::new())),
+            (Some(_), "```") => blocks.push(open.take().unwrap()),
+            (Some((_, text)), line) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    // Blocks that need what a test cannot have, and where they are tested instead.
+    let skipped = [
+        ("make demo", "CI's own commands: `make test` is this test's caller"),
+        ("kubectl", "a Kubernetes cluster: tests/k8s.rs applies the same manifests to a stand-in API server"),
+    ];
+    let bin = common::root().join("target/release");
+    let mut ran = 0;
+    for (at, block) in &blocks {
+        if let Some((_, why)) = skipped.iter().find(|(mark, _)| block.contains(mark)) {
+            eprintln!("README line {at}: not run here ({why})");
+            continue;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(common::root().join("examples"), dir.path().join("examples")).unwrap();
+        for name in ["big.txt", "more.txt", "data/big.txt"] {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            corpus(&path, 256 << 10);
+        }
+        let data = dir.path().join("data");
+        let work = dir.path().join("work");
+        let script = shell_script(block, &data, &work);
+        let out = std::process::Command::new("timeout")
+            .args(["120", "bash", "-c", &script])
+            .current_dir(dir.path())
+            .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+            .env_remove("FLINT_SECRET")
+            .output()
+            .unwrap();
+        let logs: String = ["driver", "executor", "master", "worker"]
+            .iter()
+            .filter_map(|n| std::fs::read_to_string(dir.path().join(format!("{n}.log"))).ok())
+            .collect();
+        assert!(
+            out.status.success(),
+            "README line {at}:\n{script}\nexit {:?}\n{}\n{}\n{logs}",
+            out.status.code(),
+            lossy(&out.stdout),
+            lossy(&out.stderr)
+        );
+        // Each block ends in a command that answered something; a word count, its counts.
+        let stdout = lossy(&out.stdout);
+        assert!(!stdout.is_empty(), "README line {at} printed nothing:\n{}", lossy(&out.stderr));
+        if block.contains("word-count") {
+            assert!(stdout.contains("\"total_words\""), "README line {at}:\n{stdout}");
+        }
+        ran += 1;
+    }
+    assert!(ran >= 3, "the run, cluster and standalone blocks ran: {ran} of {}", blocks.len());
+}
+
+/// A README shell block as a script this machine can run: comments cut, continued
+/// lines joined, servers started in the background (their URL files awaited), and
+/// addresses and folders made the test's own.
+fn shell_script(block: &str, data: &std::path::Path, work: &std::path::Path) -> String {
+    let mut script = String::from(
+        "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true' EXIT\n",
+    );
+    let joined = block.replace("\\\n", " ");
+    for line in joined.lines() {
+        // A comment starts at ` #` outside quotes (no README command quotes a #).
+        let line = line.split(" #").next().unwrap().trim();
+        if line.is_empty() {
+            continue;
+        }
+        let line = line
+            .replace("0.0.0.0:7077", "127.0.0.1:0")
+            .replace("0.0.0.0:7078", "127.0.0.1:0")
+            .replace("/var/lib/flint", &work.display().to_string())
+            .replace("=/data", &format!("={}", data.display()))
+            .replace(" /data/", &format!(" {}/", data.display()))
+            .replace("flint:///data/", &format!("flint://{}/", data.display()));
+        let line = match line.strip_prefix("export FLINT_SECRET=...") {
+            Some(_) => {
+                "export FLINT_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')".to_owned()
+            }
+            None => line,
+        };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let serves = words.len() > 1
+            && words[0] == "flint"
+            && ["driver", "executor", "master", "worker"].contains(&words[1]);
+        if serves {
+            script.push_str(&format!("{line} > {}.log 2>&1 &\n", words[1]));
+            if let Some(i) = words.iter().position(|w| *w == "--url-file") {
+                let file = words[i + 1];
+                script.push_str(&format!(
+                    "for _ in $(seq 200); do [ -s {file} ] && break; sleep 0.1; done; [ -s {file} ]\n"
+                ));
+            }
+        } else {
+            script.push_str(&line);
+            script.push('\n');
+        }
+    }
+    script
+}

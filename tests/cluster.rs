@@ -1461,6 +1461,48 @@ fn the_local_backend_follows_the_load_and_reaps_what_it_started() {
     assert_eq!(status["allocation_target"], 0, "no load, minExecutors=0: {status}");
 }
 
+/// A fleet that shrank to nothing grows again for the next job within the backlog
+/// timeout and an executor's start, not after the cooldown that stops a grow-shrink
+/// flip-flop while executors are left.
+#[test]
+fn a_job_a_second_after_the_fleet_emptied_starts_within_the_backlog_timeout() {
+    let ui = free_port();
+    let cluster = Cluster::start(&[
+        "--backend",
+        "local",
+        "--ui-port",
+        &ui.to_string(),
+        "--conf",
+        "flint.dynamicAllocation.enabled=true",
+        "--conf",
+        "flint.dynamicAllocation.maxExecutors=2",
+        "--conf",
+        "flint.dynamicAllocation.executorIdleTimeout=1s",
+        "--conf",
+        "flint.dynamicAllocation.schedulerBacklogTimeout=1s",
+        "--conf",
+        "flint.dynamicAllocation.cooldown=10s",
+        "--conf",
+        "flint.executor.cores=1",
+    ]);
+    let driver = cluster.driver.pid();
+    let job = ["examples/pi", "--conf", "points=100000", "--partitions", "4", "--json"];
+    assert_eq!(ok_json(&cluster.submit(&job))["status"], "succeeded");
+    let emptied = eventually(Duration::from_secs(20), || children_of(driver).is_empty().then_some(()));
+    assert!(emptied.is_some(), "the idle fleet is given back");
+    std::thread::sleep(Duration::from_secs(1));
+    let submitted = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let report = ok_json(&cluster.submit(&job));
+    let id = report["job_id"].as_u64().unwrap();
+    let (_, attempts) = http_get(ui, &format!("/api/v1/jobs/{id}/attempts"), None);
+    let attempts: Value = serde_json::from_str(&attempts).unwrap();
+    let first = attempts.as_array().unwrap().iter().filter_map(|a| a["launched_ms"].as_u64()).min().unwrap();
+    let waited = Duration::from_millis(first.saturating_sub(submitted.as_millis() as u64));
+    // 1 s of backlog, then an executor process's start (about a second here): never
+    // the 10 s cooldown.
+    assert!(waited < Duration::from_secs(5), "the first task started {waited:?} after the submission");
+}
+
 #[test]
 fn executors_the_driver_started_die_with_it_even_by_kill_9() {
     let cluster = Cluster::start(&["--backend", "local", "--conf", "flint.executor.instances=2"]);

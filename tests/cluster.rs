@@ -1135,13 +1135,24 @@ fn the_cancel_api_and_the_job_pages_button_end_a_job_as_cancelled_and_no_other_s
     assert_eq!(post(&cancel, "", "").0, 401, "no credential");
     assert_eq!(post(&cancel, "Authorization: Bearer wrong\r\n", "").0, 401, "a wrong one");
     assert_eq!(state_of(&cluster, id), Some(Value::from("running")));
+    let now_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let started = std::time::Instant::now();
+    let asked_ms = now_ms() as u64;
     let (code, answer) = post(&cancel, &format!("Authorization: Bearer {SECRET}\r\n"), "");
     assert_eq!((code, answer.contains("\"cancelled\"")), (200, true), "{answer}");
     let out = job.wait_with_output().unwrap();
     assert!(started.elapsed() < Duration::from_secs(1), "{:?} to end", started.elapsed());
     assert_eq!(out.status.code(), Some(8), "{}", lossy(&out.stderr));
     assert_eq!(json(&out)["status"], "cancelled");
+    // No attempt of it was launched after the cancel, and none runs.
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, attempts) = http_get(port, &format!("/api/v1/jobs/{id}/attempts"), None);
+    let attempts: Value = serde_json::from_str(&attempts).unwrap();
+    for a in attempts.as_array().unwrap() {
+        assert!(a["launched_ms"].as_u64().unwrap() <= asked_ms, "launched after the cancel: {a}");
+        assert_ne!(a["state"], "running", "{a}");
+    }
+    assert_eq!(cluster.live_executors()[0]["running"].as_u64(), Some(0));
     let (code, answer) = post(&cancel, &format!("Authorization: Bearer {SECRET}\r\n"), "");
     assert_eq!(code, 409, "it has ended: {answer}");
     assert_eq!(post("/api/v1/jobs/999/cancel", &format!("Authorization: Bearer {SECRET}\r\n"), "").0, 404);

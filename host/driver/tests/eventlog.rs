@@ -17,8 +17,13 @@ fn a_version_1_log_reads_back_into_the_same_records() {
     let status = store.status();
     let states: Vec<(&str, &str)> =
         status.executors.iter().map(|e| (e.id.as_str(), e.state.as_str())).collect();
-    assert_eq!(states, [("a", "removed"), ("b", "registered")]);
+    // b was still registered when the log closed: it ended with its application.
+    assert_eq!(states, [("a", "removed"), ("b", "removed")]);
     assert!(status.executors[0].removed.as_deref().unwrap().contains("heartbeat"));
+    assert_eq!(status.executors[1].removed.as_deref(), Some("the application ended"));
+    // Its counts are the driver's last word on it, and a log of that version has times.
+    assert!(status.executors[1].tasks_done >= 2, "{:?}", status.executors[1]);
+    assert!(status.executors.iter().all(|e| e.added_ms.is_some() && e.removed_ms.is_some()));
 
     let job = store.job(JobId(1)).expect("job 1");
     assert_eq!((job.status.name.as_str(), job.status.state.as_str()), ("chaos", "failed"));
@@ -32,4 +37,7 @@ fn a_version_1_log_reads_back_into_the_same_records() {
     assert!(job.failures[0].log_tail.contains("chaos asked to panic in task 1"));
     let task = job.tasks.get(&1).expect("task 1's record");
     assert_eq!((task.attempt, task.state.as_str()), (3, "failed"));
+    // Every attempt, for the timeline, from a log written before it was drawn.
+    assert_eq!(job.attempts.len(), 2 + 4);
+    assert!(job.attempts.values().all(|a| a.ended_ms.is_some_and(|end| end >= a.launched_ms)));
 }

@@ -903,7 +903,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
     use flint_core::{Action, ControlCore, CoreConfig, Event, ExecutorInfo, Policy};
     let now = Instant::now();
     let mut core = ControlCore::new(CoreConfig {
-        policy: Policy { exclude_after: Some(2), pipeline: 8, max_executor_losses: None },
+        policy: Policy { exclude_after: Some(2), pipeline: 8, max_executor_losses: None, speculation: None },
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: Duration::from_secs(60),
         allocation: None,
@@ -943,6 +943,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
                 max_failures: 4,
                 period: None,
                 shuffle: None,
+                speculate: false,
             },
         ),
         &mut pending,

@@ -3747,3 +3747,92 @@ fn shell_script(block: &str, data: &std::path::Path, work: &std::path::Path) -> 
     }
     script
 }
+
+/// Speculation end to end: task 5's first attempt sleeps half a minute (a straggler
+/// whatever executor it lands on); with `flint.speculation.enabled` it gets one copy on
+/// the other executor, the copy wins, the original is killed, and the job ends in
+/// seconds with the exact answer, its copy counted and shown. A job whose manifest says
+/// `speculation = false` waits for its straggler.
+#[test]
+fn a_straggler_gets_a_speculative_copy_that_wins_unless_the_job_refuses() {
+    let ui = free_port();
+    let logs = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(&[
+        "--ui-port",
+        &ui.to_string(),
+        "--conf",
+        "flint.speculation.enabled=true",
+        "--conf",
+        &format!("flint.eventLog.dir={}", logs.path().display()),
+    ]);
+    cluster.executor(&["--cores", "1", "--executor-id", "a"]);
+    cluster.executor(&["--cores", "1", "--executor-id", "b"]);
+    cluster.wait_live(2);
+    let straggling = |secs: &str| {
+        vec![
+            "--partitions".to_owned(),
+            "10".into(),
+            "--conf".into(),
+            "mode=sleep".into(),
+            "--conf".into(),
+            format!("secs={secs}"),
+            "--conf".into(),
+            "only_task=5".into(),
+            "--conf".into(),
+            "only_attempt=0".into(),
+            "--json".into(),
+        ]
+    };
+    let started = std::time::Instant::now();
+    let args: Vec<String> = [vec!["examples/chaos".to_owned()], straggling("30")].concat();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let report = ok_json(&cluster.submit(&args));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(20), "the copy ended it, not the 30 s sleep: {took:?}");
+    let indices: Vec<Value> = (0..10).map(Value::from).collect();
+    assert_eq!(report["result"], Value::from(indices), "{report}");
+    assert_eq!(
+        (report["speculative_attempts"].as_u64(), report["speculative_won"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    // Task 5's two attempts: the original killed, the copy (on the other executor,
+    // with its reason) the winner.
+    let job = report["job_id"].as_u64().unwrap();
+    let (_, attempts) = http_get(ui, &format!("/api/v1/jobs/{job}/attempts"), None);
+    let attempts: Value = serde_json::from_str(&attempts).unwrap();
+    let of_5: Vec<&Value> = attempts.as_array().unwrap().iter().filter(|a| a["index"] == 5).collect();
+    assert_eq!(of_5.len(), 2, "{attempts}");
+    assert_eq!((&of_5[0]["state"], &of_5[1]["state"]), (&Value::from("killed"), &Value::from("succeeded")));
+    assert_ne!(of_5[0]["executor"], of_5[1]["executor"], "never on the straggler's executor");
+    assert!(of_5[1]["speculative"].as_str().is_some_and(|why| why.contains("median")), "{}", of_5[1]);
+    let (_, metrics) = http_get(ui, "/metrics", None);
+    assert!(metrics.contains("flint_speculative_attempts_total{outcome=\"won\"} 1"), "{metrics}");
+    let (_, page) = http_get(ui, &format!("/jobs/{job}/tasks/5"), None);
+    assert!(page.contains("yes: the original ran"), "{page}");
+    // Both slots free: the killed original is gone.
+    let idle = eventually(Duration::from_secs(5), || {
+        cluster.live_executors().iter().all(|e| e["running"] == 0).then_some(())
+    });
+    assert!(idle.is_some(), "{}", cluster.status());
+
+    // A job that must not run twice: its manifest refuses, it waits for its straggler.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = format!(
+        "name = \"chaos\"\nworld = \"aggregate\"\nspeculation = false\ncomponent = \"{}\"\n",
+        common::wasm("chaos")
+    );
+    std::fs::write(dir.path().join("flint.toml"), manifest).unwrap();
+    let started = std::time::Instant::now();
+    let args: Vec<String> = [vec![dir.path().display().to_string()], straggling("3")].concat();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let report = ok_json(&cluster.submit(&args));
+    assert!(started.elapsed() >= Duration::from_secs(3), "it waited for its straggler");
+    assert_eq!(report["speculative_attempts"].as_u64(), Some(0), "{report}");
+    cluster.driver.signal("TERM");
+    assert_eq!(cluster.driver.wait(Duration::from_secs(20)), Some(0));
+    let log = event_log_text(&logs.path().join(common::names_in(logs.path())[0].clone()));
+    for event in ["\"event\":\"speculated\"", "\"event\":\"speculation_ended\""] {
+        assert_eq!(log.matches(event).count(), 1, "{event} once in the event log");
+    }
+}

@@ -31,7 +31,8 @@
 //! outputs in partition order.
 //!
 //! `only_task=N` applies the mode to task N alone; the others follow `other_mode`
-//! (default `ok`).
+//! (default `ok`). `only_attempt=K` narrows it to that attempt of the task (a
+//! straggler whose speculative copy, a later attempt, runs as the others do).
 
 use flint_guest::{Aggregate, Error, Partition, Task, config, config_or, info, task_info};
 use std::hint::black_box;
@@ -46,8 +47,10 @@ impl Task for Chaos {
     fn run(input: Partition) -> Result<Self::Output, Error> {
         let me = task_info();
         let only: Option<u32> = config("only_task").map(|t| t.parse()).transpose()?;
-        let mode = match only {
-            Some(t) if t != me.task_index => config("other_mode"),
+        let only_attempt: Option<u32> = config("only_attempt").map(|t| t.parse()).transpose()?;
+        let mode = match (only, only_attempt) {
+            (Some(t), _) if t != me.task_index => config("other_mode"),
+            (_, Some(a)) if a != me.attempt => config("other_mode"),
             _ => config("mode"),
         }
         .unwrap_or_else(|| "ok".into());

@@ -37,6 +37,8 @@ pub fn json(report: &JobReport) -> Value {
         "tasks": report.tasks,
         "attempts": report.attempts,
         "maps_rerun": report.maps_rerun,
+        "speculative_attempts": report.speculative,
+        "speculative_won": report.speculative_won,
         "outputs_handed_over": report.outputs_handed_over,
         "task_failures": report.failures.iter().map(|f| json!({
             "task": f.task,
@@ -97,6 +99,12 @@ fn succeeded(report: &JobReport) -> String {
         text.push_str(&format!(
             "{} map outputs were handed over by executors that left, and did not run again\n",
             report.outputs_handed_over
+        ));
+    }
+    if report.speculative > 0 {
+        text.push_str(&format!(
+            "{} straggling tasks got a speculative copy; {} of the copies finished first\n",
+            report.speculative, report.speculative_won
         ));
     }
     if report.maps_rerun > 0 {

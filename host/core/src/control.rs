@@ -268,7 +268,7 @@ impl ControlCore {
             Event::Lost { id, incarnation, reason } => {
                 self.remove(now, id, incarnation, reason, &mut actions)
             }
-            Event::JobSubmitted { job, tasks, max_failures, period, shuffle } => {
+            Event::JobSubmitted { job, tasks, max_failures, period, shuffle, speculate } => {
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.jobs.entry(job) {
                     slot.insert(JobCounts { tasks, ..JobCounts::default() });
                     if let Some(period) = period {
@@ -288,9 +288,9 @@ impl ControlCore {
                                 StagePlan { tasks: maps, parents: Vec::new() },
                                 StagePlan { tasks: reduces, parents: vec![0] },
                             ];
-                            Input::StagedJobSubmitted { job, stages, max_failures }
+                            Input::StagedJobSubmitted { job, stages, max_failures, speculate }
                         }
-                        None => Input::JobSubmitted { job, tasks, max_failures },
+                        None => Input::JobSubmitted { job, tasks, max_failures, speculate },
                     };
                     self.step(now, input, &mut actions);
                     // No executor and none coming: the job cannot run.
@@ -673,6 +673,17 @@ impl ControlCore {
                             self.count_done(*job, |d| d.saturating_sub(1));
                             if let Some(counts) = self.jobs.get_mut(job) {
                                 counts.outputs_lost += 1;
+                            }
+                        }
+                        Decided::Speculated { attempt, .. } => {
+                            if let Some(counts) = self.jobs.get_mut(&attempt.job) {
+                                counts.speculative += 1;
+                            }
+                        }
+                        // A copy is always the later attempt of its task.
+                        Decided::SpeculationEnded { winner, loser, .. } if winner.number > loser.number => {
+                            if let Some(counts) = self.jobs.get_mut(&winner.job) {
+                                counts.speculative_won += 1;
                             }
                         }
                         _ => {}

@@ -19,5 +19,5 @@ pub use allocation::AllocationConfig;
 pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
 pub use credentials::{Credentials, Renewal, RenewalConfig};
 pub use registry::{ExecutorInfo, Incarnation, MAX_SLOTS};
-pub use scheduler::{Decided, Policy};
+pub use scheduler::{Decided, Policy, Speculation, Straggling};
 pub use shuffle::MapOutputTracker;

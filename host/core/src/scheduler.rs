@@ -35,6 +35,8 @@ pub enum Input {
         job: JobId,
         tasks: u32,
         max_failures: u32,
+        /// Its slow tasks may get copies, when the policy speculates.
+        speculate: bool,
     },
     /// A job of several stages, its tasks numbered stage after stage: a stage's tasks
     /// wait until every task of its parents is done, and wait again while one of those
@@ -43,6 +45,7 @@ pub enum Input {
         job: JobId,
         stages: Vec<StagePlan>,
         max_failures: u32,
+        speculate: bool,
     },
     /// Done tasks whose outputs are gone (map outputs on a lost executor, or that a
     /// reducer could not read): they run again, without counting as failures, and the
@@ -140,6 +143,16 @@ pub enum Decided {
     PartialAccepted { job: JobId, tasks: u32 },
     /// A done task's output was lost before it reached the driver: it runs again.
     TaskLost { job: JobId, index: u32 },
+    /// A copy of a straggling attempt was started (its launch follows).
+    Speculated {
+        attempt: Attempt,
+        original: Attempt,
+        straggler: ExecutorId,
+        executor: ExecutorId,
+        why: Straggling,
+    },
+    /// Of a task's two attempts, `winner` succeeded first; `loser` is killed.
+    SpeculationEnded { winner: Attempt, loser: Attempt, loser_executor: ExecutorId },
 }
 
 /// Tasks of a job whose mean run time is below this are pipelined.
@@ -172,6 +185,8 @@ pub struct Policy {
     /// would otherwise take one after another, since a loss is not a task failure.
     /// `None` never fails a job for it.
     pub max_executor_losses: Option<u32>,
+    /// Copies of straggling tasks (`flint.speculation.*`); `None`: never.
+    pub speculation: Option<Speculation>,
 }
 
 /// The scheduler's state. See the module documentation.
@@ -198,6 +213,12 @@ pub struct Scheduler {
     /// How long an executor asked for its partial results may take before the outputs
     /// it holds are counted lost; `None`: as long as it lives.
     collect_timeout: Option<Duration>,
+    /// Copies of straggling attempts running now.
+    copies: u32,
+    /// Copies wanted that found no free slot off their stragglers' executors.
+    copies_wanted: u32,
+    /// When running tasks are next looked at for stragglers.
+    next_speculation: Option<Instant>,
 }
 
 impl Scheduler {
@@ -256,14 +277,30 @@ impl Scheduler {
                     let max_losses = self.policy.max_executor_losses;
                     for (job_id, job) in self.jobs.iter_mut() {
                         for (index, task) in job.tasks.iter_mut().enumerate() {
+                            // A copy lost is only gone: its original runs on.
+                            if task.copy.is_some_and(|(_, on, _)| on == ix) {
+                                task.copy = None;
+                                self.copies -= 1;
+                            }
                             if task.running.is_some_and(|(_, on)| on == ix) {
-                                task.running = None;
-                                job.running -= 1;
                                 task.losses += 1;
                                 if max_losses.is_some_and(|max| task.losses >= max) {
                                     fatal.push((*job_id, index as u32, task.losses));
                                 }
-                                lost.push((*job_id, index as u32));
+                                match task.copy.take() {
+                                    // Its copy elsewhere runs on as the task's attempt.
+                                    Some((number, on, since)) => {
+                                        task.running = Some((number, on));
+                                        task.since = Some(since);
+                                        self.copies -= 1;
+                                    }
+                                    None => {
+                                        task.running = None;
+                                        task.since = None;
+                                        job.running -= 1;
+                                        lost.push((*job_id, index as u32));
+                                    }
+                                }
                             } else if task.held == Some(ix) {
                                 task.held = None;
                                 task.done = false;
@@ -296,26 +333,26 @@ impl Scheduler {
                     self.reindex(ix, |exec| exec.decommissioning = true);
                 }
             }
-            Input::JobSubmitted { job, tasks, max_failures } => {
-                let stage = Stage { start: 0, end: tasks, parents: Vec::new(), undone: tasks };
-                self.jobs.insert(job, Job::new(tasks, max_failures, vec![stage]));
+            Input::JobSubmitted { job, tasks, max_failures, speculate } => {
+                let stage = Stage::new(0, tasks, Vec::new());
+                self.jobs.insert(job, Job::new(tasks, max_failures, vec![stage], speculate));
                 self.queue.extend((0..tasks).map(|i| (job, i)));
                 if tasks == 0 {
                     self.jobs.remove(&job);
                     out.push(Output::JobSucceeded { job });
                 }
             }
-            Input::StagedJobSubmitted { job, stages, max_failures } => {
+            Input::StagedJobSubmitted { job, stages, max_failures, speculate } => {
                 let mut planned = Vec::with_capacity(stages.len());
                 let mut start = 0u32;
                 for (i, plan) in stages.iter().enumerate() {
                     // A stage reads only stages before it: the plan is a DAG by construction.
                     let parents = plan.parents.iter().map(|&p| p as usize).filter(|&p| p < i).collect();
                     let end = start.saturating_add(plan.tasks);
-                    planned.push(Stage { start, end, parents, undone: plan.tasks });
+                    planned.push(Stage::new(start, end, parents));
                     start = end;
                 }
-                let state = Job::new(start, max_failures, planned);
+                let state = Job::new(start, max_failures, planned, speculate);
                 let roots: Vec<u32> = state
                     .stages
                     .iter()
@@ -335,6 +372,7 @@ impl Scheduler {
                 // Only the executor holding the attempt may end it: a report for an index
                 // out of range, an attempt never given, or one already replaced is dropped.
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
+                self.end_other_attempt(attempt, true, &mut out);
                 let job = self.attempt_ended_well(ix, attempt, elapsed);
                 job.remaining -= 1;
                 let ready = job.task_done(attempt.index);
@@ -353,10 +391,13 @@ impl Scheduler {
             Input::TaskFailed { attempt, executor, failure } => {
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
                 self.release(ix);
-                self.task_failed(attempt, executor, failure, &mut out);
+                let other_runs = self.jobs[&attempt.job].tasks[attempt.index as usize].copy.is_some();
+                self.end_other_attempt(attempt, false, &mut out);
+                self.task_failed(attempt, executor, failure, other_runs, &mut out);
             }
             Input::TaskCombined { attempt, executor, elapsed } => {
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
+                self.end_other_attempt(attempt, true, &mut out);
                 if let Some(exec) = self.executors[ix as usize].as_mut() {
                     exec.held += 1;
                 }
@@ -379,7 +420,7 @@ impl Scheduler {
             }
             Input::FailJob { job, error } => self.fail_job(job, error, &mut out),
         }
-        self.launch(&mut out);
+        self.launch(now, &mut out);
         out
     }
 
@@ -431,8 +472,13 @@ impl Scheduler {
 
     /// The place of `executor` if it holds `attempt` now.
     fn holder(&self, executor: &ExecutorId, attempt: Attempt) -> Option<Ix> {
-        let (number, on) = self.jobs.get(&attempt.job)?.tasks.get(attempt.index as usize)?.running?;
-        (number == attempt.number && self.ix(executor) == Some(on)).then_some(on)
+        let task = self.jobs.get(&attempt.job)?.tasks.get(attempt.index as usize)?;
+        let on = match (task.running, task.copy) {
+            (Some((number, on)), _) if number == attempt.number => on,
+            (_, Some((number, on, _))) if number == attempt.number => on,
+            _ => return None,
+        };
+        (self.ix(executor) == Some(on)).then_some(on)
     }
 
     /// Attempts an executor holds now (running or queued there).
@@ -450,9 +496,14 @@ impl Scheduler {
         self.executor(id).is_some_and(|e| e.excluded)
     }
 
-    /// Tasks waiting for a slot.
+    /// Tasks waiting for a slot, and copies of stragglers waiting for one.
     pub fn queued(&self) -> u32 {
-        self.queue.len() as u32
+        self.queue.len() as u32 + self.copies_wanted
+    }
+
+    /// Copies of straggling attempts running now.
+    pub fn copies_running(&self) -> u32 {
+        self.copies
     }
 
     /// Tasks placed on executors now, all jobs together.
@@ -486,9 +537,12 @@ impl Scheduler {
         let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
         let secs = elapsed.as_secs_f64();
         job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
+        let stage = job.stage_of(attempt.index);
+        job.stages[stage].succeeded(elapsed);
         let task = &mut job.tasks[attempt.index as usize];
         task.done = true;
         task.running = None;
+        task.since = None;
         job.running -= 1;
         job
     }
@@ -601,6 +655,7 @@ impl Scheduler {
     /// timeout ago and did not deliver run again elsewhere.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Output> {
         let mut out = Vec::new();
+        self.speculate(now, &mut out);
         let Some(timeout) = self.collect_timeout else { return out };
         let late: Vec<JobId> = self
             .jobs
@@ -619,22 +674,26 @@ impl Scheduler {
                 self.lose_held(ix, job, &[index], &mut out);
             }
         }
-        self.launch(&mut out);
+        self.launch(now, &mut out);
         out
     }
 
     /// When [`Scheduler::handle_timeout`] has something to do next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let timeout = self.collect_timeout?;
-        self.jobs.values().filter_map(|j| j.collecting).min().map(|at| at + timeout)
+        let collect = self
+            .collect_timeout
+            .and_then(|timeout| self.jobs.values().filter_map(|j| j.collecting).min().map(|at| at + timeout));
+        collect.into_iter().chain(self.speculation_due()).min()
     }
 
-    /// A failure of an attempt `holder()` has vouched for.
+    /// A failure of an attempt `holder()` has vouched for; `other_runs`: another attempt
+    /// of the task (its original or its copy) runs on, so it is not queued again.
     fn task_failed(
         &mut self,
         attempt: Attempt,
         executor: ExecutorId,
         failure: TaskFailure,
+        other_runs: bool,
         out: &mut Vec<Output>,
     ) {
         let Some(job) = self.jobs.get_mut(&attempt.job) else {
@@ -642,8 +701,11 @@ impl Scheduler {
         };
         let max_failures = job.max_failures;
         let Some(task) = job.tasks.get_mut(attempt.index as usize) else { return };
-        task.running = None;
-        job.running -= 1;
+        if !other_runs {
+            task.running = None;
+            task.since = None;
+            job.running -= 1;
+        }
         let fetch_failed = matches!(failure, TaskFailure::FetchFailed { .. });
         if fetch_failed {
             task.fetch_failures += 1;
@@ -663,7 +725,7 @@ impl Scheduler {
                 failure,
             };
             self.fail_job(attempt.job, reason, out);
-        } else {
+        } else if !other_runs {
             out.push(Output::Decided(Decided::Retrying { attempt, failure }));
             self.queue.push_front((attempt.job, attempt.index));
         }
@@ -696,12 +758,16 @@ impl Scheduler {
             if let Some(exec) = task.held.and_then(|ix| self.executors[ix as usize].as_mut()) {
                 exec.held -= 1;
             }
-            if let Some((number, ix)) = task.running {
+            let copy = task.copy.map(|(number, ix, _)| (number, ix));
+            for (number, ix) in task.running.into_iter().chain(copy) {
                 let attempt = Attempt { job, index: index as u32, number };
                 self.release(ix);
                 let executor =
                     self.executors[ix as usize].as_ref().expect("placed on a known executor").id.clone();
                 out.push(Output::Kill { executor, attempt });
+            }
+            if copy.is_some() {
+                self.copies -= 1;
             }
         }
         self.queue.retain(|(j, _)| *j != job);
@@ -712,7 +778,7 @@ impl Scheduler {
     /// the most room first, the first to join among equals) and keeping a retry off the
     /// executors it failed on while another executor could take it. Each placement is a
     /// lookup in a room, whatever the size of the fleet.
-    fn launch(&mut self, out: &mut Vec<Output>) {
+    fn launch(&mut self, now: Instant, out: &mut Vec<Output>) {
         let mut deferred = Vec::new();
         let mut placed: Vec<(Ix, Attempt)> = Vec::new();
         // First in, first out: when the head of the queue cannot be placed for want of
@@ -760,6 +826,10 @@ impl Scheduler {
             let attempt = Attempt { job, index, number: task.launches };
             task.launches += 1;
             task.running = Some((attempt.number, ix));
+            task.since = Some(now);
+            if state.speculate && self.next_speculation.is_none() {
+                self.next_speculation = self.policy.speculation.as_ref().map(|p| now + p.interval);
+            }
             self.placed += 1;
             self.reindex(ix, |exec| exec.running += 1);
             placed.push((ix, attempt));
@@ -874,5 +944,7 @@ impl Scheduler {
 
 mod job;
 mod room;
+mod speculation;
+pub use speculation::{MAX_SLOT_FRACTION, Speculation, Straggling};
 #[cfg(test)]
 mod tests;

@@ -187,7 +187,12 @@ struct World {
 impl World {
     fn new(jobs: &[u32], executors: usize, allocation: Option<AllocationConfig>) -> World {
         let core = ControlCore::new(CoreConfig {
-            policy: Policy { exclude_after: Some(2), pipeline: 4, max_executor_losses: None },
+            policy: Policy {
+                exclude_after: Some(2),
+                pipeline: 4,
+                max_executor_losses: None,
+                speculation: None,
+            },
             heartbeat_timeout: TIMEOUT,
             bootstrap_timeout: TIMEOUT,
             allocation,
@@ -216,8 +221,14 @@ impl World {
         for (n, tasks) in jobs.iter().enumerate() {
             let job = JobId(n as u64 + 1);
             world.jobs.insert(job, JobSeen { tasks: *tasks, ..JobSeen::default() });
-            let submitted =
-                Event::JobSubmitted { job, tasks: *tasks, max_failures: 3, period: None, shuffle: None };
+            let submitted = Event::JobSubmitted {
+                job,
+                tasks: *tasks,
+                max_failures: 3,
+                period: None,
+                shuffle: None,
+                speculate: false,
+            };
             let actions = world.core.handle(world.now, submitted);
             world.apply(actions);
         }
@@ -281,6 +292,9 @@ impl World {
                         }
                         _ => self.fold(attempt.job, attempt.index),
                     }
+                }
+                Action::Decided(Decided::Speculated { .. } | Decided::SpeculationEnded { .. }) => {
+                    panic!("a copy of an attempt where the policy never speculates")
                 }
                 Action::TaskFailed { attempt, executor, .. } => {
                     let held = self

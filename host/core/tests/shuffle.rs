@@ -13,7 +13,7 @@ const REDUCES: u32 = 2;
 
 fn core() -> ControlCore {
     ControlCore::new(CoreConfig {
-        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None },
+        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None, speculation: None },
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: Duration::from_secs(60),
         allocation: None,
@@ -34,7 +34,14 @@ fn submit(core: &mut ControlCore, now: Instant) -> Vec<Action> {
     let shuffle = Some((MAPS, REDUCES));
     core.handle(
         now,
-        Event::JobSubmitted { job: JOB, tasks: MAPS + REDUCES, max_failures: 4, period: None, shuffle },
+        Event::JobSubmitted {
+            job: JOB,
+            tasks: MAPS + REDUCES,
+            max_failures: 4,
+            period: None,
+            shuffle,
+            speculate: false,
+        },
     )
 }
 
@@ -356,7 +363,7 @@ fn dynamic_allocation_gives_back_an_idle_executor_holding_map_outputs_once_they_
     use flint_proto::DynamicAllocation;
     let idle = Duration::from_secs(1);
     let mut core = ControlCore::new(CoreConfig {
-        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None },
+        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None, speculation: None },
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: Duration::from_secs(60),
         allocation: Some(AllocationConfig {

@@ -10,7 +10,7 @@ const BOOTSTRAP: Duration = Duration::from_secs(60);
 
 fn core() -> ControlCore {
     ControlCore::new(CoreConfig {
-        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None },
+        policy: Policy { exclude_after: None, pipeline: 1, max_executor_losses: None, speculation: None },
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: BOOTSTRAP,
         allocation: Some(AllocationConfig {
@@ -33,7 +33,14 @@ fn core() -> ControlCore {
 fn asked(core: &mut ControlCore, now: Instant) -> ExecutorId {
     core.handle(
         now,
-        Event::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 1, period: None, shuffle: None },
+        Event::JobSubmitted {
+            job: JobId(1),
+            tasks: 1,
+            max_failures: 1,
+            period: None,
+            shuffle: None,
+            speculate: false,
+        },
     );
     for s in 0..5 {
         for action in core.handle_timeout(now + Duration::from_secs(s)) {

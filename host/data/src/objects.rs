@@ -108,13 +108,15 @@ impl ObjectReader {
                     return Ok(vec![(Source::Http(url.clone()), 0)]);
                 }
                 // A server that ignores byte ranges gives only whole reads: one task
-                // reads it, start to end.
-                match store.get_range(&path, 0..1).await {
-                    Ok(_) => Ok(vec![(Source::Http(url.clone()), meta.size)]),
-                    Err(object_store::Error::NotSupported { .. }) => {
+                // reads it, start to end. One that does not answer the probe in time is
+                // taken at its word (HEAD answered); its tasks' reads meet their deadline.
+                let probe = tokio::time::timeout(RANGE_PROBE_WAIT, store.get_range(&path, 0..1)).await;
+                match probe {
+                    Ok(Err(object_store::Error::NotSupported { .. })) => {
                         Ok(vec![(Source::HttpWhole(url.clone()), meta.size)])
                     }
-                    Err(e) => Err(describe(&e)),
+                    Ok(Err(e)) => Err(describe(&e)),
+                    Ok(Ok(_)) | Err(_) => Ok(vec![(Source::Http(url.clone()), meta.size)]),
                 }
             }
             other => Err(InputError::NotAnObject(other.to_string())),
@@ -222,6 +224,9 @@ impl ObjectReader {
             .with_timeout(Duration::from_secs(60))
     }
 }
+
+/// How long planning waits for a server to answer its one-byte range probe.
+const RANGE_PROBE_WAIT: Duration = Duration::from_secs(5);
 
 /// A few quick retries: a read that keeps failing fails its task, which is retried
 /// elsewhere, rather than holding its slot for minutes.

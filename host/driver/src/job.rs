@@ -37,6 +37,8 @@ pub struct JobRequest {
     /// The folder holding the files sent with the job (named in `inputs` as
     /// `flint://` URLs), removed once the job has ended and nothing holds it.
     pub uploads: Option<std::sync::Arc<Uploads>>,
+    /// Its manifest said `speculation = false`: no task of it ever runs twice at once.
+    pub no_speculation: bool,
 }
 
 /// Files sent with a job, in a private folder removed when this goes; the bytes they
@@ -184,6 +186,7 @@ impl JobRequest {
             world: manifest.world,
             every: None,
             uploads: None,
+            no_speculation: manifest.speculation == Some(false),
         })
     }
 }

@@ -101,6 +101,22 @@ pub enum AppEvent {
         #[serde(default)]
         metrics: TaskMetrics,
     },
+    /// A copy of a straggling attempt was started (its `task_start` follows), and why.
+    Speculated {
+        job: JobId,
+        index: u32,
+        attempt: u32,
+        original: u32,
+        straggler: ExecutorId,
+        reason: String,
+    },
+    /// Of a task's two attempts `winner` succeeded first, and `loser` was killed.
+    SpeculationEnded {
+        job: JobId,
+        index: u32,
+        winner: u32,
+        loser: u32,
+    },
     /// A done task's output was lost before the driver had it (its executor went, or
     /// the combining instance holding it failed): the task is not done and runs again.
     TaskLost {
@@ -191,6 +207,9 @@ pub struct AttemptSpan {
     /// Milliseconds since the Unix epoch.
     pub launched_ms: u64,
     pub ended_ms: Option<u64>,
+    /// A speculative copy: why it was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<String>,
 }
 
 /// The application's records, built from its events.
@@ -334,8 +353,8 @@ impl Store {
                     return;
                 }
                 let slot = entry.tasks.entry(*index);
-                if !matches!(&slot, std::collections::btree_map::Entry::Occupied(t) if t.get().state == AttemptState::Running)
-                {
+                let running = matches!(&slot, std::collections::btree_map::Entry::Occupied(t) if t.get().state == AttemptState::Running);
+                if !running {
                     entry.status.progress.running += 1;
                 }
                 let record = TaskRecord {
@@ -357,8 +376,12 @@ impl Store {
                     state: AttemptState::Running,
                     launched_ms: at,
                     ended_ms: None,
+                    speculative: None,
                 };
                 match slot {
+                    // A copy beside a running attempt: the task's record stays the
+                    // original's until one of them ends.
+                    std::collections::btree_map::Entry::Occupied(_) if running => {}
                     std::collections::btree_map::Entry::Occupied(mut t) => *t.get_mut() = record,
                     std::collections::btree_map::Entry::Vacant(v) => {
                         v.insert(record);
@@ -397,8 +420,15 @@ impl Store {
                         state,
                         launched_ms: at.saturating_sub(*duration_ms),
                         ended_ms: Some(at),
+                        speculative: None,
                     }),
                 }
+                // Another attempt of the task runs on (its original or its copy): a
+                // failure here is counted and kept, and leaves the task's record to it.
+                let other_runs = entry
+                    .attempts
+                    .range((*index, 0)..=(*index, u32::MAX))
+                    .any(|(key, span)| key.1 != *attempt && span.state == AttemptState::Running);
                 let progress = &mut entry.status.progress;
                 let record = entry.tasks.entry(*index).or_insert_with(|| TaskRecord {
                     index: *index,
@@ -413,15 +443,30 @@ impl Store {
                     log_tail: None,
                 });
                 if record.attempt > *attempt {
-                    return; // a later attempt already holds the record
+                    return; // a later attempt (a retry) already holds the record
+                }
+                if record.state == AttemptState::Succeeded {
+                    return; // the task's output was already taken: the first success wins
+                }
+                let tail = log_tail.as_deref().unwrap_or_default();
+                if other_runs && failure.is_some() {
+                    // The task runs on in its other attempt: the failure is counted and
+                    // kept, the record stays that attempt's.
+                    let failure = failure.as_ref().expect("checked");
+                    if failure.counts_against_task() {
+                        progress.failed_attempts += 1;
+                    }
+                    if entry.failures.len() < FAILURES_KEPT {
+                        let at = flint_proto::Attempt { job: *job, index: *index, number: *attempt };
+                        entry.failures.push(FailureRecord::new(at, executor.clone(), failure.clone(), tail));
+                    } else {
+                        entry.failures_not_kept += 1;
+                    }
+                    return;
                 }
                 if record.state == AttemptState::Running {
                     progress.running = progress.running.saturating_sub(1);
                 }
-                if record.state == AttemptState::Succeeded {
-                    return; // the task's output was already taken
-                }
-                let tail = log_tail.as_deref().unwrap_or_default();
                 match failure {
                     None => {
                         progress.done += 1;
@@ -457,6 +502,26 @@ impl Store {
                 if !tail.is_empty() && entry.log_budget >= tail.len() {
                     entry.log_budget -= tail.len();
                     record.log_tail = Some(tail.to_owned());
+                }
+            }
+            AppEvent::Speculated { job, index, attempt, reason, straggler, .. } => {
+                let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
+                // Its span, marked; its `task_start` (next) places it.
+                entry.keep_attempt(AttemptSpan {
+                    index: *index,
+                    attempt: *attempt,
+                    executor: straggler.clone(),
+                    state: AttemptState::Running,
+                    launched_ms: at,
+                    ended_ms: None,
+                    speculative: Some(reason.clone()),
+                });
+            }
+            AppEvent::SpeculationEnded { job, index, loser, .. } => {
+                let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
+                if let Some(span) = entry.attempts.get_mut(&(*index, *loser)) {
+                    span.state = AttemptState::Killed;
+                    span.ended_ms = Some(at);
                 }
             }
             AppEvent::TaskLost { job, index } => {
@@ -555,8 +620,11 @@ impl JobEntry {
         self.tasks.len() + self.attempts.len()
     }
 
-    fn keep_attempt(&mut self, span: AttemptSpan) {
+    fn keep_attempt(&mut self, mut span: AttemptSpan) {
         let key = (span.index, span.attempt);
+        if let Some(known) = self.attempts.get(&key) {
+            span.speculative = span.speculative.or_else(|| known.speculative.clone());
+        }
         if self.attempts.len() < TIMELINE_KEPT || self.attempts.contains_key(&key) {
             self.attempts.insert(key, span);
         } else {

@@ -47,6 +47,26 @@ impl Durations {
     }
 }
 
+/// Speculative copies: started, and those that finished before their originals.
+#[derive(Default)]
+pub struct Speculations {
+    pub started: std::sync::atomic::AtomicU64,
+    pub won: std::sync::atomic::AtomicU64,
+}
+
+impl Speculations {
+    pub fn render(&self, out: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let name = "flint_speculative_attempts_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Copies of straggling attempts started, and how many finished first.\n# TYPE {name} counter"
+        );
+        let _ = writeln!(out, "{name}{{outcome=\"started\"}} {}", self.started.load(Relaxed));
+        let _ = writeln!(out, "{name}{{outcome=\"won\"}} {}", self.won.load(Relaxed));
+    }
+}
+
 /// Who is at the other end of a connection, for traffic counts.
 #[derive(Clone, Copy)]
 pub enum Peer {

@@ -52,7 +52,8 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:30em}nav a{margin-r
 .muted{color:#777}details{margin:.3em 0}summary{cursor:pointer}\
 svg.timeline{border:1px solid #ddd;background:#fcfcfc}svg.timeline rect.succeeded{fill:#5b9bd5}\
 svg.timeline rect.running{fill:#a9d08e}svg.timeline rect.failed,svg.timeline rect.lost{fill:#e06666}\
-svg.timeline rect.killed,svg.timeline rect.cancelled{fill:#bbb}svg.timeline text{font-size:11px;fill:#444}\
+svg.timeline rect.killed,svg.timeline rect.cancelled{fill:#bbb}\
+svg.timeline rect.speculative{stroke:#333;stroke-dasharray:3 2}svg.timeline text{font-size:11px;fill:#444}\
 td.num{text-align:right}form.inline{display:inline}";
 
 /// Polls the page's own address for a fresh `<main>` while the application runs.
@@ -206,7 +207,7 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
     let ended = entry.ended_ms.unwrap_or_else(crate::journal::now_ms);
     let _ = write!(
         out,
-        "<h2>Job {id}: {name}</h2><p id=job-state>{state} · {done} of {total} tasks done · {failed} failed attempts{lost} · {duration}</p>\
+        "<h2>Job {id}: {name}</h2><p id=job-state>{state} · {done} of {total} tasks done · {failed} failed attempts{lost}{speculative} · {duration}</p>\
 <p id=job-times>Started {started}{ended}</p>",
         id = s.job,
         name = esc(&s.name),
@@ -214,6 +215,13 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
         done = s.progress.done,
         total = s.progress.total,
         failed = s.progress.failed_attempts,
+        speculative = match s.progress.speculative {
+            0 => String::new(),
+            n => format!(
+                " · <span id=speculative>{n} speculative copies, {} finished first</span>",
+                s.progress.speculative_won
+            ),
+        },
         lost = match s.progress.outputs_lost {
             0 => String::new(),
             n => format!(
@@ -448,9 +456,15 @@ viewBox='0 0 {width} {height}' role=img aria-label='Task attempts by executor sl
         let y = (first_lane[executor] + lane as u64) * LANE + 2;
         let _ = write!(
             out,
-            "<rect class='{state}' data-task='{index}' data-attempt='{attempt}' x='{x0}' y='{y}' width='{w}' \
-height='{h}'><title>task {index}, attempt {attempt} on {executor}: {state}, {duration}</title></rect>",
+            "<rect class='{state}{copy}' data-task='{index}' data-attempt='{attempt}' x='{x0}' y='{y}' width='{w}' \
+height='{h}'><title>task {index}, attempt {attempt} on {executor}: {state}, {duration}{why}</title></rect>",
             state = a.state,
+            copy = if a.speculative.is_some() { " speculative" } else { "" },
+            why = a
+                .speculative
+                .as_deref()
+                .map(|w| format!("; a speculative copy: the original {}", esc(w)))
+                .unwrap_or_default(),
             index = a.index,
             attempt = a.attempt,
             w = (x1 - x0).max(1),
@@ -564,17 +578,22 @@ pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
     if !attempts.is_empty() {
         out.push_str(
             "<h3>Attempts</h3><table id=attempts><tr><th>Attempt</th><th>Executor</th><th>State</th>\
-<th>Launched</th><th>Ended</th></tr>",
+<th>Launched</th><th>Ended</th><th>Speculative copy</th></tr>",
         );
         for a in attempts {
             let _ = write!(
                 out,
-                "<tr class='{state}'><td>{attempt}</td><td>{executor}</td><td>{state}</td><td>{launched}</td><td>{ended}</td></tr>",
+                "<tr class='{state}'><td>{attempt}</td><td>{executor}</td><td>{state}</td><td>{launched}</td><td>{ended}</td><td>{why}</td></tr>",
                 state = a.state,
                 attempt = a.attempt,
                 executor = esc(&a.executor),
                 launched = moment_ms(a.launched_ms),
                 ended = a.ended_ms.map(moment_ms).unwrap_or_default(),
+                why = a
+                    .speculative
+                    .as_deref()
+                    .map(|w| format!("yes: the original {}", esc(w)))
+                    .unwrap_or_default(),
             );
         }
         out.push_str("</table>");

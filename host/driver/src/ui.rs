@@ -535,6 +535,7 @@ async fn metrics(State(ui): Shared) -> Response {
     let status = ui.driver.snapshot().await;
     let mut text = crate::metrics::render_metrics(&status);
     ui.driver.durations().render(&mut text);
+    ui.driver.speculations().render(&mut text);
     ui.driver.peer_metrics().render(&status, &mut text);
     let name = "flint_input_reads_refused_total";
     let _ = writeln!(text, "# HELP {name} flint:// reads the driver refused (no valid token for the file).");

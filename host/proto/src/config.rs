@@ -22,6 +22,31 @@ pub use sections::{
 /// Raw properties, in key order.
 pub type Conf = BTreeMap<String, String>;
 
+/// `flint.speculation.*` once enabled: when a straggling task gets a copy (see the
+/// control core's scheduler).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeculationSettings {
+    /// `flint.speculation.multiplier` (default 3): times the stage's median run time.
+    pub multiplier: f64,
+    /// `flint.speculation.quantile` (default 0.9): the stage's share done first.
+    pub quantile: f64,
+    /// `flint.speculation.minTaskRuntime` (default 100ms).
+    pub min_task_runtime: Duration,
+    /// `flint.speculation.interval` (default 100ms, at least 10ms).
+    pub interval: Duration,
+}
+
+impl Default for SpeculationSettings {
+    fn default() -> SpeculationSettings {
+        SpeculationSettings {
+            multiplier: 3.0,
+            quantile: 0.9,
+            min_task_runtime: Duration::from_millis(100),
+            interval: Duration::from_millis(100),
+        }
+    }
+}
+
 /// What a page shows in place of a value that may be secret.
 pub const REDACTED: &str = "*********(redacted)";
 
@@ -166,6 +191,9 @@ pub struct Settings {
     pub exclude_on_failure: bool,
     /// `flint.excludeOnFailure.maxFailedTasksPerExecutor` (default 2).
     pub max_failed_tasks_per_executor: u32,
+    /// `flint.speculation.*`: copies of straggling tasks; `None` unless
+    /// `flint.speculation.enabled` (default false).
+    pub speculation: Option<SpeculationSettings>,
     /// `flint.executor.backend` (default `static`): who starts executors. `static`:
     /// people, by hand; `local`: the driver, as processes on its own machine;
     /// `kubernetes`: pods; `standalone`: a standalone master's workers.
@@ -239,6 +267,7 @@ impl Default for Settings {
             decommission_timeout: Duration::from_secs(20),
             exclude_on_failure: false,
             max_failed_tasks_per_executor: 2,
+            speculation: None,
             executor_backend: Backend::Static,
             master_url: None,
             cores_max: None,
@@ -289,6 +318,11 @@ impl Settings {
         "flint.decommission.timeout",
         "flint.excludeOnFailure.enabled",
         "flint.excludeOnFailure.maxFailedTasksPerExecutor",
+        "flint.speculation.enabled",
+        "flint.speculation.multiplier",
+        "flint.speculation.quantile",
+        "flint.speculation.minTaskRuntime",
+        "flint.speculation.interval",
         "flint.executor.backend",
         "flint.master.url",
         "flint.cores.max",
@@ -335,6 +369,8 @@ impl Settings {
     /// value that does not parse is an error naming the key.
     pub fn from_conf(conf: &Conf) -> Result<Settings, ConfError> {
         let mut s = Settings::default();
+        // Whether speculation is on, and its settings (taken whatever the order of keys).
+        let mut speculation = (false, SpeculationSettings::default());
         for (key, value) in conf.iter().filter(|(k, _)| k.starts_with("flint.")) {
             let invalid =
                 |reason: String| ConfError::Invalid { key: key.clone(), value: value.clone(), reason };
@@ -429,6 +465,30 @@ impl Settings {
                 "flint.network.timeout" => s.network_timeout = parse_duration(value).map_err(unreadable)?,
                 "flint.decommission.timeout" => {
                     s.decommission_timeout = parse_duration(value).map_err(unreadable)?
+                }
+                "flint.speculation.enabled" => {
+                    let on: bool =
+                        value.trim().parse().map_err(|_| invalid("must be true or false".into()))?;
+                    speculation.0 = on;
+                }
+                "flint.speculation.multiplier" => {
+                    speculation.1.multiplier = match value.trim().parse::<f64>() {
+                        Ok(m) if m.is_finite() && m >= 1.0 => m,
+                        _ => return Err(invalid("must be a number of at least 1".into())),
+                    }
+                }
+                "flint.speculation.quantile" => {
+                    speculation.1.quantile = match value.trim().parse::<f64>() {
+                        Ok(q) if (0.0..=1.0).contains(&q) => q,
+                        _ => return Err(invalid("must be a number from 0 to 1".into())),
+                    }
+                }
+                "flint.speculation.minTaskRuntime" => {
+                    speculation.1.min_task_runtime = parse_duration(value).map_err(unreadable)?
+                }
+                "flint.speculation.interval" => {
+                    let d = parse_duration(value).map_err(unreadable)?;
+                    speculation.1.interval = d.max(Duration::from_millis(10));
                 }
                 "flint.excludeOnFailure.enabled" => {
                     s.exclude_on_failure =
@@ -612,6 +672,7 @@ impl Settings {
                 }
             }
         }
+        s.speculation = speculation.0.then_some(speculation.1);
         let c = &s.credentials;
         if c.flint_lifetime <= c.renewal_margin {
             // Every token would be due for renewal the moment it came.
@@ -737,6 +798,29 @@ mod tests {
             let last = key.rsplit('.').next().unwrap();
             let named = [format!("`{key}`"), format!("`{last}`"), format!("`.{last}`")];
             assert!(named.iter().any(|n| readme.contains(n.as_str())), "README.md does not document {key}");
+        }
+    }
+
+    #[test]
+    fn speculation_is_off_unless_enabled_and_its_values_are_checked() {
+        assert_eq!(
+            Settings::from_conf(&conf(&[("flint.speculation.multiplier", "2")])).unwrap().speculation,
+            None
+        );
+        let on = Settings::from_conf(&conf(&[
+            ("flint.speculation.multiplier", "2"),
+            ("flint.speculation.enabled", "true"),
+            ("flint.speculation.minTaskRuntime", "1s"),
+        ]))
+        .unwrap();
+        let spec = on.speculation.unwrap();
+        assert_eq!(
+            (spec.multiplier, spec.quantile, spec.min_task_runtime),
+            (2.0, 0.9, Duration::from_secs(1))
+        );
+        for (key, value) in [("flint.speculation.multiplier", "0.5"), ("flint.speculation.quantile", "2")] {
+            let error = Settings::from_conf(&conf(&[(key, value)])).unwrap_err().to_string();
+            assert!(error.contains(key), "{error}");
         }
     }
 

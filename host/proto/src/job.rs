@@ -54,6 +54,12 @@ pub struct Manifest {
     /// a crate beside the manifest.
     #[serde(default)]
     pub component: Option<String>,
+    /// Whether a straggling task may get a copy when the driver speculates
+    /// (`flint.speculation.enabled`): `false` for a job whose tasks act outside Flint
+    /// and must never run twice at once.
+    /// (Unset: it may.)
+    #[serde(default)]
+    pub speculation: Option<bool>,
 }
 
 /// JSON values as themselves in text formats (TOML, JSON) and as JSON text in binary

@@ -142,6 +142,12 @@ pub struct JobProgress {
     /// A map/reduce job's shuffle, once every map's output is in (its map stage done).
     #[serde(default)]
     pub shuffle: Option<ShuffleSizes>,
+    /// Copies of straggling attempts started (`flint.speculation.*`), and those of them
+    /// that finished first.
+    #[serde(default)]
+    pub speculative: u32,
+    #[serde(default)]
+    pub speculative_won: u32,
 }
 
 /// A reduce partition is skewed when it holds more than this many times the median…
@@ -246,6 +252,9 @@ pub struct JobReport {
     pub elapsed: Duration,
     /// A map/reduce job's shuffle, as its map outputs held it at the end.
     pub shuffle: Option<ShuffleSizes>,
+    /// Copies of straggling attempts started, and those of them that finished first.
+    pub speculative: u32,
+    pub speculative_won: u32,
 }
 
 /// About the most bytes of failure records a report carries: it travels in one frame.
@@ -459,6 +468,8 @@ mod tests {
             tasks: 3,
             attempts: 3,
             maps_rerun: 0,
+            speculative: 0,
+            speculative_won: 0,
             outputs_handed_over: 0,
             failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
             shuffle: None,

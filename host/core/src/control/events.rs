@@ -38,6 +38,9 @@ pub enum Event {
         /// A map/reduce job's (maps, reduces): its first `maps` tasks write a shuffle
         /// the next `reduces` read, and those wait until every map output is there.
         shuffle: Option<(u32, u32)>,
+        /// Its straggling tasks may get copies, when the policy speculates (its
+        /// manifest can say no: its tasks must not run twice).
+        speculate: bool,
     },
     /// A map task's attempt succeeded: its output is on the executor, `status` says
     /// what it holds.
@@ -232,4 +235,7 @@ pub struct JobCounts {
     /// A map/reduce job's shuffle, once every map's output is in (at its end: as its
     /// outputs held it then).
     pub shuffle: Option<flint_proto::ShuffleSizes>,
+    /// Copies of straggling attempts started, and those of them that won.
+    pub speculative: u32,
+    pub speculative_won: u32,
 }

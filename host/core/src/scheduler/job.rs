@@ -4,7 +4,7 @@
 use super::room::Ix;
 use flint_proto::ExecutorId;
 use std::collections::BTreeSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One stage of a job as submitted: its task count and the stages it reads, by their
 /// place in the list (each before it).
@@ -22,6 +22,41 @@ pub(super) struct Stage {
     pub(super) parents: Vec<usize>,
     /// Its tasks not done.
     pub(super) undone: u32,
+    /// Its successful attempts' run times, for speculation's median.
+    succeeded: Vec<Duration>,
+    /// The median of `succeeded` when it held this many.
+    median: Option<(usize, Duration)>,
+}
+
+impl Stage {
+    pub(super) fn new(start: u32, end: u32, parents: Vec<usize>) -> Stage {
+        Stage { start, end, parents, undone: end - start, succeeded: Vec::new(), median: None }
+    }
+
+    pub(super) fn succeeded(&mut self, elapsed: Duration) {
+        if self.succeeded.len() < (self.end - self.start) as usize {
+            self.succeeded.push(elapsed);
+        }
+    }
+
+    /// The median successful run time, worked out again only when a twentieth more of
+    /// the stage's tasks have succeeded since.
+    pub(super) fn median(&mut self) -> Option<Duration> {
+        let n = self.succeeded.len();
+        if n == 0 {
+            return None;
+        }
+        match self.median {
+            Some((at, median)) if n < at + at.div_ceil(20) => Some(median),
+            _ => {
+                let mut times = self.succeeded.clone();
+                let (_, median, _) = times.select_nth_unstable(n / 2);
+                let median = *median;
+                self.median = Some((n, median));
+                Some(median)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -35,6 +70,11 @@ pub(super) struct Task {
     pub(super) failed_on: BTreeSet<ExecutorId>,
     /// The attempt's number and the executor it is placed on.
     pub(super) running: Option<(u32, Ix)>,
+    /// When the running attempt was launched.
+    pub(super) since: Option<Instant>,
+    /// A copy of the running attempt, started because it straggled: its number, its
+    /// executor and when it was launched.
+    pub(super) copy: Option<(u32, Ix, Instant)>,
     pub(super) done: bool,
     /// The executor holding the done task's output combined, until it delivers it.
     pub(super) held: Option<Ix>,
@@ -59,10 +99,12 @@ pub(super) struct Job {
     pub(super) collecting: Option<Instant>,
     /// Its stages, in order; one for a job of independent tasks.
     pub(super) stages: Vec<Stage>,
+    /// Its slow tasks may get copies.
+    pub(super) speculate: bool,
 }
 
 impl Job {
-    pub(super) fn new(tasks: u32, max_failures: u32, stages: Vec<Stage>) -> Job {
+    pub(super) fn new(tasks: u32, max_failures: u32, stages: Vec<Stage>, speculate: bool) -> Job {
         Job {
             tasks: (0..tasks).map(|_| Task::default()).collect(),
             mean_secs: None,
@@ -72,6 +114,7 @@ impl Job {
             held: 0,
             collecting: None,
             stages,
+            speculate,
         }
     }
 

@@ -44,7 +44,8 @@ fn ok(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> V
 #[test]
 fn fills_free_slots_spread_over_executors_then_queues() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 2)]);
-    let out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 6, max_failures: 4 });
+    let out =
+        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 6, max_failures: 4, speculate: false });
     let l = launches(&out);
     assert_eq!(l.len(), 4, "{out:?}");
     assert_eq!(l.iter().filter(|(e, ..)| e == "a").count(), 2);
@@ -57,7 +58,7 @@ fn fills_free_slots_spread_over_executors_then_queues() {
 #[test]
 fn job_succeeds_when_every_task_has() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: false });
     assert!(!ok(&mut s, now, "a", 0, 0).contains(&Output::JobSucceeded { job: JobId(1) }));
     assert!(ok(&mut s, now, "a", 1, 0).contains(&Output::JobSucceeded { job: JobId(1) }));
     assert_eq!(s.free_slots(), 2);
@@ -66,14 +67,17 @@ fn job_succeeds_when_every_task_has() {
 #[test]
 fn empty_job_succeeds_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    let out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 0, max_failures: 4 });
+    let out =
+        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 0, max_failures: 4, speculate: false });
     assert_eq!(out, vec![Output::JobSucceeded { job: JobId(1) }]);
 }
 
 #[test]
 fn failed_task_is_retried_on_another_executor() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    let l = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 }));
+    let l = launches(
+        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false }),
+    );
     let first = l[0].0.clone();
     let other = if first == "a" { "b" } else { "a" };
     let out = s.handle(
@@ -91,7 +95,7 @@ fn failed_task_is_retried_on_another_executor() {
 #[test]
 fn retry_waits_for_a_clean_executor_rather_than_the_one_that_failed() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: false });
     // Task 0 on a (the tie-break picks the lower id first), task 1 on b.
     let out = s.handle(
         now,
@@ -108,7 +112,7 @@ fn retry_waits_for_a_clean_executor_rather_than_the_one_that_failed() {
 #[test]
 fn job_fails_after_max_failures_and_its_running_tasks_are_killed() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 2 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 2, speculate: false });
     let fail = |s: &mut Scheduler, number| {
         s.handle(
             now,
@@ -142,7 +146,7 @@ fn job_fails_after_max_failures_and_its_running_tasks_are_killed() {
 #[test]
 fn a_fatal_failure_fails_the_job_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
     let out = s.handle(
         now,
         Input::TaskFailed {
@@ -160,7 +164,7 @@ fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
     let policy = Policy { max_executor_losses: Some(3), ..Policy::default() };
     let mut s = Scheduler::new(policy);
     s.handle(now, Input::ExecutorAdded { id: "e0".into(), slots: 1 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
     for n in 0..3 {
         // Each new executor takes the task; each is lost while it runs it.
         let next = ExecutorId::from(format!("e{}", n + 1));
@@ -187,7 +191,7 @@ fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
 #[test]
 fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1, speculate: false });
     let out = s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "heartbeat timed out".into() });
     assert!(out.is_empty(), "b is busy: {out:?}");
     // b finishes task 1 and takes task 0's next attempt; max_failures=1 was not used up.
@@ -199,7 +203,7 @@ fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
 #[test]
 fn stale_reports_are_ignored() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
     s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
     // Attempt 0 was on a and has been replaced by attempt 1 on b.
     let stale = s.handle(
@@ -225,7 +229,9 @@ fn stale_reports_are_ignored() {
 fn decommissioning_executor_takes_no_new_tasks() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
     s.handle(now, Input::ExecutorDecommissioning { id: "a".into() });
-    let l = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4 }));
+    let l = launches(
+        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: false }),
+    );
     assert_eq!(l, vec![(ExecutorId::from("b"), 0, 0)]);
     assert_eq!(s.live_executors(), 1);
 }
@@ -233,22 +239,30 @@ fn decommissioning_executor_takes_no_new_tasks() {
 #[test]
 fn cancel_kills_running_and_drops_queued_tasks() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4, speculate: false });
     let out = s.handle(now, Input::CancelJob { job: JobId(1), reason: "user asked".into() });
     assert_eq!(out.len(), 2, "{out:?}");
     assert!(matches!(&out[1], Output::JobFailed { reason: JobError::Cancelled(_), .. }));
-    let out = s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 1, max_failures: 4 });
+    let out =
+        s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 1, max_failures: 4, speculate: false });
     assert_eq!(launches(&out).len(), 1, "the slot was freed");
 }
 
 #[test]
 fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     let now = Instant::now();
-    let mut s = Scheduler::new(Policy { exclude_after: Some(2), pipeline: 1, max_executor_losses: None });
+    let mut s = Scheduler::new(Policy {
+        exclude_after: Some(2),
+        pipeline: 1,
+        max_executor_losses: None,
+        speculation: None,
+    });
     for id in ["a", "b"] {
         s.handle(now, Input::ExecutorAdded { id: id.into(), slots: 2 });
     }
-    let placed = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4 }));
+    let placed = launches(
+        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4, speculate: false }),
+    );
     let on =
         |exec: &str| -> Vec<u32> { placed.iter().filter(|(e, ..)| e == exec).map(|(_, i, _)| *i).collect() };
     let (on_a, on_b) = (on("a"), on("b"));
@@ -283,9 +297,15 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
 #[test]
 fn short_tasks_are_pipelined_and_long_ones_are_not() {
     let now = Instant::now();
-    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
+    let mut s = Scheduler::new(Policy {
+        exclude_after: None,
+        pipeline: 4,
+        max_executor_losses: None,
+        speculation: None,
+    });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    let out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4 });
+    let out =
+        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4, speculate: false });
     assert_eq!(launches(&out).len(), 2, "one per slot until the job's tasks prove short");
     let done = |s: &mut Scheduler, index, elapsed| {
         let attempt = Attempt { job: JobId(1), index, number: 0 };
@@ -297,14 +317,24 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
         "short: two slots, four deep, one running"
     );
 
-    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
+    let mut s = Scheduler::new(Policy {
+        exclude_after: None,
+        pipeline: 4,
+        max_executor_losses: None,
+        speculation: None,
+    });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4, speculate: false });
     assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
 
-    let mut s = Scheduler::new(Policy { exclude_after: None, pipeline: 4, max_executor_losses: None });
+    let mut s = Scheduler::new(Policy {
+        exclude_after: None,
+        pipeline: 4,
+        max_executor_losses: None,
+        speculation: None,
+    });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 200, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 200, max_failures: 4, speculate: false });
     assert_eq!(
         done(&mut s, 0, Duration::from_micros(20)).len(),
         2 * 4 * crate::scheduler::TINY_DEPTH as usize - 1,
@@ -316,7 +346,9 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
 #[test]
 fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    let placed = launches(&s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1 }));
+    let placed = launches(
+        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1, speculate: false }),
+    );
     let (holder, index, _) = placed[0].clone();
     let other = if holder == "a" { "b" } else { "a" };
     // The wrong executor, an attempt never given, an index out of range, another job.
@@ -347,7 +379,8 @@ fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
 fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
     let tasks = 3 * ROOM_DORMANT_AFTER as u32;
-    let mut out = s.handle(now, Input::JobSubmitted { job: JobId(1), tasks, max_failures: 4 });
+    let mut out =
+        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks, max_failures: 4, speculate: false });
     let mut answered = 0;
     while !out.contains(&Output::JobSucceeded { job: JobId(1) }) {
         let mut next = Vec::new();
@@ -364,7 +397,8 @@ fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
     assert!(!s.rooms[0].live && s.rooms[2].live);
     assert!(s.room_index_is_true());
     // A job of long tasks needs it again: most room first, as if it had been kept.
-    let out = s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 4, max_failures: 4 });
+    let out =
+        s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 4, max_failures: 4, speculate: false });
     let placed: Vec<(ExecutorId, u32, u32)> = launches(&out);
     assert_eq!(placed.iter().filter(|(e, ..)| e == "a").count(), 2, "{out:?}");
     assert_eq!(placed.iter().filter(|(e, ..)| e == "b").count(), 1, "{out:?}");
@@ -374,7 +408,7 @@ fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
 #[test]
 fn a_place_left_by_a_lost_executor_is_taken_by_the_next_without_its_history() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4, speculate: false });
     s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
     // "c" takes a's place in the table; a's attempt went back to the queue and a report
     // naming "a" is not c's.
@@ -407,7 +441,7 @@ fn collects(out: &[Output]) -> Vec<ExecutorId> {
 #[test]
 fn combined_outputs_are_collected_from_their_executors_once_every_task_is_done() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4, speculate: false });
     assert!(collects(&combined(&mut s, now, "a", 0, 0)).is_empty());
     assert!(!s.is_idle(&"a".into()), "a holds an output the driver has not got");
     assert!(collects(&combined(&mut s, now, "b", 1, 0)).is_empty());
@@ -426,7 +460,7 @@ fn combined_outputs_are_collected_from_their_executors_once_every_task_is_done()
 #[test]
 fn outputs_held_by_a_lost_executor_run_again_without_counting_as_failures() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1, speculate: false });
     combined(&mut s, now, "a", 0, 0);
     let out = combined(&mut s, now, "b", 1, 0);
     assert_eq!(collects(&out).len(), 2);
@@ -444,7 +478,7 @@ fn outputs_held_by_a_lost_executor_run_again_without_counting_as_failures() {
 #[test]
 fn a_partial_that_does_not_match_what_its_executor_holds_is_refused_and_those_tasks_rerun() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4, speculate: false });
     combined(&mut s, now, "a", 0, 0);
     combined(&mut s, now, "a", 1, 0);
     combined(&mut s, now, "b", 2, 0);
@@ -471,7 +505,7 @@ fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_time
     let now = Instant::now();
     let mut s = Scheduler::new(Policy::default()).with_collect_timeout(Duration::from_secs(5));
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 1 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4 });
+    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
     assert_eq!(collects(&combined(&mut s, now, "a", 0, 0)), vec![ExecutorId::from("a")]);
     assert_eq!(s.poll_timeout(), Some(now + Duration::from_secs(5)));
     assert!(s.handle_timeout(now + Duration::from_secs(4)).is_empty());
@@ -485,7 +519,8 @@ fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_time
 fn map_reduce() -> (Scheduler, Instant, Vec<Output>) {
     let (mut s, now) = cluster(&[("a", 4)]);
     let stages = vec![StagePlan { tasks: 3, parents: vec![] }, StagePlan { tasks: 2, parents: vec![0] }];
-    let out = s.handle(now, Input::StagedJobSubmitted { job: JobId(1), stages, max_failures: 2 });
+    let out =
+        s.handle(now, Input::StagedJobSubmitted { job: JobId(1), stages, max_failures: 2, speculate: false });
     (s, now, out)
 }
 
@@ -544,4 +579,177 @@ fn outputs_lost_of_tasks_not_done_or_unknown_change_nothing() {
     assert!(out.is_empty(), "map 0 runs; 99 is no task: {out:?}");
     let out = s.handle(now, Input::OutputsLost { job: JobId(9), tasks: vec![0] });
     assert!(out.is_empty());
+}
+
+/// A scheduler that speculates, with executors `a`, `b`, `c` of one slot each: Spark's
+/// defaults (3× the median once 90% are done, 100 ms at least, looked at every 100 ms).
+fn speculating(executors: &[&str]) -> (Scheduler, Instant) {
+    speculating_after(executors, 0.9)
+}
+
+/// The same, copying once `quantile` of a stage is done.
+fn speculating_after(executors: &[&str], quantile: f64) -> (Scheduler, Instant) {
+    let now = Instant::now();
+    let speculation = Speculation { quantile, ..Speculation::default() };
+    let policy = Policy { pipeline: 1, speculation: Some(speculation), ..Policy::default() };
+    let mut s = Scheduler::new(policy);
+    for id in executors {
+        s.handle(now, Input::ExecutorAdded { id: (*id).into(), slots: 1 });
+    }
+    (s, now)
+}
+
+fn speculated(out: &[Output]) -> Vec<(Attempt, ExecutorId, ExecutorId)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Decided(Decided::Speculated { attempt, straggler, executor, .. }) => {
+                Some((*attempt, straggler.clone(), executor.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn done_in(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32, ms: u64) -> Vec<Output> {
+    let attempt = Attempt { job: JobId(1), index, number };
+    s.handle(now, Input::TaskSucceeded { attempt, executor: exec.into(), elapsed: Duration::from_millis(ms) })
+}
+
+/// Ten tasks of 100 ms on three executors, task 9 stuck on `c`: once nine are done and
+/// it has run past 3× the median, one copy starts on another executor; the copy wins,
+/// the original is killed, and the job is done.
+#[test]
+fn a_straggler_gets_one_copy_elsewhere_and_the_first_success_wins() {
+    let (mut s, t0) = speculating(&["a", "b", "c"]);
+    let spec = Input::JobSubmitted { job: JobId(1), tasks: 10, max_failures: 4, speculate: true };
+    let placed = launches(&s.handle(t0, spec));
+    assert_eq!(placed.len(), 3);
+    // a and b run tasks 0..9 at 100 ms each; c holds task 2 and never ends it.
+    let on_c = placed.iter().find(|(e, ..)| e.as_str() == "c").unwrap().1;
+    let mut now = t0;
+    let mut running: Vec<(ExecutorId, u32)> =
+        placed.iter().filter(|(e, ..)| e.as_str() != "c").map(|(e, i, _)| (e.clone(), *i)).collect();
+    let mut done = 0;
+    while done < 9 {
+        now += Duration::from_millis(100);
+        let (exec, index) = running.remove(0);
+        let out = done_in(&mut s, now, exec.as_str(), index, 0, 100);
+        done += 1;
+        assert!(speculated(&out).is_empty());
+        running.extend(launches(&out).into_iter().map(|(e, i, _)| (e, i)));
+    }
+    assert!(running.is_empty(), "nine done, the tenth on c: {running:?}");
+    // Not before it has run 3× the median (300 ms)...
+    let early = s.handle_timeout(t0 + Duration::from_millis(250));
+    assert!(speculated(&early).is_empty());
+    // ...then one copy, never on c.
+    let late = t0 + Duration::from_millis(1000);
+    assert!(s.poll_timeout().is_some_and(|at| at <= late), "the check is due");
+    let out = s.handle_timeout(late);
+    let copies = speculated(&out);
+    assert_eq!(copies.len(), 1, "{out:?}");
+    let (copy, straggler, executor) = copies[0].clone();
+    assert_eq!((copy.index, copy.number, straggler.as_str()), (on_c, 1, "c"));
+    assert_ne!(executor.as_str(), "c");
+    assert_eq!(launches(&out), vec![(executor.clone(), on_c, 1)]);
+    assert!(speculated(&s.handle_timeout(late + Duration::from_secs(1))).is_empty(), "one copy per task");
+    // The copy wins: the original is killed, the task done, the job too.
+    let out = done_in(&mut s, late + Duration::from_millis(100), executor.as_str(), on_c, 1, 100);
+    assert!(out.contains(&Output::Kill {
+        executor: "c".into(),
+        attempt: Attempt { job: JobId(1), index: on_c, number: 0 }
+    }));
+    assert!(out.contains(&Output::Decided(Decided::TaskDone { attempt: copy })));
+    assert!(out.contains(&Output::JobSucceeded { job: JobId(1) }));
+    // The original's late report is stale.
+    assert!(done_in(&mut s, late + Duration::from_millis(200), "c", on_c, 0, 100).is_empty());
+    assert_eq!(s.free_slots(), 3, "every slot is free again");
+    assert!(s.room_index_is_true());
+}
+
+/// Uniform tasks never get a copy; nor do a job that refuses speculation, nor one
+/// under a policy without it.
+#[test]
+fn uniform_tasks_and_jobs_that_refuse_get_no_copy() {
+    for speculate in [true, false] {
+        let (mut s, t0) = speculating(&["a", "b"]);
+        let out = s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4, speculate });
+        // Two slots, each ending a 100 ms task every 100 ms, the check every 50 ms.
+        let mut running = launches(&out);
+        let mut now = t0;
+        let mut ended = 0;
+        while running.len() > usize::from(!speculate) {
+            now += Duration::from_millis(50);
+            let (exec, index, number) = running.remove(0);
+            let mut out = done_in(&mut s, now, exec.as_str(), index, number, 100);
+            ended += 1;
+            out.extend(s.handle_timeout(now));
+            assert!(speculated(&out).is_empty(), "{out:?}");
+            running.extend(launches(&out));
+        }
+        assert_eq!(ended, if speculate { 20 } else { 19 });
+        // A job that refused, its last task stuck: no copy however long it runs.
+        if !speculate {
+            let out = s.handle_timeout(now + Duration::from_secs(60));
+            assert!(speculated(&out).is_empty());
+        }
+    }
+}
+
+/// The original fails while its copy runs: nothing is queued again, the copy runs on
+/// as the task's attempt, and its success ends the job.
+#[test]
+fn a_failed_original_leaves_its_copy_running_as_the_task() {
+    let (mut s, t0) = speculating_after(&["a", "b"], 0.5);
+    launches(
+        &s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: true }),
+    );
+    // Task 0 on a ends at 100 ms; task 1 on b straggles.
+    let (a, b): (ExecutorId, ExecutorId) = ("a".into(), "b".into());
+    let placed_0_on =
+        |s: &Scheduler| if s.holds(&a, Attempt { job: JobId(1), index: 0, number: 0 }) { "a" } else { "b" };
+    let first = placed_0_on(&s);
+    let other = if first == "a" { "b" } else { "a" };
+    done_in(&mut s, t0 + Duration::from_millis(100), first, 0, 0, 100);
+    let out = s.handle_timeout(t0 + Duration::from_secs(2));
+    let copies = speculated(&out);
+    assert_eq!(copies.len(), 1);
+    assert_eq!(copies[0].2.as_str(), first, "the copy runs where the other task ran");
+    let original = Attempt { job: JobId(1), index: 1, number: 0 };
+    let failed = s.handle(
+        t0 + Duration::from_secs(3),
+        Input::TaskFailed { attempt: original, executor: other.into(), failure: trap() },
+    );
+    assert!(launches(&failed).is_empty(), "not queued again: its copy runs");
+    assert!(!failed.iter().any(|o| matches!(o, Output::Decided(Decided::Retrying { .. }))));
+    let copy = Attempt { job: JobId(1), index: 1, number: 1 };
+    assert!(s.holds(&first.into(), copy));
+    let out = done_in(&mut s, t0 + Duration::from_secs(4), first, 1, 1, 100);
+    assert!(out.contains(&Output::JobSucceeded { job: JobId(1) }));
+    let _ = b;
+    assert!(s.room_index_is_true());
+}
+
+/// The executor running a copy is lost: the original runs on, nothing is queued; the
+/// executor of an original is lost: its copy becomes the task's attempt.
+#[test]
+fn a_lost_executor_takes_only_its_own_attempt_of_a_copied_task() {
+    for lose_original in [false, true] {
+        let (mut s, t0) = speculating_after(&["a", "b"], 0.5);
+        s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: true });
+        let first =
+            if s.holds(&"a".into(), Attempt { job: JobId(1), index: 0, number: 0 }) { "a" } else { "b" };
+        let other = if first == "a" { "b" } else { "a" };
+        done_in(&mut s, t0 + Duration::from_millis(100), first, 0, 0, 100);
+        assert_eq!(speculated(&s.handle_timeout(t0 + Duration::from_secs(2))).len(), 1);
+        let gone = if lose_original { other } else { first };
+        let out = s
+            .handle(t0 + Duration::from_secs(3), Input::ExecutorLost { id: gone.into(), reason: "x".into() });
+        assert!(launches(&out).is_empty(), "nothing to run again: the other attempt runs");
+        let (left, number) = if lose_original { (first, 1) } else { (other, 0) };
+        assert!(s.holds(&left.into(), Attempt { job: JobId(1), index: 1, number }));
+        let out = done_in(&mut s, t0 + Duration::from_secs(4), left, 1, number, 100);
+        assert!(out.contains(&Output::JobSucceeded { job: JobId(1) }), "{out:?}");
+        assert!(s.room_index_is_true());
+    }
 }

@@ -153,6 +153,38 @@ impl EventLoop {
                     }
                     self.record(AppEvent::TaskLost { job, index });
                 }
+                Action::Decided(Decided::Speculated { attempt, original, straggler, executor, why }) => {
+                    if let Some(job) = self.jobs.get(&attempt.job) {
+                        job.span.in_scope(|| {
+                            tracing::info!(%attempt, %original, straggler = %straggler, executor_id = %executor, reason = %why, "speculative copy started")
+                        });
+                    }
+                    self.shared.speculations.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.record(AppEvent::Speculated {
+                        job: attempt.job,
+                        index: attempt.index,
+                        attempt: attempt.number,
+                        original: original.number,
+                        straggler,
+                        reason: why.to_string(),
+                    });
+                }
+                Action::Decided(Decided::SpeculationEnded { winner, loser, loser_executor }) => {
+                    if let Some(job) = self.jobs.get(&winner.job) {
+                        job.span.in_scope(|| {
+                            tracing::info!(%winner, %loser, executor_id = %loser_executor, "first of two attempts to succeed; the other is killed")
+                        });
+                    }
+                    if winner.number > loser.number {
+                        self.shared.speculations.won.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    self.record(AppEvent::SpeculationEnded {
+                        job: winner.job,
+                        index: winner.index,
+                        winner: winner.number,
+                        loser: loser.number,
+                    });
+                }
                 Action::Kill { executor, incarnation, attempt } => {
                     if let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) {
                         link.kill(attempt);

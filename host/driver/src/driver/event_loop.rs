@@ -87,6 +87,12 @@ impl EventLoop {
                 pipeline: PIPELINE,
                 max_executor_losses: (settings.task_max_executor_losses > 0)
                     .then_some(settings.task_max_executor_losses),
+                speculation: settings.speculation.as_ref().map(|s| flint_core::Speculation {
+                    multiplier: s.multiplier,
+                    quantile: s.quantile,
+                    min_runtime: s.min_task_runtime,
+                    interval: s.interval,
+                }),
             },
             heartbeat_timeout: settings.network_timeout,
             bootstrap_timeout: BOOTSTRAP_TIMEOUT,

@@ -150,6 +150,8 @@ pub(super) struct PreparedJob {
     pub(super) output: Option<super::output::Output>,
     /// Files sent with the job, kept until it ends.
     pub(super) uploads: Option<Arc<crate::job::Uploads>>,
+    /// Its straggling tasks may get copies (the driver speculates, its manifest lets it).
+    pub(super) speculate: bool,
 }
 
 /// Peer events queued for the loop before their readers wait.

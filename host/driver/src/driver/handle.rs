@@ -107,6 +107,7 @@ impl Driver {
             data,
             objects,
             durations: Default::default(),
+            speculations: Default::default(),
             peer_metrics: Default::default(),
             events_dropped: config.event_log.as_ref().map(EventLogWriter::dropped),
             uploads_held: Arc::default(),
@@ -238,6 +239,7 @@ impl Driver {
             parts,
             output,
             uploads: request.uploads,
+            speculate: !request.no_speculation,
         };
         let digest = job.component.digest;
         self.shared.hold_component(digest, bytes);
@@ -284,6 +286,11 @@ impl Driver {
     /// How long the attempts the driver accepted ran.
     pub fn durations(&self) -> &crate::metrics::Durations {
         &self.shared.durations
+    }
+
+    /// Speculative copies started and won, for `/metrics`.
+    pub fn speculations(&self) -> &crate::metrics::Speculations {
+        &self.shared.speculations
     }
 
     /// Events the event log dropped because its writer fell behind, when there is one.

@@ -102,6 +102,8 @@ impl EventLoop {
             failures_dropped: 0,
             elapsed: submitted.elapsed(),
             shuffle: None,
+            speculative: 0,
+            speculative_won: 0,
         });
     }
 
@@ -213,8 +215,8 @@ impl EventLoop {
             },
         );
         let max_failures = job.settings.task_max_failures;
-        let (period, shuffle) = (job.every, job.shuffle);
-        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period, shuffle });
+        let (period, shuffle, speculate) = (job.every, job.shuffle, job.speculate);
+        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period, shuffle, speculate });
     }
 
     pub(super) fn refresh_progress(&mut self) {
@@ -317,6 +319,8 @@ impl EventLoop {
             failures_dropped: 0,
             elapsed: job.started.elapsed(),
             shuffle: counts.shuffle,
+            speculative: counts.speculative,
+            speculative_won: counts.speculative_won,
         };
         // The report travels in one frame: many large failures must not stop it.
         report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
@@ -351,5 +355,7 @@ fn progress(c: JobCounts, executors: u32) -> JobProgress {
         executors,
         outputs_lost: c.outputs_lost,
         shuffle: c.shuffle,
+        speculative: c.speculative,
+        speculative_won: c.speculative_won,
     }
 }

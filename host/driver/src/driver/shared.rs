@@ -37,6 +37,7 @@ pub(super) struct Shared {
     pub(super) objects: ObjectReader,
     /// How long accepted attempts ran (`/metrics`).
     pub(super) durations: crate::metrics::Durations,
+    pub(super) speculations: crate::metrics::Speculations,
     /// Executors' heartbeats and the connections' traffic (`/metrics`).
     pub(super) peer_metrics: crate::metrics::PeerMetrics,
     /// Events the event log had no room for, when there is one.

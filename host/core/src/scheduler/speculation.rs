@@ -1,0 +1,209 @@
+//! Speculative execution: a second attempt of a task that runs far longer than its
+//! stage's others, on another executor; the first to succeed is the task's, the other
+//! is killed. Off unless the policy has a [`Speculation`]; a job can refuse it (its
+//! tasks write outside Flint and must not run twice).
+//!
+//! As Spark's: once `quantile` of a stage's tasks are done (or straggling: a pipelined
+//! job's short tasks queued behind a straggler wait with it), a running task is a
+//! candidate when it has run longer than `multiplier` × the median of the stage's
+//! successful run times (and at least `min_runtime`). Candidates that have run longest
+//! go first, never on the straggler's own executor nor on one that runs a straggler
+//! itself, and at most a tenth of the application's slots (at least one) run copies at
+//! once. A copy that finds no free slot elsewhere counts as a task waiting for one, so
+//! dynamic allocation can grow for it.
+
+use super::{Decided, Output, Scheduler};
+use flint_proto::{Attempt, ExecutorId, JobId};
+use std::time::{Duration, Instant};
+
+/// When to start copies of slow tasks (`flint.speculation.*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Speculation {
+    /// How many times the stage's median run time a task must have run.
+    pub multiplier: f64,
+    /// The fraction of a stage's tasks done before any of its tasks is copied.
+    pub quantile: f64,
+    /// A task is never copied before it ran this long.
+    pub min_runtime: Duration,
+    /// How often running tasks are looked at.
+    pub interval: Duration,
+}
+
+impl Default for Speculation {
+    fn default() -> Speculation {
+        Speculation {
+            multiplier: 3.0,
+            quantile: 0.9,
+            min_runtime: Duration::from_millis(100),
+            interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// The most of the application's slots copies may hold at once.
+pub const MAX_SLOT_FRACTION: f64 = 0.1;
+
+/// Why a copy was started: what the page and the event log say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Straggling {
+    /// How long the original attempt had run.
+    pub elapsed: Duration,
+    /// The stage's median successful run time then.
+    pub median: Duration,
+    /// What it had to run longer than (`multiplier` × median, at least `min_runtime`).
+    pub threshold: Duration,
+}
+
+impl std::fmt::Display for Straggling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ran {} ms, over {} ms ({}× the stage's median of {} ms)",
+            self.elapsed.as_millis(),
+            self.threshold.as_millis(),
+            if self.median.is_zero() {
+                "—".to_owned()
+            } else {
+                format!("{:.1}", self.threshold.as_secs_f64() / self.median.as_secs_f64())
+            },
+            self.median.as_millis()
+        )
+    }
+}
+
+/// A candidate for a copy: its attempt running now, where, and why.
+struct Candidate {
+    job: JobId,
+    index: u32,
+    original: Attempt,
+    on: super::Ix,
+    why: Straggling,
+}
+
+impl Scheduler {
+    /// When running tasks are next looked at for copies, while any job could have one.
+    pub(super) fn speculation_due(&self) -> Option<Instant> {
+        self.policy.speculation.as_ref()?;
+        self.jobs.values().any(|j| j.speculate && j.running > 0).then_some(self.next_speculation?)
+    }
+
+    /// Starts copies of the tasks that straggle now (see the module documentation).
+    pub(super) fn speculate(&mut self, now: Instant, out: &mut Vec<Output>) {
+        let Some(policy) = self.policy.speculation.clone() else { return };
+        if self.next_speculation.is_some_and(|at| now < at) {
+            return;
+        }
+        self.next_speculation = Some(now + policy.interval);
+        let mut candidates = Vec::new();
+        for (&job_id, job) in self.jobs.iter_mut().filter(|(_, j)| j.speculate && j.running > 0) {
+            for stage in &mut job.stages {
+                let n = stage.end - stage.start;
+                let done = n - stage.undone;
+                if n == 0 || stage.undone == 0 {
+                    continue;
+                }
+                let Some(median) = stage.median() else { continue };
+                let threshold = median.mul_f64(policy.multiplier).max(policy.min_runtime);
+                let mut stragglers = Vec::new();
+                for index in stage.start..stage.end {
+                    let task = &job.tasks[index as usize];
+                    let (Some((number, on)), Some(since)) = (task.running, task.since) else { continue };
+                    let elapsed = now.saturating_duration_since(since);
+                    if !task.done && elapsed > threshold {
+                        let original = Attempt { job: job_id, index, number };
+                        let why = Straggling { elapsed, median, threshold };
+                        stragglers
+                            .push((task.copy.is_none(), Candidate { job: job_id, index, original, on, why }));
+                    }
+                }
+                // The stage is far enough along once `quantile` of it is done or
+                // straggling: short tasks queued behind a straggler on its executor (a
+                // pipelined job's) have not run, and straggle with it.
+                if f64::from(done) + stragglers.len() as f64 >= (policy.quantile * f64::from(n)).ceil() {
+                    candidates
+                        .extend(stragglers.into_iter().filter(|(uncopied, _)| *uncopied).map(|(_, c)| c));
+                }
+            }
+        }
+        // The longest running first.
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.why.elapsed));
+        let cap = ((f64::from(self.usable_slots) * MAX_SLOT_FRACTION) as u32).max(1);
+        let slow: Vec<super::Ix> = candidates.iter().map(|c| c.on).collect();
+        let mut wanted = 0;
+        for c in candidates {
+            if self.copies >= cap {
+                break;
+            }
+            // One slot per copy, whatever the job's pipeline depth: a copy is there to
+            // run now, not to wait in a queue.
+            self.room(0);
+            let executors = &self.executors;
+            let failed_on = &self.jobs[&c.job].tasks[c.index as usize].failed_on;
+            let pick = self.rooms[0].iter().find(|ix| {
+                let id = &executors[*ix as usize].as_ref().expect("indexed executors exist").id;
+                !slow.contains(ix) && !failed_on.contains(id)
+            });
+            let Some(ix) = pick else {
+                wanted += 1;
+                continue;
+            };
+            let task = &mut self.jobs.get_mut(&c.job).expect("a candidate's job").tasks[c.index as usize];
+            let attempt = Attempt { job: c.job, index: c.index, number: task.launches };
+            task.launches += 1;
+            task.copy = Some((attempt.number, ix, now));
+            self.copies += 1;
+            self.placed += 1;
+            self.reindex(ix, |exec| exec.running += 1);
+            let executor = self.id_of(ix);
+            let straggler = self.id_of(c.on);
+            out.push(Output::Decided(Decided::Speculated {
+                attempt,
+                original: c.original,
+                straggler,
+                executor: executor.clone(),
+                why: c.why,
+            }));
+            out.push(Output::Launch { executor, attempts: vec![attempt] });
+        }
+        self.copies_wanted = wanted;
+    }
+
+    /// The task of `attempt`, which just ended, may have another attempt running (its
+    /// original or its copy). If `won`, that one is killed and its slot freed, and the
+    /// ending one is left as the task's running attempt for its caller to end; if not
+    /// (it failed), the other runs on as the task's only attempt. The ending attempt's
+    /// own slot is its caller's to free.
+    pub(super) fn end_other_attempt(&mut self, attempt: Attempt, won: bool, out: &mut Vec<Output>) {
+        let Some(task) =
+            self.jobs.get_mut(&attempt.job).and_then(|j| j.tasks.get_mut(attempt.index as usize))
+        else {
+            return;
+        };
+        let Some((copy, copy_on, copy_since)) = task.copy.take() else { return };
+        self.copies -= 1;
+        let (number, on) = task.running.expect("a copy runs beside its original");
+        let ending_is_copy = copy == attempt.number;
+        let (other, other_on) = if ending_is_copy { (number, on) } else { (copy, copy_on) };
+        // The attempt that stays the task's running one: the ending one if it won, else
+        // the other.
+        if ending_is_copy == won {
+            task.running = Some((copy, copy_on));
+            task.since = Some(copy_since);
+        }
+        if won {
+            let other = Attempt { number: other, ..attempt };
+            self.release(other_on);
+            let executor = self.id_of(other_on);
+            out.push(Output::Kill { executor: executor.clone(), attempt: other });
+            out.push(Output::Decided(Decided::SpeculationEnded {
+                winner: attempt,
+                loser: other,
+                loser_executor: executor,
+            }));
+        }
+    }
+
+    fn id_of(&self, ix: super::Ix) -> ExecutorId {
+        self.executors[ix as usize].as_ref().expect("placed on a known executor").id.clone()
+    }
+}

@@ -3836,3 +3836,115 @@ fn a_straggler_gets_a_speculative_copy_that_wins_unless_the_job_refuses() {
         assert_eq!(log.matches(event).count(), 1, "{event} once in the event log");
     }
 }
+
+/// A speculative copy of a reduce task that writes part files: the straggling
+/// original's part is begun and never committed, the copy's is; the output holds one
+/// part per partition and one `_SUCCESS`, and the counts are `flint run`'s.
+#[test]
+fn a_speculative_copy_of_a_reduce_task_commits_one_part_per_partition() {
+    let shared = tempfile::tempdir().unwrap();
+    let roots = format!("flint.output.roots={}", shared.path().display());
+    let mut cluster = Cluster::start(&["--conf", &roots, "--conf", "flint.speculation.enabled=true"]);
+    cluster.executor(&["--cores", "1", "--executor-id", "a", "--conf", &roots]);
+    cluster.executor(&["--cores", "1", "--executor-id", "b", "--conf", &roots]);
+    cluster.wait_live(2);
+    let input = cluster.dir.path().join("inputs/corpus.txt");
+    corpus(&input, 1 << 20);
+    let output = shared.path().join("counts");
+    // Two maps (tasks 0 and 1), then four reducers (2 to 5): the first attempt of
+    // reducer 3 (partition 1) straggles for a minute.
+    let report = ok_json(&cluster.submit(&[
+        "examples/word-count-mr",
+        "--input",
+        input.to_str().unwrap(),
+        "--partitions",
+        "2",
+        "--reduce-partitions",
+        "4",
+        "--output",
+        output.to_str().unwrap(),
+        "--conf",
+        "straggle_task=3",
+        "--json",
+    ]));
+    assert_eq!(
+        (report["speculative_attempts"].as_u64(), report["speculative_won"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let mut names = common::names_in(&output);
+    names.sort();
+    assert_eq!(names, ["_SUCCESS", "part-00000", "part-00001", "part-00002", "part-00003"], "{report}");
+    let collected = ok_json(&flint(&[
+        "run",
+        "examples/word-count-mr",
+        "--input",
+        input.to_str().unwrap(),
+        "--reduce-partitions",
+        "4",
+        "--json",
+    ]));
+    assert_eq!(report["result"], collected["result"], "the counts of the parts as run gives them");
+    // The killed original left nothing behind, even once its executor let it go.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut names = common::names_in(&output);
+    names.sort();
+    assert_eq!(names.len(), 5, "{names:?}");
+}
+
+/// With dynamic allocation, a copy that finds no free slot off its straggler's
+/// executor makes the fleet grow for it; once the task has ended, the executor started
+/// for it is given back after its idle timeout.
+#[test]
+fn an_executor_started_for_a_speculative_copy_is_given_back_once_idle() {
+    let cluster = Cluster::start(&[
+        "--backend",
+        "local",
+        "--conf",
+        "flint.speculation.enabled=true",
+        "--conf",
+        "flint.dynamicAllocation.enabled=true",
+        "--conf",
+        "flint.dynamicAllocation.minExecutors=1",
+        "--conf",
+        "flint.dynamicAllocation.initialExecutors=1",
+        "--conf",
+        "flint.dynamicAllocation.maxExecutors=2",
+        "--conf",
+        "flint.dynamicAllocation.executorIdleTimeout=2s",
+        "--conf",
+        "flint.dynamicAllocation.schedulerBacklogTimeout=200ms",
+        "--conf",
+        "flint.executor.cores=1",
+    ]);
+    let driver = cluster.driver.pid();
+    cluster.wait_live(1);
+    let started = std::time::Instant::now();
+    let report = ok_json(&cluster.submit(&[
+        "examples/chaos",
+        "--partitions",
+        "10",
+        "--conf",
+        "mode=sleep",
+        "--conf",
+        "secs=60",
+        "--conf",
+        "only_task=5",
+        "--conf",
+        "only_attempt=0",
+        "--json",
+    ]));
+    assert!(started.elapsed() < Duration::from_secs(30), "the copy ended it: {:?}", started.elapsed());
+    // Task 5's copy won (the short tasks queued behind it on the first executor may
+    // have had copies too, once it was done).
+    assert!(report["speculative_won"].as_u64() >= Some(1), "{report}");
+    let status = cluster.status();
+    let grew = status["executors"].as_array().unwrap().len();
+    assert_eq!(grew, 2, "the fleet grew for the copy: {status}");
+    // Idle past the timeout, the fleet shrinks back to its minimum.
+    let back = eventually(Duration::from_secs(20), || (children_of(driver).len() == 1).then_some(()));
+    assert!(back.is_some(), "{}", cluster.status());
+    let status = cluster.status();
+    let removed =
+        status["executors"].as_array().unwrap().iter().filter(|e| e["removed"] == "decommissioned").count();
+    assert_eq!(removed, 1, "{status}");
+}

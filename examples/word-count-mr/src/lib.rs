@@ -70,6 +70,15 @@ impl MapReduce for WordCount {
         // input: time to watch a shuffle recover from a lost executor.
         let pause: u64 = flint_guest::config_or("reduce_pause_ms", 0).unwrap_or(0);
         std::thread::sleep(std::time::Duration::from_millis(pause));
+        // `straggle_task=N` holds the first attempt of that task (a reduce task's
+        // number counts the maps before it) back `straggle_ms` (default a minute): a
+        // straggler for the speculation tests, whose copy runs as the others do.
+        let me = flint_guest::task_info();
+        let straggler: Option<u32> = flint_guest::config("straggle_task").and_then(|t| t.parse().ok());
+        if straggler == Some(me.task_index) && me.attempt == 0 {
+            let ms: u64 = flint_guest::config_or("straggle_ms", 60_000).unwrap_or(60_000);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         Summary::default()
     }
 

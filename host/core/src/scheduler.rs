@@ -219,6 +219,8 @@ pub struct Scheduler {
     copies_wanted: u32,
     /// When running tasks are next looked at for stragglers.
     next_speculation: Option<Instant>,
+    /// The time of the input being handled.
+    clock: Option<Instant>,
 }
 
 impl Scheduler {
@@ -235,6 +237,7 @@ impl Scheduler {
 
     /// Feeds one input; returns what to do, launches last (one batch per executor).
     pub fn handle(&mut self, now: Instant, input: Input) -> Vec<Output> {
+        self.clock = Some(now);
         let mut out = Vec::new();
         match input {
             Input::ExecutorAdded { id, slots } => {
@@ -249,6 +252,8 @@ impl Scheduler {
                         decommissioning: false,
                         failed_tasks: BTreeSet::new(),
                         excluded: false,
+                        ended: 0,
+                        ended_at: VecDeque::new(),
                     };
                     let ix = match self.vacant.pop() {
                         Some(ix) => {
@@ -292,6 +297,7 @@ impl Scheduler {
                                     Some((number, on, since)) => {
                                         task.running = Some((number, on));
                                         task.since = Some(since);
+                                        task.starts_after = 0;
                                         self.copies -= 1;
                                     }
                                     None => {
@@ -527,7 +533,17 @@ impl Scheduler {
     }
 
     fn release(&mut self, ix: Ix) {
-        self.reindex(ix, |exec| exec.running -= 1);
+        let now = self.clock;
+        self.reindex(ix, |exec| {
+            exec.running -= 1;
+            if let Some(now) = now {
+                exec.ended += 1;
+                exec.ended_at.push_back(now);
+                if exec.ended_at.len() > room::ENDS_KEPT {
+                    exec.ended_at.pop_front();
+                }
+            }
+        });
     }
 
     /// An attempt `holder()` vouched for ended with its output (sent or held): its place
@@ -654,6 +670,7 @@ impl Scheduler {
     /// Outputs held by executors that were asked for them more than the collect
     /// timeout ago and did not deliver run again elsewhere.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Output> {
+        self.clock = Some(now);
         let mut out = Vec::new();
         self.speculate(now, &mut out);
         let Some(timeout) = self.collect_timeout else { return out };
@@ -827,6 +844,10 @@ impl Scheduler {
             task.launches += 1;
             task.running = Some((attempt.number, ix));
             task.since = Some(now);
+            // Queued behind the attempts it finds there beyond the executor's slots, it
+            // starts once that many more have ended.
+            let exec = self.executors[ix as usize].as_ref().expect("placed on a known executor");
+            task.starts_after = exec.ended + u64::from((exec.running + 1).saturating_sub(exec.slots));
             if state.speculate && self.next_speculation.is_none() {
                 self.next_speculation = self.policy.speculation.as_ref().map(|p| now + p.interval);
             }

@@ -72,6 +72,9 @@ pub(super) struct Task {
     pub(super) running: Option<(u32, Ix)>,
     /// When the running attempt was launched.
     pub(super) since: Option<Instant>,
+    /// How many of its executor's attempts must end before it starts (it was queued
+    /// behind others): its time as a straggler counts from then.
+    pub(super) starts_after: u64,
     /// A copy of the running attempt, started because it straggled: its number, its
     /// executor and when it was launched.
     pub(super) copy: Option<(u32, Ix, Instant)>,

@@ -24,6 +24,30 @@ pub(super) struct Executor {
     /// Tasks that failed here (in a way that counts against them).
     pub(super) failed_tasks: BTreeSet<(JobId, u32)>,
     pub(super) excluded: bool,
+    /// Attempts it ended (or was told to drop) so far, and when the latest of them
+    /// ended: an attempt queued behind others (a pipelined job's) starts when enough of
+    /// those before it have ended, and its time as a straggler counts from then.
+    pub(super) ended: u64,
+    pub(super) ended_at: std::collections::VecDeque<std::time::Instant>,
+}
+
+/// Ends an executor remembers the time of: more than any queue an executor holds.
+pub(super) const ENDS_KEPT: usize = 1024;
+
+impl Executor {
+    /// When the attempt that starts once `after` of this executor's attempts have ended
+    /// started, if it has.
+    pub(super) fn started(&self, after: u64) -> Option<std::time::Instant> {
+        if after > self.ended {
+            return None;
+        }
+        // Ends before the first remembered one: longer ago than any it knows the time of.
+        let forgotten = self.ended - self.ended_at.len() as u64;
+        match after.checked_sub(forgotten + 1) {
+            Some(i) => Some(self.ended_at[i as usize]),
+            None => self.ended_at.front().copied(),
+        }
+    }
 }
 
 impl Executor {

@@ -105,9 +105,21 @@ impl Scheduler {
                 let Some(median) = stage.median() else { continue };
                 let threshold = median.mul_f64(policy.multiplier).max(policy.min_runtime);
                 let mut stragglers = Vec::new();
+                // Placed, queued behind others on its executor and not started.
+                let mut waiting = 0u32;
                 for index in stage.start..stage.end {
                     let task = &job.tasks[index as usize];
-                    let (Some((number, on)), Some(since)) = (task.running, task.since) else { continue };
+                    let (Some((number, on)), Some(placed)) = (task.running, task.since) else { continue };
+                    // Queued behind others on its executor, it has not started yet, or
+                    // started when enough of them ended.
+                    let exec = self.executors[on as usize].as_ref().expect("placed on a known executor");
+                    let since = match task.starts_after {
+                        after if after <= exec.ended => exec.started(after).map_or(placed, |t| t.max(placed)),
+                        _ => {
+                            waiting += 1;
+                            continue;
+                        }
+                    };
                     let elapsed = now.saturating_duration_since(since);
                     if !task.done && elapsed > threshold {
                         let original = Attempt { job: job_id, index, number };
@@ -116,10 +128,12 @@ impl Scheduler {
                             .push((task.copy.is_none(), Candidate { job: job_id, index, original, on, why }));
                     }
                 }
-                // The stage is far enough along once `quantile` of it is done or
-                // straggling: short tasks queued behind a straggler on its executor (a
-                // pipelined job's) have not run, and straggle with it.
-                if f64::from(done) + stragglers.len() as f64 >= (policy.quantile * f64::from(n)).ceil() {
+                // The stage is far enough along once `quantile` of it is done, straggling
+                // or queued on an executor without having started (a pipelined job's
+                // short tasks behind a straggler wait with it: they are not copied,
+                // they run once it is killed).
+                let along = f64::from(done) + f64::from(waiting) + stragglers.len() as f64;
+                if along >= (policy.quantile * f64::from(n)).ceil() {
                     candidates
                         .extend(stragglers.into_iter().filter(|(uncopied, _)| *uncopied).map(|(_, c)| c));
                 }
@@ -189,6 +203,7 @@ impl Scheduler {
         if ending_is_copy == won {
             task.running = Some((copy, copy_on));
             task.since = Some(copy_since);
+            task.starts_after = 0;
         }
         if won {
             let other = Attempt { number: other, ..attempt };

@@ -67,6 +67,12 @@ impl Settings {
             ("flint.decommission.timeout", fixed(&self.decommission_timeout)),
             ("flint.excludeOnFailure.enabled", fixed(&self.exclude_on_failure)),
             ("flint.excludeOnFailure.maxFailedTasksPerExecutor", fixed(&self.max_failed_tasks_per_executor)),
+            // A job refuses copies in its manifest (`speculation = false`), not here.
+            ("flint.speculation.enabled", fixed(&self.speculation)),
+            ("flint.speculation.multiplier", fixed(&self.speculation)),
+            ("flint.speculation.quantile", fixed(&self.speculation)),
+            ("flint.speculation.minTaskRuntime", fixed(&self.speculation)),
+            ("flint.speculation.interval", fixed(&self.speculation)),
             ("flint.executor.backend", fixed(&self.executor_backend)),
             ("flint.master.url", fixed(&self.master_url)),
             ("flint.cores.max", fixed(&self.cores_max)),

@@ -7,221 +7,15 @@
 
 pub use flint_proto::{Attempt, ExecutorId, JobId};
 use flint_proto::{JobError, TaskFailure};
-use foldhash::HashMap;
 pub use job::StagePlan;
 use job::{Job, Stage};
 use room::{Executor, Ix, Room};
+pub use state::{
+    Decided, Input, Output, Policy, SHORT_TASK, Scheduler, Speculation, Straggling, TINY_DEPTH, TINY_TASK,
+};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Input {
-    ExecutorAdded {
-        id: ExecutorId,
-        slots: u32,
-    },
-    /// The executor is gone; its running tasks go back to the queue without counting
-    /// as failures.
-    ExecutorLost {
-        id: ExecutorId,
-        reason: String,
-    },
-    /// The executor finishes what it runs and takes nothing new.
-    ExecutorDecommissioning {
-        id: ExecutorId,
-    },
-    JobSubmitted {
-        job: JobId,
-        tasks: u32,
-        max_failures: u32,
-        /// Its slow tasks may get copies, when the policy speculates.
-        speculate: bool,
-    },
-    /// A job of several stages, its tasks numbered stage after stage: a stage's tasks
-    /// wait until every task of its parents is done, and wait again while one of those
-    /// is run again (its output lost).
-    StagedJobSubmitted {
-        job: JobId,
-        stages: Vec<StagePlan>,
-        max_failures: u32,
-        speculate: bool,
-    },
-    /// Done tasks whose outputs are gone (map outputs on a lost executor, or that a
-    /// reducer could not read): they run again, without counting as failures, and the
-    /// stages that read them wait for them.
-    OutputsLost {
-        job: JobId,
-        tasks: Vec<u32>,
-    },
-    TaskSucceeded {
-        attempt: Attempt,
-        executor: ExecutorId,
-        /// How long the attempt ran: short tasks are pipelined.
-        elapsed: Duration,
-    },
-    TaskFailed {
-        attempt: Attempt,
-        executor: ExecutorId,
-        failure: TaskFailure,
-    },
-    /// The attempt succeeded and its output was combined into a running value its
-    /// executor holds (a job with a commutative merge): the task is done, but its output
-    /// reaches the driver only with the executor's next partial result, and runs again
-    /// if the executor goes first.
-    TaskCombined {
-        attempt: Attempt,
-        executor: ExecutorId,
-        elapsed: Duration,
-    },
-    /// A partial result from the executor, combining the outputs of `tasks`. Accepted
-    /// only if the executor holds every one of them; otherwise it is not folded and
-    /// those it does hold run again.
-    Partial {
-        executor: ExecutorId,
-        job: JobId,
-        tasks: Vec<u32>,
-    },
-    /// The executor lost the combined outputs of `tasks` (its combining instance
-    /// failed): they run again, without counting as failures.
-    CombinedLost {
-        executor: ExecutorId,
-        job: JobId,
-        tasks: Vec<u32>,
-    },
-    CancelJob {
-        job: JobId,
-        reason: String,
-    },
-    /// The job cannot go on, for `error`.
-    FailJob {
-        job: JobId,
-        error: JobError,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Output {
-    /// Run these attempts on the executor.
-    Launch {
-        executor: ExecutorId,
-        attempts: Vec<Attempt>,
-    },
-    Kill {
-        executor: ExecutorId,
-        attempt: Attempt,
-    },
-    JobSucceeded {
-        job: JobId,
-    },
-    JobFailed {
-        job: JobId,
-        reason: JobError,
-    },
-    /// Every task of the job is done and some outputs are held combined on this
-    /// executor: ask it for its partial results.
-    Collect {
-        executor: ExecutorId,
-        job: JobId,
-    },
-    /// What the control core passes on as it is.
-    Decided(Decided),
-}
-
-/// What the scheduler decided that needs nothing added on its way to the driver: the
-/// control core's [`crate::Action::Decided`] carries it unchanged.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decided {
-    /// The attempt's success was accepted: its output is the task's output. Reports of
-    /// attempts already replaced are dropped without this.
-    TaskDone { attempt: Attempt },
-    /// The executor failed too many distinct tasks and gets no new ones.
-    ExecutorExcluded { executor: ExecutorId, failed_tasks: u32 },
-    /// A failed attempt will be tried again.
-    Retrying { attempt: Attempt, failure: TaskFailure },
-    /// The partial result just fed was accepted: fold it (it holds `tasks` outputs).
-    PartialAccepted { job: JobId, tasks: u32 },
-    /// A done task's output was lost before it reached the driver: it runs again.
-    TaskLost { job: JobId, index: u32 },
-    /// A copy of a straggling attempt was started (its launch follows).
-    Speculated {
-        attempt: Attempt,
-        original: Attempt,
-        straggler: ExecutorId,
-        executor: ExecutorId,
-        why: Straggling,
-    },
-    /// Of a task's two attempts, `winner` succeeded first; `loser` is killed.
-    SpeculationEnded { winner: Attempt, loser: Attempt, loser_executor: ExecutorId },
-}
-
-/// Tasks of a job whose mean run time is below this are pipelined.
-pub const SHORT_TASK: Duration = Duration::from_millis(50);
-
-/// Tasks of a job whose mean run time is below this are pipelined [`TINY_DEPTH`] times
-/// deeper: a round trip to the driver takes longer than several of them, and slots
-/// would wait for work otherwise (no-op tasks: slots idle most of the time at 8 deep).
-pub const TINY_TASK: Duration = Duration::from_millis(1);
-
-/// How much deeper than [`Policy::pipeline`] tiny tasks are queued.
-pub const TINY_DEPTH: u32 = 8;
-
-/// Scheduling policy.
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    /// Exclude an executor once this many distinct tasks failed on it
-    /// (`flint.excludeOnFailure.*`); `None` never excludes. The last usable executor
-    /// is never excluded.
-    pub exclude_after: Option<u32>,
-    /// Attempts an executor may hold per slot for a job whose tasks are short (a mean
-    /// under [`SHORT_TASK`]), and [`TINY_DEPTH`] times as many when they are tiny (under
-    /// [`TINY_TASK`]); other jobs get one per slot, as in Spark, so that long tasks are
-    /// never queued behind each other while a slot elsewhere is free. Above 1, an
-    /// executor has the next short task at hand when one ends instead of waiting a
-    /// round trip to the driver.
-    pub pipeline: u32,
-    /// A task whose running attempts were on this many executors that were lost fails
-    /// its job (`flint.task.maxExecutorLosses`): a task that takes its executor down
-    /// would otherwise take one after another, since a loss is not a task failure.
-    /// `None` never fails a job for it.
-    pub max_executor_losses: Option<u32>,
-    /// Copies of straggling tasks (`flint.speculation.*`); `None`: never.
-    pub speculation: Option<Speculation>,
-}
-
-/// The scheduler's state. See the module documentation.
-#[derive(Debug, Default)]
-pub struct Scheduler {
-    policy: Policy,
-    /// Executors by [`Ix`]; `None` where one left and none took the place yet.
-    executors: Vec<Option<Executor>>,
-    vacant: Vec<Ix>,
-    by_id: HashMap<ExecutorId, Ix>,
-    /// Usable executors and their slots, kept by `index`/`unindex`.
-    usable: u32,
-    usable_slots: u32,
-    /// Usable executors by room at each depth of [`Scheduler::depths`], so that placing
-    /// an attempt costs a lookup, not a pass over the fleet. Kept by `reindex` whenever
-    /// an executor's room or usability changes.
-    rooms: [Room; 3],
-    /// Attempts placed so far (the clock of `Room::last_used`).
-    placed: u64,
-    next_seq: u64,
-    jobs: BTreeMap<JobId, Job>,
-    /// Tasks waiting for a slot, oldest job first; retries go to the front.
-    queue: VecDeque<(JobId, u32)>,
-    /// How long an executor asked for its partial results may take before the outputs
-    /// it holds are counted lost; `None`: as long as it lives.
-    collect_timeout: Option<Duration>,
-    /// Copies of straggling attempts running now.
-    copies: u32,
-    /// Copies wanted that found no free slot off their stragglers' executors.
-    copies_wanted: u32,
-    /// When running tasks are next looked at for stragglers.
-    next_speculation: Option<Instant>,
-    /// The time of the input being handled.
-    clock: Option<Instant>,
-}
 
 impl Scheduler {
     pub fn new(policy: Policy) -> Self {
@@ -966,6 +760,7 @@ impl Scheduler {
 mod job;
 mod room;
 mod speculation;
-pub use speculation::{MAX_SLOT_FRACTION, Speculation, Straggling};
+mod state;
+pub use speculation::MAX_SLOT_FRACTION;
 #[cfg(test)]
 mod tests;

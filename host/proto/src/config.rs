@@ -12,68 +12,18 @@ use std::time::Duration;
 /// crate root.
 pub(crate) mod held;
 mod parse;
+mod redact;
 mod sections;
 pub use parse::{ConfError, ValueError, dns_label, parse_duration, parse_pair, parse_size};
 use parse::{non_empty, parse_u32};
+pub use redact::{REDACTED, redacted};
 pub use sections::{
     Backend, CredentialSettings, DynamicAllocation, FLINT_SERVICE, KubernetesSettings, ObjectSettings,
+    SpeculationSettings,
 };
 
 /// Raw properties, in key order.
 pub type Conf = BTreeMap<String, String>;
-
-/// `flint.speculation.*` once enabled: when a straggling task gets a copy (see the
-/// control core's scheduler).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SpeculationSettings {
-    /// `flint.speculation.multiplier` (default 3): times the stage's median run time.
-    pub multiplier: f64,
-    /// `flint.speculation.quantile` (default 0.9): the stage's share done first.
-    pub quantile: f64,
-    /// `flint.speculation.minTaskRuntime` (default 100ms).
-    pub min_task_runtime: Duration,
-    /// `flint.speculation.interval` (default 100ms, at least 10ms).
-    pub interval: Duration,
-}
-
-impl Default for SpeculationSettings {
-    fn default() -> SpeculationSettings {
-        SpeculationSettings {
-            multiplier: 3.0,
-            quantile: 0.9,
-            min_task_runtime: Duration::from_millis(100),
-            interval: Duration::from_millis(100),
-        }
-    }
-}
-
-/// What a page shows in place of a value that may be secret.
-pub const REDACTED: &str = "*********(redacted)";
-
-/// A configuration as pages and event logs may show it: the value of any key that
-/// names a secret, password, token, credential or access key replaced by [`REDACTED`]
-/// (as Spark's `spark.redaction.regex`), and a password in a URL's user part cut out.
-pub fn redacted(conf: &Conf) -> Conf {
-    conf.iter().map(|(k, v)| (k.clone(), redact(k, v))).collect()
-}
-
-fn redact(key: &str, value: &str) -> String {
-    let key = key.to_ascii_lowercase();
-    let secret =
-        ["secret", "password", "passwd", "token", "credential", "accesskey", "access.key", "private"];
-    if secret.iter().any(|s| key.contains(s)) {
-        return REDACTED.to_owned();
-    }
-    // scheme://user:password@host → scheme://user:*****@host
-    if let Some((scheme, rest)) = value.split_once("://")
-        && let Some((userinfo, host)) = rest.split_once('@')
-        && let Some((user, _)) = userinfo.split_once(':')
-        && !userinfo.contains('/')
-    {
-        return format!("{scheme}://{user}:{REDACTED}@{host}");
-    }
-    value.to_owned()
-}
 
 /// The most attempts `flint.task.maxFailures` may allow a task: past a few, a failing
 /// task only burns executors.

@@ -1,6 +1,6 @@
 //! Speculative execution: a second attempt of a task that runs far longer than its
 //! stage's others, on another executor; the first to succeed is the task's, the other
-//! is killed. Off unless the policy has a [`Speculation`]; a job can refuse it (its
+//! is killed. Off unless the policy has a `Speculation`; a job can refuse it (its
 //! tasks write outside Flint and must not run twice).
 //!
 //! As Spark's: once `quantile` of a stage's tasks are done (or straggling: a pipelined
@@ -12,71 +12,19 @@
 //! once. A copy that finds no free slot elsewhere counts as a task waiting for one, so
 //! dynamic allocation can grow for it.
 
-use super::{Decided, Output, Scheduler};
+use super::state::{Decided, Output, Scheduler, Straggling};
 use flint_proto::{Attempt, ExecutorId, JobId};
-use std::time::{Duration, Instant};
-
-/// When to start copies of slow tasks (`flint.speculation.*`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Speculation {
-    /// How many times the stage's median run time a task must have run.
-    pub multiplier: f64,
-    /// The fraction of a stage's tasks done before any of its tasks is copied.
-    pub quantile: f64,
-    /// A task is never copied before it ran this long.
-    pub min_runtime: Duration,
-    /// How often running tasks are looked at.
-    pub interval: Duration,
-}
-
-impl Default for Speculation {
-    fn default() -> Speculation {
-        Speculation {
-            multiplier: 3.0,
-            quantile: 0.9,
-            min_runtime: Duration::from_millis(100),
-            interval: Duration::from_millis(100),
-        }
-    }
-}
+use std::time::Instant;
 
 /// The most of the application's slots copies may hold at once.
 pub const MAX_SLOT_FRACTION: f64 = 0.1;
-
-/// Why a copy was started: what the page and the event log say.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Straggling {
-    /// How long the original attempt had run.
-    pub elapsed: Duration,
-    /// The stage's median successful run time then.
-    pub median: Duration,
-    /// What it had to run longer than (`multiplier` × median, at least `min_runtime`).
-    pub threshold: Duration,
-}
-
-impl std::fmt::Display for Straggling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ran {} ms, over {} ms ({}× the stage's median of {} ms)",
-            self.elapsed.as_millis(),
-            self.threshold.as_millis(),
-            if self.median.is_zero() {
-                "—".to_owned()
-            } else {
-                format!("{:.1}", self.threshold.as_secs_f64() / self.median.as_secs_f64())
-            },
-            self.median.as_millis()
-        )
-    }
-}
 
 /// A candidate for a copy: its attempt running now, where, and why.
 struct Candidate {
     job: JobId,
     index: u32,
     original: Attempt,
-    on: super::Ix,
+    on: super::room::Ix,
     why: Straggling,
 }
 
@@ -142,7 +90,7 @@ impl Scheduler {
         // The longest running first.
         candidates.sort_by_key(|c| std::cmp::Reverse(c.why.elapsed));
         let cap = ((f64::from(self.usable_slots) * MAX_SLOT_FRACTION) as u32).max(1);
-        let slow: Vec<super::Ix> = candidates.iter().map(|c| c.on).collect();
+        let slow: Vec<super::room::Ix> = candidates.iter().map(|c| c.on).collect();
         let mut wanted = 0;
         for c in candidates {
             if self.copies >= cap {
@@ -218,7 +166,7 @@ impl Scheduler {
         }
     }
 
-    fn id_of(&self, ix: super::Ix) -> ExecutorId {
+    fn id_of(&self, ix: super::room::Ix) -> ExecutorId {
         self.executors[ix as usize].as_ref().expect("placed on a known executor").id.clone()
     }
 }

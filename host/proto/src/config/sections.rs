@@ -214,3 +214,28 @@ impl KubernetesSettings {
         }
     }
 }
+
+/// `flint.speculation.*` once enabled: when a straggling task gets a copy (see the
+/// control core's scheduler).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeculationSettings {
+    /// `flint.speculation.multiplier` (default 3): times the stage's median run time.
+    pub multiplier: f64,
+    /// `flint.speculation.quantile` (default 0.9): the stage's share done first.
+    pub quantile: f64,
+    /// `flint.speculation.minTaskRuntime` (default 100ms).
+    pub min_task_runtime: Duration,
+    /// `flint.speculation.interval` (default 100ms, at least 10ms).
+    pub interval: Duration,
+}
+
+impl Default for SpeculationSettings {
+    fn default() -> SpeculationSettings {
+        SpeculationSettings {
+            multiplier: 3.0,
+            quantile: 0.9,
+            min_task_runtime: Duration::from_millis(100),
+            interval: Duration::from_millis(100),
+        }
+    }
+}

@@ -24,6 +24,13 @@ fn map_source(
 }
 
 impl EventLoop {
+    /// Logs in a running job's span (nothing once the job is gone).
+    fn in_job(&self, job: flint_proto::JobId, log: impl FnOnce()) {
+        if let Some(record) = self.jobs.get(&job) {
+            record.span.in_scope(log);
+        }
+    }
+
     /// Commits the part of a reduce task of a job writing parts, as the attempt the
     /// core accepted wrote it (Spark's output commit coordinator: once per task, and
     /// only that attempt's).
@@ -146,19 +153,13 @@ impl EventLoop {
                     }
                 }
                 Action::Decided(Decided::TaskLost { job, index }) => {
-                    if let Some(record) = self.jobs.get(&job) {
-                        record
-                            .span
-                            .in_scope(|| tracing::info!(index, "task output lost; the task runs again"));
-                    }
+                    self.in_job(job, || tracing::info!(index, "task output lost; the task runs again"));
                     self.record(AppEvent::TaskLost { job, index });
                 }
                 Action::Decided(Decided::Speculated { attempt, original, straggler, executor, why }) => {
-                    if let Some(job) = self.jobs.get(&attempt.job) {
-                        job.span.in_scope(|| {
-                            tracing::info!(%attempt, %original, straggler = %straggler, executor_id = %executor, reason = %why, "speculative copy started")
-                        });
-                    }
+                    self.in_job(attempt.job, || {
+                        tracing::info!(%attempt, %original, straggler = %straggler, executor_id = %executor, reason = %why, "speculative copy started")
+                    });
                     self.shared.speculations.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     self.record(AppEvent::Speculated {
                         job: attempt.job,
@@ -170,11 +171,9 @@ impl EventLoop {
                     });
                 }
                 Action::Decided(Decided::SpeculationEnded { winner, loser, loser_executor }) => {
-                    if let Some(job) = self.jobs.get(&winner.job) {
-                        job.span.in_scope(|| {
-                            tracing::info!(%winner, %loser, executor_id = %loser_executor, "first of two attempts to succeed; the other is killed")
-                        });
-                    }
+                    self.in_job(winner.job, || {
+                        tracing::info!(%winner, %loser, executor_id = %loser_executor, "first of two attempts to succeed; the other is killed")
+                    });
                     if winner.number > loser.number {
                         self.shared.speculations.won.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
@@ -192,10 +191,10 @@ impl EventLoop {
                 }
                 Action::TaskFailed { .. } => {}
                 Action::Decided(Decided::Retrying { attempt, failure }) => {
-                    if let Some(job) = self.jobs.get(&attempt.job) {
-                        job.span
-                            .in_scope(|| tracing::info!(%attempt, kind = failure.kind(), "retrying task"));
-                    }
+                    self.in_job(
+                        attempt.job,
+                        || tracing::info!(%attempt, kind = failure.kind(), "retrying task"),
+                    );
                 }
                 Action::ExecutorRemoved { executor, incarnation, reason } => {
                     self.slots_changed = true;

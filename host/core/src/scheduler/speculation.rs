@@ -47,7 +47,10 @@ impl Scheduler {
             for stage in &mut job.stages {
                 let n = stage.end - stage.start;
                 let done = n - stage.undone;
-                if n == 0 || stage.undone == 0 {
+                // At most every placed task of the job is waiting or straggling: a stage
+                // that cannot be far enough along is not walked.
+                let gate = (policy.quantile * f64::from(n)).ceil();
+                if n == 0 || stage.undone == 0 || f64::from(done) + f64::from(job.running) < gate {
                     continue;
                 }
                 let Some(median) = stage.median() else { continue };
@@ -81,7 +84,7 @@ impl Scheduler {
                 // short tasks behind a straggler wait with it: they are not copied,
                 // they run once it is killed).
                 let along = f64::from(done) + f64::from(waiting) + stragglers.len() as f64;
-                if along >= (policy.quantile * f64::from(n)).ceil() {
+                if along >= gate {
                     candidates
                         .extend(stragglers.into_iter().filter(|(uncopied, _)| *uncopied).map(|(_, c)| c));
                 }

@@ -411,7 +411,7 @@ fn timeline(out: &mut String, entry: &JobEntry, now: u64) {
                     lane_free.len() - 1
                 }
             };
-            lane_free[lane] = end.max(a.launched_ms + 1);
+            lane_free[lane] = end.max(a.launched_ms.saturating_add(1));
             rows.push((executor, lane, a));
         }
         lanes_of.push((executor, lane_free.len()));
@@ -449,7 +449,12 @@ viewBox='0 0 {width} {height}' role=img aria-label='Task attempts by executor sl
         );
         let _ = n;
     }
-    let x = |ms: u64| LABEL + ms.saturating_sub(start).min(span) * TIMELINE_WIDTH / span;
+    // A log's times may be anything: no product here can overflow.
+    let x = |ms: u64| {
+        LABEL
+            + (u128::from(ms.saturating_sub(start).min(span)) * u128::from(TIMELINE_WIDTH) / u128::from(span))
+                as u64
+    };
     for (executor, lane, a) in rows {
         let end = a.ended_ms.unwrap_or(now);
         let (x0, x1) = (x(a.launched_ms), x(end));
@@ -467,7 +472,7 @@ height='{h}'><title>task {index}, attempt {attempt} on {executor}: {state}, {dur
                 .unwrap_or_default(),
             index = a.index,
             attempt = a.attempt,
-            w = (x1 - x0).max(1),
+            w = x1.saturating_sub(x0).max(1),
             h = LANE - 3,
             executor = esc(executor),
             duration = millis(end.saturating_sub(a.launched_ms)),

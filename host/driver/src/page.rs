@@ -439,7 +439,7 @@ viewBox='0 0 {width} {height}' role=img aria-label='Task attempts by executor sl
             n => format!("; {n} later attempts are not drawn"),
         },
     );
-    for (executor, n) in &lanes_of {
+    for (executor, _) in &lanes_of {
         let y = first_lane[executor] * LANE;
         let _ = write!(
             out,
@@ -447,7 +447,6 @@ viewBox='0 0 {width} {height}' role=img aria-label='Task attempts by executor sl
             ty = y + LANE - 3,
             name = esc(executor),
         );
-        let _ = n;
     }
     // A log's times may be anything: no product here can overflow.
     let x = |ms: u64| {

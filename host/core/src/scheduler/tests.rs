@@ -705,7 +705,7 @@ fn a_failed_original_leaves_its_copy_running_as_the_task() {
         &s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: true }),
     );
     // Task 0 on a ends at 100 ms; task 1 on b straggles.
-    let (a, b): (ExecutorId, ExecutorId) = ("a".into(), "b".into());
+    let a: ExecutorId = "a".into();
     let placed_0_on =
         |s: &Scheduler| if s.holds(&a, Attempt { job: JobId(1), index: 0, number: 0 }) { "a" } else { "b" };
     let first = placed_0_on(&s);
@@ -726,7 +726,6 @@ fn a_failed_original_leaves_its_copy_running_as_the_task() {
     assert!(s.holds(&first.into(), copy));
     let out = done_in(&mut s, t0 + Duration::from_secs(4), first, 1, 1, 100);
     assert!(out.contains(&Output::JobSucceeded { job: JobId(1) }));
-    let _ = b;
     assert!(s.room_index_is_true());
 }
 

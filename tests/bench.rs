@@ -30,6 +30,9 @@
 //!   `flint status` and a one-task `flint submit` against a warm cluster, whole process
 //! - `kill -9` of a busy executor to the first of its attempts relaunched elsewhere, with
 //!   default settings — reference: `flint.network.idleTimeout`; target ≤ 5 s
+//! - speculation: 40 tasks on 8 executors, one throttled (SIGSTOP/SIGCONT) to a tenth of
+//!   its speed, with speculation and with the job refusing it — reference: the same job
+//!   on the healthy fleet; target ≤ 1.3× with copies ≤ 10% of the task-seconds
 
 #[path = "../examples/pi/src/count.rs"]
 mod pi_kernel;
@@ -162,7 +165,8 @@ fn pi_parallel(threads: u32, tasks: u32, run: impl Fn(u32) -> u64 + Sync) -> (u6
 
 /// Whether the figure `name` was asked for: `make bench` runs them all;
 /// `cargo bench -p flint-tests --bench bench -- NAME...` runs those named (instantiate,
-/// pi, wordcount, core, cluster, failure).
+/// pi, wordcount, core, fleet, elastic, cluster, failure, wire, sort, standalone,
+/// speculation).
 fn wanted(name: &str) -> bool {
     let names: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     names.is_empty() || names.iter().any(|n| n == name)
@@ -202,6 +206,9 @@ fn main() {
     }
     if wanted("standalone") {
         standalone_figures(&mut results);
+    }
+    if wanted("speculation") {
+        speculation_figures(&mut results);
     }
 
     let dir = root().join("target/bench");
@@ -957,7 +964,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
         reports += 1;
         if reports.is_multiple_of(100) {
             let (id, incarnation) = lives[reports / 100 % lives.len()].clone();
-            core.handle(now, Event::Heartbeat { id, incarnation });
+            core.handle(now, Event::Heartbeat { id, incarnation, progress: Vec::new() });
         }
     }
     assert!(finished, "the simulated job finished");
@@ -1516,4 +1523,142 @@ fn transfer_figures(port: &str, path: &str) -> (f64, f64) {
 /// What a counter pair added between two readings.
 fn delta(before: (f64, f64), after: (f64, f64)) -> (f64, f64) {
     (after.0 - before.0, after.1 - before.1)
+}
+
+/// Sends SIGSTOP and SIGCONT to `pid` in turn while `on` holds, so that it runs 10 ms of
+/// every 120: an executor given a twelfth of its time, as a throttled pod or a noisy
+/// neighbour leaves it (a task of short waits runs about ten times slower: the wait in
+/// progress at each stop ends as the process continues). Stops with the process
+/// continued.
+fn throttle(pid: u32, on: Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<()> {
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        let pid = pid as libc::pid_t;
+        while on.load(Ordering::Relaxed) {
+            // SAFETY: signals to a child process this bench started and still holds.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            std::thread::sleep(Duration::from_millis(110));
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+/// `GET path` from the status server on `port`, as JSON.
+fn get_json(port: u16, path: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+    serde_json::from_str(body).unwrap()
+}
+
+/// Speculation against one slow executor: 8 executors of 1 core, a job of 40 tasks each
+/// made of 100 naps of 2 ms (no CPU to contend for on this 2-core machine), one executor
+/// throttled to about a tenth of its speed. The same job with the executor healthy is the
+/// reference; then throttled, with speculation (Spark's defaults: 3 × the median, once
+/// 90% of the stage is done) and with the job refusing it in its manifest. Also the copies'
+/// share of the job's task-seconds (from the attempts API), and that the healthy job
+/// started none.
+fn speculation_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    /// One run: its whole `flint submit` time, copies started and won, their share of
+    /// the task-seconds of all its attempts, and the slow executor's longest attempt
+    /// against the others' median.
+    struct Run {
+        took: Duration,
+        started: u64,
+        won: u64,
+        share: f64,
+        slowdown: f64,
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (_driver, url, _dir) = start_driver(
+        std::process::Stdio::null(),
+        &["--ui-port", &port.to_string(), "--conf", "flint.speculation.enabled=true"],
+    );
+    let mut executors = Vec::new();
+    for i in 0..8 {
+        let id = if i == 0 { "slow".to_owned() } else { format!("e{i}") };
+        executors.push(start_executor(&url, &["--cores", "1", "--executor-id", &id]).0);
+    }
+    let slow = executors[0].0.id();
+    let chaos = root().join("target/wasm32-wasip2/release/chaos.wasm");
+    let job = |speculation: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let refuse = if speculation { "" } else { "speculation = false\n" };
+        std::fs::write(
+            dir.path().join("flint.toml"),
+            format!("name = \"naps\"\nworld = \"aggregate\"\n{refuse}component = \"{}\"\n", chaos.display()),
+        )
+        .unwrap();
+        dir
+    };
+    let (speculating, refusing) = (job(true), job(false));
+    let run = |dir: &tempfile::TempDir| {
+        let started = Instant::now();
+        let out = flint()
+            .args(["submit", "--driver-url", &url, dir.path().to_str().unwrap(), "--partitions", "40"])
+            .args(["--conf", "mode=naps", "--conf", "naps=100", "--conf", "nap_ms=2", "--json"])
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let indices: Vec<serde_json::Value> = (0..40).map(serde_json::Value::from).collect();
+        assert_eq!(report["result"], serde_json::Value::from(indices), "the exact result");
+        let attempts = get_json(port, &format!("/api/v1/jobs/{}/attempts", report["job_id"]));
+        let (mut all, mut copies, mut on_slow, mut elsewhere) = (0u64, 0u64, 0u64, Vec::new());
+        for a in attempts.as_array().unwrap() {
+            let ms = a["ended_ms"].as_u64().unwrap_or(0).saturating_sub(a["launched_ms"].as_u64().unwrap());
+            all += ms;
+            if a.get("speculative").is_some() {
+                copies += ms;
+            }
+            if a["executor"] == "slow" {
+                on_slow = on_slow.max(ms);
+            } else {
+                elsewhere.push(Duration::from_millis(ms));
+            }
+        }
+        let started = report["speculative_attempts"].as_u64().unwrap();
+        let won = report["speculative_won"].as_u64().unwrap();
+        let slowdown = on_slow as f64 / median(elsewhere).as_millis() as f64;
+        Run { took, started, won, share: copies as f64 / all as f64, slowdown }
+    };
+    run(&speculating); // warm: the component compiled on every executor
+    let healthy: Vec<_> = (0..3).map(|_| run(&speculating)).collect();
+    let on = Arc::new(AtomicBool::new(true));
+    let throttling = throttle(slow, on.clone());
+    let speculated: Vec<_> = (0..3).map(|_| run(&speculating)).collect();
+    let waited: Vec<_> = (0..3).map(|_| run(&refusing)).collect();
+    on.store(false, Ordering::Relaxed);
+    throttling.join().unwrap();
+
+    let time = |runs: &[Run]| median(runs.iter().map(|r| r.took).collect()).as_secs_f64();
+    let (reference, with, without) = (time(&healthy), time(&speculated), time(&waited));
+    let healthy_copies: u64 = healthy.iter().map(|r| r.started).sum();
+    let copies: Vec<(u64, u64)> = speculated.iter().map(|r| (r.started, r.won)).collect();
+    let share = speculated.iter().map(|r| r.share).fold(0.0, f64::max);
+    let slowdown = waited.iter().map(|r| r.slowdown).fold(0.0, f64::max);
+    println!(
+        "speculation, 40 tasks of 100 × 2 ms naps on 8 executors, one throttled to about a tenth of its speed \
+         (its longest attempt {slowdown:.1}× the others' median): {with:.2} s with speculation against \
+         {reference:.2} s healthy ({:.2}×, target ≤ 1.3×), {without:.2} s when the job refuses it ({:.2}×); \
+         copies (started, won) per run {copies:?}, at most {:.1}% of the job's task-seconds (target ≤ 10%); \
+         copies on the healthy fleet: {healthy_copies}",
+        with / reference,
+        without / reference,
+        share * 100.0
+    );
+    results.insert(
+        "speculation".into(),
+        json!({ "healthy_s": reference, "throttled_speculating_s": with, "throttled_refusing_s": without,
+                "ratio_speculating": with / reference, "ratio_refusing": without / reference,
+                "copies_task_seconds_share": share, "copies_on_healthy_fleet": healthy_copies,
+                "throttled_slowdown": slowdown }),
+    );
 }

@@ -3837,6 +3837,63 @@ fn a_straggler_gets_a_speculative_copy_that_wins_unless_the_job_refuses() {
     }
 }
 
+/// A straggler that reads its split slowly: its executor's heartbeats carry how far it
+/// is through its input (measured by the host), and the copy's reason says so, a share
+/// short of all of it.
+#[test]
+fn a_straggler_s_copy_says_how_much_of_its_input_it_had_read() {
+    let ui = free_port();
+    let mut cluster = Cluster::start(&[
+        "--ui-port",
+        &ui.to_string(),
+        "--conf",
+        "flint.speculation.enabled=true",
+        // Past a few heartbeats (every 250 ms here), so progress has been heard.
+        "--conf",
+        "flint.speculation.minTaskRuntime=1500ms",
+    ]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.executor(&["--cores", "1"]);
+    cluster.wait_live(2);
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("lines.txt");
+    let lines: String = (0..600).map(|i| format!("line number {i:05}\n")).collect();
+    std::fs::write(&input, lines).unwrap();
+    let input = input.display().to_string();
+    let args = [
+        "examples/chaos",
+        "--input",
+        &input,
+        "--partitions",
+        "6",
+        "--conf",
+        "mode=slow-read",
+        "--conf",
+        "nap_ms=200",
+        "--conf",
+        "only_task=2",
+        "--conf",
+        "only_attempt=0",
+        "--json",
+    ];
+    let started = std::time::Instant::now();
+    let report = ok_json(&cluster.submit(&args));
+    // Its split, about 1.9 KB in batches of 64 bytes, would take about 6 s.
+    assert!(started.elapsed() < Duration::from_secs(5), "the copy ended it: {:?}", started.elapsed());
+    assert_eq!(report["speculative_won"].as_u64(), Some(1), "{report}");
+    let job = report["job_id"].as_u64().unwrap();
+    let (_, attempts) = http_get(ui, &format!("/api/v1/jobs/{job}/attempts"), None);
+    let attempts: Value = serde_json::from_str(&attempts).unwrap();
+    let why = attempts.as_array().unwrap().iter().find_map(|a| a["speculative"].as_str()).unwrap().to_owned();
+    let read: u32 = why
+        .split_once("% of its input read")
+        .and_then(|(before, _)| before.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the reason says how much was read: {why}"));
+    assert!((1..100).contains(&read), "{why}");
+    assert!(why.contains("ms left at its rate"), "{why}");
+}
+
 /// A speculative copy of a reduce task that writes part files: the straggling
 /// original's part is begun and never committed, the copy's is; the output holds one
 /// part per partition and one `_SUCCESS`, and the counts are `flint run`'s.

@@ -14,6 +14,11 @@
 //! - `token`: output the secret of the token for service `service` (or "none")
 //! - `sleep`: sleep `secs` seconds (default an hour) in one blocking WASI call
 //! - `poll`: wait `secs` seconds on a clock pollable with `wasi:io/poll.poll`
+//! - `naps`: `naps` (default 100) waits of `nap_ms` milliseconds (default 2) in turn:
+//!   work in small steps, which an executor given a tenth of the time (a throttled
+//!   pod, a stopped-and-continued process) does ten times slower
+//! - `slow-read`: read the split in batches of `batch` bytes (default 64), napping
+//!   `nap_ms` (default 2) after each: a task whose input the host sees read slowly
 //! - `handles`: make `count` (default ten million) clock pollables and never drop them
 //! - `refused-then-panic`: ask for more memory than any cap allows, cope with the
 //!   refusal, then panic for another reason
@@ -129,6 +134,19 @@ impl Task for Chaos {
                 return Ok(vec![serde_json_value::Output::Bytes(format!("runs={runs} dirty={dirty}"))]);
             }
             "sleep" => std::thread::sleep(std::time::Duration::from_secs(config_or("secs", 3600)?)),
+            "naps" => {
+                let nap = std::time::Duration::from_millis(config_or("nap_ms", 2)?);
+                for _ in 0..config_or::<u32>("naps", 100)? {
+                    std::thread::sleep(nap);
+                }
+            }
+            "slow-read" => {
+                let nap = std::time::Duration::from_millis(config_or("nap_ms", 2)?);
+                let mut split = input.lines()?;
+                while split.next_batch(config_or("batch", 64)?)?.is_some() {
+                    std::thread::sleep(nap);
+                }
+            }
             "poll" => {
                 let nanos = config_or::<u64>("secs", 3600)?.saturating_mul(1_000_000_000);
                 let clock = wasi::clocks::monotonic_clock::subscribe_duration(nanos);

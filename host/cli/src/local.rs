@@ -219,7 +219,7 @@ impl LocalCluster {
                 memory: settings.executor_memory,
                 slots: settings.slots(),
             };
-            let link = Arc::new(ChannelLink::new(commands, LocalBlocks(core)));
+            let link = Arc::new(ChannelLink::new(commands, LocalBlocks(core.clone())));
             driver.executor_up(id.clone(), incarnation, info, link).await;
             // In-process executors cannot be lost, but they heartbeat like any other so
             // that the driver treats them alike.
@@ -228,7 +228,7 @@ impl LocalCluster {
                 let mut tick = tokio::time::interval(interval);
                 loop {
                     tick.tick().await;
-                    beat.heartbeat(id.clone(), incarnation).await;
+                    beat.heartbeat(id.clone(), incarnation, core.progress()).await;
                 }
             }));
         }

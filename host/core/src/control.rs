@@ -246,9 +246,11 @@ impl ControlCore {
                     self.stale += 1;
                 }
             }
-            Event::Heartbeat { id, incarnation } => {
+            Event::Heartbeat { id, incarnation, progress } => {
                 if !self.registry.heard(now, &id, incarnation) {
                     self.stale += 1;
+                } else if !progress.is_empty() {
+                    self.step(now, Input::Progress { id, progress }, &mut actions);
                 }
             }
             Event::Draining { id, incarnation } => {

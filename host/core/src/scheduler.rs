@@ -48,6 +48,7 @@ impl Scheduler {
                         excluded: false,
                         ended: 0,
                         ended_at: VecDeque::new(),
+                        progress: Vec::new(),
                     };
                     let ix = match self.vacant.pop() {
                         Some(ix) => {
@@ -133,6 +134,7 @@ impl Scheduler {
                     self.reindex(ix, |exec| exec.decommissioning = true);
                 }
             }
+            Input::Progress { id, progress } => self.progress_heard(now, &id, progress),
             Input::JobSubmitted { job, tasks, max_failures, speculate } => {
                 let stage = Stage::new(0, tasks, Vec::new());
                 self.jobs.insert(job, Job::new(tasks, max_failures, vec![stage], speculate));

@@ -596,7 +596,9 @@ impl World {
             Op::Heartbeat { exec } => {
                 let id = ExecutorId::from(format!("e{exec}"));
                 if let Some(incarnation) = self.live.get(&id).copied() {
-                    let actions = self.core.handle(self.now, Event::Heartbeat { id, incarnation });
+                    let actions = self
+                        .core
+                        .handle(self.now, Event::Heartbeat { id, incarnation, progress: Vec::new() });
                     self.apply(actions);
                 }
             }

@@ -398,8 +398,8 @@ async fn serve_executor_streams(
         async move {
             let mut counted = (0, 0);
             while let Ok(mut stream) = connection.accept_uni().await {
-                while let Ok(Some(beat)) = read_frame::<Heartbeat>(&mut stream).await {
-                    driver.heartbeat(id.clone(), incarnation).await;
+                while let Ok(Some(mut beat)) = read_frame::<Heartbeat>(&mut stream).await {
+                    driver.heartbeat(id.clone(), incarnation, std::mem::take(&mut beat.progress)).await;
                     driver.peer_metrics().beat(&id, beat);
                     counted = driver.peer_metrics().count_traffic(Peer::Executor, &connection, counted);
                 }

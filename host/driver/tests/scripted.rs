@@ -94,7 +94,7 @@ fn beat(driver: &Driver, id: &ExecutorId, incarnation: Incarnation) {
     let (driver, id) = (driver.clone(), id.clone());
     tokio::spawn(async move {
         loop {
-            driver.heartbeat(id.clone(), incarnation).await;
+            driver.heartbeat(id.clone(), incarnation, Vec::new()).await;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });

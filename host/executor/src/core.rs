@@ -34,8 +34,9 @@ pub struct ExecutorCore {
     source: Arc<dyn DriverSource>,
     inputs: InputReader,
     /// Attempts launched here and not yet reported, queued or running, with their kill
-    /// switches: a kill finds an attempt still waiting for a slot too.
-    running: Mutex<HashMap<Attempt, KillSwitch>>,
+    /// switches (a kill finds an attempt still waiting for a slot too) and the meters
+    /// their input is counted on.
+    running: Mutex<HashMap<Attempt, (KillSwitch, Arc<InputMeter>)>>,
     blocks: BlockStore,
     /// Outputs up to this size ride in the report; larger ones become blocks.
     inline_limit: usize,
@@ -323,7 +324,8 @@ impl ExecutorCore {
     pub fn launch(self: &Arc<Self>, launch: TaskLaunch, report: impl FnOnce(StatusUpdate) + Send + 'static) {
         self.started.call_once(|| self.start_slots());
         let kill = KillSwitch::default();
-        self.running.lock().expect("running lock").insert(launch.attempt, kill.clone());
+        let meter = Arc::new(InputMeter::default());
+        self.running.lock().expect("running lock").insert(launch.attempt, (kill.clone(), meter));
         self.queue.push(Work::Attempt(launch, kill, Box::new(report)));
     }
 
@@ -361,17 +363,23 @@ impl ExecutorCore {
         self.running.lock().expect("running lock").len()
     }
 
+    /// How far this executor's attempts are through inputs of known size.
+    pub fn progress(&self) -> Vec<flint_proto::wire::Progress> {
+        let running = self.running.lock().expect("running lock");
+        running.iter().filter_map(|(attempt, (_, meter))| meter.progress(*attempt)).collect()
+    }
+
     /// Stops an attempt: a running one within one epoch tick, a queued one before it
     /// starts. Unknown attempts are ignored.
     pub fn kill(&self, attempt: &Attempt) {
-        if let Some(switch) = self.running.lock().expect("running lock").get(attempt) {
+        if let Some((switch, _)) = self.running.lock().expect("running lock").get(attempt) {
             switch.kill();
         }
     }
 
     /// Kills every attempt here, queued or running (the executor is going away).
     pub fn kill_all(&self) {
-        for switch in self.running.lock().expect("running lock").values() {
+        for (switch, _) in self.running.lock().expect("running lock").values() {
             switch.kill();
         }
     }
@@ -380,7 +388,7 @@ impl ExecutorCore {
     /// dropped. (A slot finishing one of its tasks now sees the kill and drops its
     /// instance: see [`Taken::put_back`].)
     pub fn job_ended(&self, job: JobId) {
-        for (attempt, switch) in self.running.lock().expect("running lock").iter() {
+        for (attempt, (switch, _)) in self.running.lock().expect("running lock").iter() {
             if attempt.job == job {
                 switch.kill();
             }
@@ -412,7 +420,8 @@ impl ExecutorCore {
     fn run_attempt(&self, launch: &TaskLaunch, kill: KillSwitch) -> (StatusUpdate, Vec<Partial>) {
         let started = Instant::now();
         let mut partials = Vec::new();
-        let meter = Arc::new(InputMeter::default());
+        let meter = self.running.lock().expect("running lock").get(&launch.attempt).map(|(_, m)| m.clone());
+        let meter = meter.unwrap_or_default();
         let mut gathering = Duration::ZERO;
         let (state, log) = if kill.is_killed() {
             let failure = TaskFailure::Killed { reason: "killed before it started".into() };
@@ -735,6 +744,7 @@ impl ExecutorCore {
                 let lines = self.inputs.open_split(&self.source, &tokens, at).map_err(|error| {
                     TaskFailure::Input { retryable: error.retryable(), message: error.to_string() }
                 })?;
+                meter.expect(end.saturating_sub(*start));
                 let source = Box::new(Metered::new(lines, meter.clone()));
                 TaskInput::Lines { path: source_name, start: *start, end: *end, source }
             }

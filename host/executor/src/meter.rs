@@ -15,9 +15,22 @@ pub struct InputMeter {
     bytes: AtomicU64,
     records: AtomicU64,
     read_ns: AtomicU64,
+    /// The input's size where it is known before reading (a split's byte range), else 0.
+    of: AtomicU64,
 }
 
 impl InputMeter {
+    /// The input holds `bytes` (a split's range): progress is measured against it.
+    pub fn expect(&self, bytes: u64) {
+        self.of.store(bytes, Relaxed);
+    }
+
+    /// How far the attempt is through an input of known size, for the heartbeat.
+    pub fn progress(&self, attempt: flint_proto::Attempt) -> Option<flint_proto::wire::Progress> {
+        let of = self.of.load(Relaxed);
+        (of > 0).then(|| flint_proto::wire::Progress { attempt, read: self.bytes.load(Relaxed), of })
+    }
+
     /// The counts so far, with `gathering` (time spent on the input before the call
     /// began, as a reduce task's fetches) added to the time read.
     pub fn metrics(&self, gathering: Duration) -> TaskMetrics {

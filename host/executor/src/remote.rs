@@ -415,6 +415,7 @@ async fn serve(
                         component_cache_hits: stats.cache_hits.load(Ordering::Relaxed),
                         component_cache_misses: stats.cache_misses.load(Ordering::Relaxed),
                         instances_started: stats.instances_started.load(Ordering::Relaxed),
+                        progress: core.progress(),
                     };
                     if write_frame(&mut stream, &beat).await.is_err() {
                         return;

@@ -277,6 +277,11 @@ mod tests {
             component_cache_hits: 3,
             component_cache_misses: 1,
             instances_started: 2,
+            progress: vec![flint_proto::wire::Progress {
+                attempt: flint_proto::Attempt { job: flint_proto::JobId(1), index: 4, number: 0 },
+                read: 10,
+                of: 40,
+            }],
         };
         write_frame(&mut buf, &beat).await.unwrap();
         write_frame(&mut buf, &ExecutorMessage::Decommissioning).await.unwrap();

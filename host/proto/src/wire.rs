@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bumped on any incompatible change; peers of another version are rejected.
-pub const PROTOCOL_VERSION: u32 = 18;
+pub const PROTOCOL_VERSION: u32 = 19;
 
 /// The largest frame a peer may send; bigger payloads travel in chunks.
 pub const MAX_FRAME: usize = 8 << 20;
@@ -270,6 +270,25 @@ pub struct Heartbeat {
     pub component_cache_misses: u64,
     /// Instances made to run tasks in (a task reusing its job's made none).
     pub instances_started: u64,
+    /// How far its running attempts are through their input, where the host knows it
+    /// (at most one entry per attempt it holds; speculation reads them).
+    pub progress: Vec<Progress>,
+}
+
+/// How much of its input a running attempt has read: `read` of `of` bytes, as the host
+/// measured them handing batches to the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub attempt: Attempt,
+    pub read: u64,
+    pub of: u64,
+}
+
+impl Progress {
+    /// The share of its input read, in [0, 1]; `None` for an input of no known size.
+    pub fn fraction(&self) -> Option<f64> {
+        (self.of > 0).then(|| self.read.min(self.of) as f64 / self.of as f64)
+    }
 }
 
 /// A job as a client submits it.

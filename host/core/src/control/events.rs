@@ -16,6 +16,8 @@ pub enum Event {
     Heartbeat {
         id: ExecutorId,
         incarnation: Incarnation,
+        /// How far its attempts are through their inputs (empty where none is known).
+        progress: Vec<flint_proto::wire::Progress>,
     },
     /// The executor finishes what it runs and takes nothing new.
     Draining {

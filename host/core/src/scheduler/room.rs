@@ -29,6 +29,10 @@ pub(super) struct Executor {
     /// those before it have ended, and its time as a straggler counts from then.
     pub(super) ended: u64,
     pub(super) ended_at: std::collections::VecDeque<std::time::Instant>,
+    /// Its last heartbeat's word on its attempts: the share of its input each had read,
+    /// and when that was heard (kept only while speculation is on; at most one entry
+    /// per attempt placed here).
+    pub(super) progress: Vec<(flint_proto::Attempt, f64, std::time::Instant)>,
 }
 
 /// Ends an executor remembers the time of: more than any queue an executor holds.

@@ -13,8 +13,9 @@
 //! dynamic allocation can grow for it.
 
 use super::state::{Decided, Output, Scheduler, Straggling};
+use flint_proto::wire::Progress;
 use flint_proto::{Attempt, ExecutorId, JobId};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The most of the application's slots copies may hold at once.
 pub const MAX_SLOT_FRACTION: f64 = 0.1;
@@ -74,7 +75,12 @@ impl Scheduler {
                     let elapsed = now.saturating_duration_since(since);
                     if !task.done && elapsed > threshold {
                         let original = Attempt { job: job_id, index, number };
-                        let why = Straggling { elapsed, median, threshold };
+                        let heard = exec.progress.iter().find(|(a, ..)| *a == original);
+                        let (read, left) = match heard {
+                            Some(&(_, read, at)) => (Some(read), Some(time_left(since, read, at, now))),
+                            None => (None, None),
+                        };
+                        let why = Straggling { elapsed, median, threshold, read, left };
                         stragglers
                             .push((task.copy.is_none(), Candidate { job: job_id, index, original, on, why }));
                     }
@@ -90,8 +96,8 @@ impl Scheduler {
                 }
             }
         }
-        // The longest running first.
-        candidates.sort_by_key(|c| std::cmp::Reverse(c.why.elapsed));
+        // The longest estimated time left first (LATE's order), else the longest running.
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.why.priority()));
         let cap = ((f64::from(self.usable_slots) * MAX_SLOT_FRACTION) as u32).max(1);
         let slow: Vec<super::room::Ix> = candidates.iter().map(|c| c.on).collect();
         let mut wanted = 0;
@@ -169,7 +175,32 @@ impl Scheduler {
         }
     }
 
+    /// An executor's heartbeat: how far its attempts are through their inputs. Kept
+    /// while speculation is on, one entry per attempt placed there at most (the rest
+    /// of what a peer sent is dropped).
+    pub(super) fn progress_heard(&mut self, now: Instant, id: &ExecutorId, progress: Vec<Progress>) {
+        if self.policy.speculation.is_none() {
+            return;
+        }
+        let Some(exec) = self.ix(id).and_then(|ix| self.executors[ix as usize].as_mut()) else { return };
+        exec.progress.clear();
+        let heard = progress.iter().filter_map(|p| Some((p.attempt, p.fraction()?, now)));
+        exec.progress.extend(heard.take(exec.running as usize));
+    }
+
     fn id_of(&self, ix: super::room::Ix) -> ExecutorId {
         self.executors[ix as usize].as_ref().expect("placed on a known executor").id.clone()
     }
+}
+
+/// The run time left to an attempt that started at `since` and had read `read` of its
+/// input at `heard`, if it goes on at the rate it read so far (LATE's estimate); a
+/// task that had read nothing has the longest time left of all.
+pub(super) fn time_left(since: Instant, read: f64, heard: Instant, now: Instant) -> Duration {
+    if read <= 0.0 {
+        return Duration::MAX;
+    }
+    let whole =
+        Duration::try_from_secs_f64(heard.saturating_duration_since(since).as_secs_f64() / read.min(1.0));
+    whole.unwrap_or(Duration::MAX).saturating_sub(now.saturating_duration_since(since))
 }

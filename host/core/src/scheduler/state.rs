@@ -26,6 +26,12 @@ pub enum Input {
     ExecutorDecommissioning {
         id: ExecutorId,
     },
+    /// An executor's heartbeat said how far its attempts are through inputs of known
+    /// size (what speculation orders its candidates by).
+    Progress {
+        id: ExecutorId,
+        progress: Vec<flint_proto::wire::Progress>,
+    },
     JobSubmitted {
         job: JobId,
         tasks: u32,
@@ -251,6 +257,20 @@ pub struct Straggling {
     pub median: Duration,
     /// What it had to run longer than (`multiplier` × median, at least `min_runtime`).
     pub threshold: Duration,
+    /// How much of its input it had read, by its executor's last heartbeat, where the
+    /// input's size is known.
+    pub read: Option<f64>,
+    /// The run time it has left, estimated from that progress at its rate so far;
+    /// `None` without progress to go by.
+    pub left: Option<Duration>,
+}
+
+impl Straggling {
+    /// Candidates with the longest estimated time left go first. Without progress to
+    /// go by, a task is taken to be halfway (its time left is the time it has run).
+    pub(super) fn priority(&self) -> Duration {
+        self.left.unwrap_or(self.elapsed)
+    }
 }
 
 impl std::fmt::Display for Straggling {
@@ -266,6 +286,13 @@ impl std::fmt::Display for Straggling {
                 format!("{:.1}", self.threshold.as_secs_f64() / self.median.as_secs_f64())
             },
             self.median.as_millis()
-        )
+        )?;
+        if let Some(read) = self.read {
+            write!(f, ", {:.0}% of its input read", read * 100.0)?;
+            if let Some(left) = self.left.filter(|left| *left < Duration::from_secs(86_400 * 365)) {
+                write!(f, ", about {} ms left at its rate", left.as_millis())?;
+            }
+        }
+        Ok(())
     }
 }

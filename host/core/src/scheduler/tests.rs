@@ -1,6 +1,7 @@
 //! The scheduler stepped input by input, with no executors, threads or clocks.
 
 use super::*;
+use flint_proto::wire::Progress;
 use std::time::{Duration, Instant};
 
 fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
@@ -826,4 +827,74 @@ fn tasks_queued_behind_others_count_their_time_from_their_start() {
         ended += 1;
     }
     assert_eq!(ended, 40);
+}
+
+/// Two stragglers that have run as long, room for one copy (a tenth of four slots,
+/// at least one): the copy goes to the task with the longest estimated time left, by
+/// how much of its input its executor's heartbeat says it has read (LATE's order), not
+/// to the one first in the stage; the reason says how far it was.
+#[test]
+fn the_copy_goes_to_the_straggler_with_the_most_time_left_by_its_input_read() {
+    let (mut s, t0) = speculating_after(&["a", "b", "s1", "s2"], 0.5);
+    let out = s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 6, max_failures: 4, speculate: true });
+    let placed = launches(&out);
+    let on = |exec: &str| placed.iter().find(|(e, ..)| e.as_str() == exec).unwrap().1;
+    let (first, second) = (on("s1"), on("s2"));
+    // Whichever index comes first in the stage is nearly done; the other has barely begun.
+    let (nearly, barely) =
+        if first < second { (("s1", first), ("s2", second)) } else { (("s2", second), ("s1", first)) };
+    let mut running: Vec<(ExecutorId, u32)> = placed
+        .iter()
+        .filter(|(e, ..)| e.as_str() == "a" || e.as_str() == "b")
+        .map(|(e, i, _)| (e.clone(), *i))
+        .collect();
+    for step in 1..=2 {
+        let ended = std::mem::take(&mut running);
+        for (exec, index) in ended {
+            let out = done_in(&mut s, t0 + Duration::from_millis(100 * step), exec.as_str(), index, 0, 100);
+            running.extend(launches(&out).into_iter().map(|(e, i, _)| (e, i)));
+        }
+    }
+    assert!(running.is_empty(), "four done, two straggling: {running:?}");
+    let heard = |exec: &str, index: u32, read: u64| Input::Progress {
+        id: exec.into(),
+        progress: vec![Progress { attempt: Attempt { job: JobId(1), index, number: 0 }, read, of: 100 }],
+    };
+    s.handle(t0 + Duration::from_millis(250), heard(nearly.0, nearly.1, 95));
+    s.handle(t0 + Duration::from_millis(250), heard(barely.0, barely.1, 5));
+    let out = s.handle_timeout(t0 + Duration::from_millis(400));
+    let copies = speculated(&out);
+    assert_eq!(copies.len(), 1, "room for one copy: {out:?}");
+    assert_eq!((copies[0].0.index, copies[0].1.as_str()), (barely.1, barely.0), "the one with most left");
+    let why = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Decided(Decided::Speculated { why, .. }) => Some(why.to_string()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(why.contains("5% of its input read"), "{why}");
+    assert!(why.contains("ms left at its rate"), "{why}");
+}
+
+/// What a peer says of attempts that are not its own, or more entries than it holds
+/// attempts, is not kept; an estimate never overflows, whatever the share read.
+#[test]
+fn progress_from_the_wire_is_bounded_to_the_attempts_an_executor_holds() {
+    let (mut s, t0) = speculating(&["a"]);
+    s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: true });
+    let flood: Vec<Progress> = (0..10_000)
+        .map(|i| Progress { attempt: Attempt { job: JobId(7), index: i, number: 0 }, read: 1, of: u64::MAX })
+        .collect();
+    s.handle(t0, Input::Progress { id: "a".into(), progress: flood });
+    let held = &s.executors[0].as_ref().unwrap().progress;
+    assert_eq!(held.len(), 1, "one attempt placed there, one entry kept at most");
+    // A sliver read over a long run: the time left saturates instead of overflowing.
+    let far = t0 + Duration::from_secs(86_400);
+    let left = super::speculation::time_left(t0, 1.0 / u64::MAX as f64, far, far);
+    assert!(left > Duration::from_secs(86_400 * 365 * 1_000_000), "{left:?}");
+    assert_eq!(
+        super::speculation::time_left(t0, 0.5, t0 + Duration::from_secs(2), t0 + Duration::from_secs(3)),
+        Duration::from_secs(1)
+    );
 }

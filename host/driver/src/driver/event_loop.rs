@@ -269,7 +269,9 @@ impl EventLoop {
                 self.record_executor(now, &id, |executor| AppEvent::ExecutorAdded { executor });
                 self.slots_changed = true;
             }
-            Event::Heartbeat { id, incarnation } => self.feed(now, CoreEvent::Heartbeat { id, incarnation }),
+            Event::Heartbeat { id, incarnation, progress } => {
+                self.feed(now, CoreEvent::Heartbeat { id, incarnation, progress })
+            }
             Event::Decommissioning { id, incarnation } => {
                 tracing::info!(executor_id = %id, "executor decommissioning");
                 self.feed(now, CoreEvent::Draining { id: id.clone(), incarnation });

@@ -47,6 +47,7 @@ pub(super) enum Event {
     Heartbeat {
         id: ExecutorId,
         incarnation: Incarnation,
+        progress: Vec<flint_proto::wire::Progress>,
     },
     Decommissioning {
         id: ExecutorId,

@@ -384,9 +384,14 @@ impl Driver {
         let _ = self.events.send(Event::BackendAttached);
     }
 
-    /// An executor is alive.
-    pub async fn heartbeat(&self, id: ExecutorId, incarnation: Incarnation) {
-        let _ = self.peers.send(Event::Heartbeat { id, incarnation }).await;
+    /// An executor is alive, its attempts this far through their inputs.
+    pub async fn heartbeat(
+        &self,
+        id: ExecutorId,
+        incarnation: Incarnation,
+        progress: Vec<flint_proto::wire::Progress>,
+    ) {
+        let _ = self.peers.send(Event::Heartbeat { id, incarnation, progress }).await;
     }
 
     /// An executor finishes its tasks and takes no new ones.

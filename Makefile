@@ -39,6 +39,7 @@ demo: build
 ## test: unit tests, runtime tests on the real example components, CLI end-to-end tests
 test: setup-test build
 	$(CARGO) test --release --workspace
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --release -p flint-guest --no-deps
 
 ## lint: formatting and clippy, host and guests
 lint: setup-build

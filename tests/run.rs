@@ -226,6 +226,59 @@ fn assert_refused(args: &[&str], needle: &str) {
     assert!(out.stdout.is_empty());
 }
 
+/// The mistakes a job's new author makes, each refused with what to change: a job
+/// built for another target (a native library, an rlib, a core module), a component of
+/// another world or of an older contract, a misspelt manifest key, a manifest whose world
+/// is not its component's.
+#[test]
+fn a_new_author_s_mistakes_are_answered_with_what_to_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let elf = file("libjob.so", b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    assert_refused(&["run", &elf], "native library or executable (ELF) for this machine, not WebAssembly");
+    assert_refused(&["run", &elf], "--target wasm32-wasip2");
+    let rlib = file("libjob.rlib", b"!<arch>\n/               0           0     0     0       8         `\n");
+    assert_refused(&["run", &rlib], "is the crate a cdylib?");
+    let core = file("core.wasm", b"\0asm\x01\0\0\0");
+    assert_refused(&["run", &core], "core wasm module");
+    assert_refused(&["run", &core], "--target wasm32-wasip2");
+    assert_refused(&["run", &wasm("hello-cli")], "implements no flint:task interface");
+
+    // The no-op job as a flint of an older contract would have built it: the same
+    // component, its flint:task names at 0.2.0.
+    let mut old = std::fs::read(wasm("noop")).unwrap();
+    let (from, to) = (b"@0.3.0", b"@0.2.0");
+    let mut renamed = 0;
+    for at in 0..old.len().saturating_sub(from.len()) {
+        let named = old[..at].windows(11).rev().take(40).any(|w| w == b"flint:task/");
+        if &old[at..at + from.len()] == from && named {
+            old[at..at + from.len()].copy_from_slice(to);
+            renamed += 1;
+        }
+    }
+    assert!(renamed > 0, "the component names its contract");
+    let old = file("old.wasm", &old);
+    assert_refused(&["run", &old], "built against Flint's contract flint:task@0.2.0");
+    assert_refused(&["run", &old], "this flint implements flint:task@0.3.0");
+
+    let job = dir.path().join("job");
+    std::fs::create_dir(&job).unwrap();
+    let manifest = |text: &str| std::fs::write(job.join("flint.toml"), text).unwrap();
+    let component = wasm("pi");
+    manifest(&format!("name = \"pi\"\ncomponent = \"{component}\"\nwrold = \"aggregate\"\n"));
+    let job_dir = job.to_string_lossy().into_owned();
+    assert_refused(&["run", &job_dir], "line 3: unknown key `wrold`: did you mean `world`?");
+    manifest(&format!("name = \"pi\"\ncomponent = \"{component}\"\nworld = \"map-reduce\"\n"));
+    assert_refused(
+        &["run", &job_dir],
+        "declares world = \"map-reduce\" but the component implements the aggregate world",
+    );
+}
+
 #[test]
 fn bad_jobs_get_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -233,7 +286,6 @@ fn bad_jobs_get_a_one_line_error() {
     std::fs::write(&garbage, (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect::<Vec<u8>>()).unwrap();
     let garbage = garbage.to_string_lossy();
     assert_refused(&["run", &garbage], "not a WebAssembly component");
-    assert_refused(&["run", &wasm("hello-cli")], "not a Flint job");
     assert_refused(&["run", "examples/word-count", "--input", "/no/such/file.txt"], "/no/such/file.txt");
     assert_refused(
         &["run", "examples/pi", "--conf", "flint.task.maxFailurez=2"],

@@ -37,7 +37,16 @@
 //!
 //! A job that only maps partitions (Spark's `map(..).collect()`) implements [`Task`] and
 //! is exported with [`export_task!`]; its result is the list of task outputs in partition
-//! order.
+//! order. A job whose merge is commutative implements [`Combine`] too, and is combined
+//! where it runs; a job that moves records by key between tasks implements
+//! [`MapReduce`].
+//!
+//! [`testing`] runs a job's hooks natively, over inputs in memory, for `cargo test`;
+//! [`sandbox`] says what crosses the sandbox and what a task may keep between tasks.
+//! `flint new NAME` makes a job crate with this SDK vendored, a template job and its
+//! tests.
+
+#![warn(missing_docs)]
 
 extern crate self as flint_guest;
 
@@ -96,6 +105,13 @@ pub mod map_reduce_bindings {
 mod shuffle;
 pub use shuffle::{Emitter, MapReduce, Values, part, stable_hash};
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+pub mod sandbox {
+    #![doc = include_str!("sandbox.md")]
+}
+
 #[doc(hidden)]
 pub mod __rt {
     pub use wit_bindgen;
@@ -106,6 +122,16 @@ use bindings::flint::task::types as wit;
 
 /// A failure the job reports. Anything that implements `std::error::Error` converts into
 /// one with `?`; such errors are retryable, as a flaky read would be.
+///
+/// ```
+/// use flint_guest::{Error, config};
+///
+/// fn threshold() -> Result<u32, Error> {
+///     let text = config("threshold").ok_or_else(|| Error::fatal("set --conf threshold=N"))?;
+///     Ok(text.parse::<u32>()?) // a parse error converts, retryable
+/// }
+/// assert!(threshold().unwrap_err().to_string().contains("threshold=N"));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Error {
     message: String,
@@ -118,15 +144,51 @@ impl Error {
         Error { message: e.message, retryable: e.retryable }
     }
 
-    /// A failure that another attempt may not repeat.
+    /// A failure that another attempt may not repeat: the task is retried (up to the
+    /// job's `flint.task.maxFailures`).
+    ///
+    /// ```
+    /// let e = flint_guest::Error::new("the service answered 503");
+    /// assert!(e.is_retryable());
+    /// ```
     pub fn new(message: impl Into<String>) -> Self {
         Error { message: message.into(), retryable: true }
     }
 
     /// A failure no retry can mend (bad input, say): the job fails at once.
+    ///
+    /// ```
+    /// let e = flint_guest::Error::fatal("line 3 is not a number");
+    /// assert!(!e.is_retryable());
+    /// ```
     pub fn fatal(message: impl Into<String>) -> Self {
         Error { message: message.into(), retryable: false }
     }
+
+    /// Whether another attempt of the task may succeed.
+    ///
+    /// ```
+    /// let e: flint_guest::Error = "x".parse::<u8>().unwrap_err().into();
+    /// assert!(e.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+}
+
+/// The error for a value postcard cannot encode or decode, saying what to change: most
+/// often a type that needs a self-describing format.
+pub(crate) fn encode_error(what: &str, e: postcard::Error) -> Error {
+    let hint = match e {
+        postcard::Error::WontImplement => {
+            ": its type needs a self-describing format, which postcard, the encoding of \
+             task outputs, keys and values, is not; remove `#[serde(untagged)]`, \
+             `#[serde(flatten)]` or `serde_json::Value` from it (a job's result may keep \
+             them: it is JSON)"
+        }
+        _ => "",
+    };
+    Error::fatal(format!("cannot encode or decode {what}: {e}{hint}"))
 }
 
 impl<E: std::error::Error> From<E> for Error {
@@ -141,7 +203,22 @@ impl fmt::Display for Error {
     }
 }
 
-/// What one task works on.
+/// What one task works on: its index when the job has no input files (`--partitions
+/// N`), one value of the job's input list (the manifest's `inputs`), or a split of an
+/// input file (`--input PATH`).
+///
+/// ```
+/// use flint_guest::{Error, Partition};
+///
+/// fn size(input: Partition) -> Result<u64, Error> {
+///     Ok(match input {
+///         Partition::Index(i) => u64::from(i),
+///         Partition::Value(_) => input.value::<Vec<u64>>()?.len() as u64,
+///         Partition::Lines(split) => split.end - split.start,
+///     })
+/// }
+/// assert_eq!(size(Partition::Index(7)).unwrap(), 7);
+/// ```
 #[derive(Debug)]
 pub enum Partition {
     /// A generated partition: the task index is the whole input.
@@ -155,6 +232,14 @@ pub enum Partition {
 
 impl Partition {
     /// The partition's value, decoded from JSON.
+    ///
+    /// ```
+    /// use flint_guest::Partition;
+    /// let input = Partition::Value(br#"{"n": 3}"#.to_vec());
+    /// #[derive(serde::Deserialize)]
+    /// struct Job { n: u32 }
+    /// assert_eq!(input.value::<Job>().unwrap().n, 3);
+    /// ```
     pub fn value<T: DeserializeOwned>(&self) -> Result<T, Error> {
         match self {
             Partition::Value(bytes) => serde_json::from_slice(bytes)
@@ -164,6 +249,12 @@ impl Partition {
     }
 
     /// The file split, or a fatal error naming what the task got instead.
+    ///
+    /// ```
+    /// use flint_guest::Partition;
+    /// let error = Partition::Index(0).lines().unwrap_err();
+    /// assert!(error.to_string().contains("--input"));
+    /// ```
     pub fn lines(self) -> Result<Split, Error> {
         match self {
             Partition::Lines(split) => Ok(split),
@@ -176,6 +267,12 @@ impl Partition {
     /// All of the partition's bytes: a file split read whole into the task's memory
     /// (under its cap: for splits known to be small), a value's encoded bytes, or
     /// nothing for a generated partition.
+    ///
+    /// ```
+    /// use flint_guest::Partition;
+    /// assert_eq!(Partition::Value(b"[1]".to_vec()).read_all().unwrap(), b"[1]");
+    /// assert!(Partition::Index(4).read_all().unwrap().is_empty());
+    /// ```
     pub fn read_all(self) -> Result<Vec<u8>, Error> {
         match self {
             Partition::Lines(mut split) => split.read_all(),
@@ -198,24 +295,100 @@ impl Partition {
 /// memory does not grow with its split. A line keeps its `\n` (the input's last line
 /// may have none); a batch never cuts one.
 pub struct Split {
+    /// The input file (as the submitter named it: a path or a URL).
     pub path: String,
+    /// The split's first byte in the file.
     pub start: u64,
+    /// Past the split's last byte: lines that start before it are the split's.
     pub end: u64,
-    reader: wit::SplitReader,
+    reader: LineReader,
+}
+
+/// Where a split's batches come from.
+enum LineReader {
+    /// The host, through the contract.
+    Host(wit::SplitReader),
+    /// Memory, in a native test ([`testing`]): the bytes and how far they are read.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    Memory(Vec<u8>, usize),
+}
+
+impl LineReader {
+    fn next(&mut self, max: u32) -> Result<Vec<u8>, Error> {
+        match self {
+            LineReader::Host(reader) => reader.next(max).map_err(Error::from_wit),
+            LineReader::Memory(bytes, at) => {
+                let rest = &bytes[*at..];
+                let max = max as usize;
+                // Whole lines, about `max` bytes of them; a longer line whole.
+                let cut = if rest.len() <= max {
+                    rest.len()
+                } else if let Some(newline) = rest[..max].iter().rposition(|b| *b == b'\n') {
+                    newline + 1
+                } else {
+                    rest.iter().position(|b| *b == b'\n').map_or(rest.len(), |n| n + 1)
+                };
+                let batch = rest[..cut].to_vec();
+                *at += cut;
+                Ok(batch)
+            }
+        }
+    }
 }
 
 impl Split {
+    /// A split over bytes in memory, for native tests.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn in_memory(path: String, start: u64, end: u64, bytes: Vec<u8>) -> Split {
+        Split { path, start, end, reader: LineReader::Memory(bytes, 0) }
+    }
+
     /// What [`Split::for_each_batch`] and [`Split::for_each_line`] ask for at a time.
     pub const BATCH: u32 = 4 << 20;
 
     /// The next whole lines, about `max` bytes of them (a longer line comes whole, up to
     /// 64 MiB); `None` at the end. A failed read fails the task whatever it does next.
+    ///
+    /// ```
+    /// # use flint_guest::testing::{Input, Local};
+    /// # use flint_guest::{Error, Partition, Task};
+    /// # struct Job;
+    /// # impl Task for Job {
+    /// #     type Output = usize;
+    /// #     fn run(input: Partition) -> Result<usize, Error> {
+    /// let mut split = input.lines()?;
+    /// let mut batches = 0;
+    /// while let Some(batch) = split.next_batch(64 << 10)? {
+    ///     assert!(batch.ends_with(b"\n") || split.next_batch(1)?.is_none());
+    ///     batches += 1;
+    /// }
+    /// #         Ok(batches)
+    /// #     }
+    /// # }
+    /// # assert_eq!(Local::new().run::<Job>(Input::text("a\nb\n"), 0, 1).unwrap(), 1);
+    /// ```
     pub fn next_batch(&mut self, max: u32) -> Result<Option<Vec<u8>>, Error> {
-        let batch = self.reader.next(max).map_err(Error::from_wit)?;
+        let batch = self.reader.next(max)?;
         Ok((!batch.is_empty()).then_some(batch))
     }
 
-    /// Calls `f` with each batch of whole lines in turn, [`Split::BATCH`] bytes or so.
+    /// Calls `f` with each batch of whole lines in turn, [`Split::BATCH`] bytes or so:
+    /// the fastest way through a split (no word or line spans two batches).
+    ///
+    /// ```
+    /// # use flint_guest::testing::{Input, Local};
+    /// # use flint_guest::{Error, Partition, Task};
+    /// # struct Bytes;
+    /// # impl Task for Bytes {
+    /// #     type Output = u64;
+    /// #     fn run(input: Partition) -> Result<u64, Error> {
+    /// let mut bytes = 0;
+    /// input.lines()?.for_each_batch(|batch| Ok(bytes += batch.len() as u64))?;
+    /// #         Ok(bytes)
+    /// #     }
+    /// # }
+    /// # assert_eq!(Local::new().run::<Bytes>(Input::text("ab\nc\n"), 0, 1).unwrap(), 5);
+    /// ```
     pub fn for_each_batch(&mut self, mut f: impl FnMut(&[u8]) -> Result<(), Error>) -> Result<(), Error> {
         while let Some(batch) = self.next_batch(Self::BATCH)? {
             f(&batch)?;
@@ -224,6 +397,21 @@ impl Split {
     }
 
     /// Calls `f` with each line, without its line ending (`\n` or `\r\n`).
+    ///
+    /// ```
+    /// # use flint_guest::testing::{Input, Local};
+    /// # use flint_guest::{Error, Partition, Task};
+    /// # struct Longest;
+    /// # impl Task for Longest {
+    /// #     type Output = usize;
+    /// #     fn run(input: Partition) -> Result<usize, Error> {
+    /// let mut longest = 0;
+    /// input.lines()?.for_each_line(|line| Ok(longest = longest.max(line.len())))?;
+    /// #         Ok(longest)
+    /// #     }
+    /// # }
+    /// # assert_eq!(Local::new().run::<Longest>(Input::text("ab\r\nabc\n"), 0, 1).unwrap(), 3);
+    /// ```
     pub fn for_each_line(&mut self, mut f: impl FnMut(&[u8]) -> Result<(), Error>) -> Result<(), Error> {
         self.for_each_batch(|batch| {
             let batch = batch.strip_suffix(b"\n").unwrap_or(batch);
@@ -233,6 +421,20 @@ impl Split {
 
     /// The whole split in the task's memory (under its cap): for splits known to be
     /// small.
+    ///
+    /// ```
+    /// # use flint_guest::testing::{Input, Local};
+    /// # use flint_guest::{Error, Partition, Task};
+    /// # struct Text;
+    /// # impl Task for Text {
+    /// #     type Output = String;
+    /// #     fn run(input: Partition) -> Result<String, Error> {
+    /// let text = String::from_utf8(input.lines()?.read_all()?)?;
+    /// #         Ok(text)
+    /// #     }
+    /// # }
+    /// # assert_eq!(Local::new().run::<Text>(Input::text("a\nb"), 0, 1).unwrap(), "a\nb");
+    /// ```
     pub fn read_all(&mut self) -> Result<Vec<u8>, Error> {
         let mut all = Vec::new();
         while let Some(batch) = self.next_batch(Self::BATCH)? {
@@ -261,23 +463,85 @@ impl From<wit::Partition> for Partition {
         match p {
             wit::Partition::Index(i) => Partition::Index(i),
             wit::Partition::Value(v) => Partition::Value(v),
-            wit::Partition::Lines(s) => {
-                Partition::Lines(Split { path: s.path, start: s.start, end: s.end, reader: s.lines })
-            }
+            wit::Partition::Lines(s) => Partition::Lines(Split {
+                path: s.path,
+                start: s.start,
+                end: s.end,
+                reader: LineReader::Host(s.lines),
+            }),
         }
     }
 }
 
-/// A job's work on one partition.
+/// A job's work on one partition. A job that implements only this is exported with
+/// [`export_task!`]: its result is the list of its task outputs, in partition order.
+///
+/// ```
+/// use flint_guest::{Error, Partition, Task, task_info};
+///
+/// /// Each partition's square.
+/// struct Squares;
+/// impl Task for Squares {
+///     type Output = u64;
+///     fn run(_: Partition) -> Result<u64, Error> {
+///         let i = u64::from(task_info().task_index);
+///         Ok(i * i)
+///     }
+/// }
+/// flint_guest::export_task!(Squares);
+///
+/// # use flint_guest::testing::{Input, Local};
+/// let run = Local::new().collect::<Squares>(vec![Input::Generated; 4]).unwrap();
+/// assert_eq!(run.result, serde_json::json!([0, 1, 4, 9]));
+/// ```
 pub trait Task {
-    /// What one task produces.
+    /// What one task produces. It travels to the driver in postcard: see
+    /// [`sandbox`] for what such a type must not use.
     type Output: Serialize + DeserializeOwned;
+    /// The task's work on its partition. An `Err` fails the attempt: it is retried
+    /// unless the error is [`Error::fatal`]; a panic is a trap, retried as well.
     fn run(input: Partition) -> Result<Self::Output, Error>;
 }
 
-/// A job that folds its task outputs into one result, as Spark's `aggregate`.
+/// A job that folds its task outputs into one result, as Spark's `aggregate`. Exported
+/// with [`export_aggregate!`]. `merge` and `finish` run on the driver, in an instance
+/// of the job, under `flint.merge.deadline`.
+///
+/// ```
+/// use flint_guest::{Aggregate, Error, Partition, Task};
+///
+/// /// The longest line of the input files.
+/// struct Longest;
+/// impl Task for Longest {
+///     type Output = String;
+///     fn run(input: Partition) -> Result<String, Error> {
+///         let mut longest = String::new();
+///         input.lines()?.for_each_line(|line| {
+///             if line.len() > longest.len() {
+///                 longest = String::from_utf8_lossy(line).into_owned();
+///             }
+///             Ok(())
+///         })?;
+///         Ok(longest)
+///     }
+/// }
+/// impl Aggregate for Longest {
+///     type Result = String;
+///     fn merge(a: String, b: String) -> Result<String, Error> {
+///         Ok(if b.len() > a.len() { b } else { a })
+///     }
+///     fn finish(longest: String) -> Result<String, Error> {
+///         Ok(longest)
+///     }
+/// }
+/// flint_guest::export_aggregate!(Longest);
+///
+/// # use flint_guest::testing::{Input, Local};
+/// let run = Local::new().aggregate::<Longest>([Input::text("ab\nabcd\n"), Input::text("abc")]).unwrap();
+/// assert_eq!(run.result, "abcd");
+/// ```
 pub trait Aggregate: Task {
-    /// The job's result.
+    /// The job's result, encoded as JSON for people to read (any serde type).
     type Result: Serialize;
     /// Combines two outputs. Must be associative; the host keeps partition order, so it
     /// need not be commutative.
@@ -292,6 +556,37 @@ pub trait Aggregate: Task {
 /// combine), and the driver merges one partial result per slot, not one output per
 /// task. Exported with [`export_combine!`]; implementing it is the promise that the
 /// order of merging does not change the result.
+///
+/// ```
+/// use flint_guest::{Aggregate, Combine, Error, Partition, Task};
+///
+/// /// Bytes of the input files, counted where each slot runs.
+/// struct Bytes;
+/// impl Task for Bytes {
+///     type Output = u64;
+///     fn run(input: Partition) -> Result<u64, Error> {
+///         let mut n = 0;
+///         Self::add(&mut n, input)?;
+///         Ok(n)
+///     }
+/// }
+/// impl Aggregate for Bytes {
+///     type Result = u64;
+///     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+///     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+/// }
+/// impl Combine for Bytes {
+///     fn empty() -> u64 { 0 }
+///     fn add(acc: &mut u64, input: Partition) -> Result<(), Error> {
+///         input.lines()?.for_each_batch(|batch| Ok(*acc += batch.len() as u64))
+///     }
+/// }
+/// flint_guest::export_combine!(Bytes);
+///
+/// # use flint_guest::testing::{Input, Local};
+/// let run = Local::new().combine::<Bytes>([Input::text("ab\n"), Input::text("c")]).unwrap();
+/// assert_eq!(run.result, 4);
+/// ```
 pub trait Combine: Aggregate {
     /// The value of no partition: `merge(empty(), x)` is `x`.
     fn empty() -> Self::Output;
@@ -308,25 +603,53 @@ pub trait Combine: Aggregate {
     }
 }
 
-/// The ids of the running task.
+/// The ids of the running task: application, job, partition index and count, attempt.
 pub use host::TaskInfo;
 
-/// The running task's application, job, index, count and attempt.
+/// The running task's application, job, index, count and attempt. Outside a task (a
+/// native test not run through [`testing::Local`]), task 0 of 1.
+///
+/// ```
+/// let me = flint_guest::task_info();
+/// assert!(me.task_index < me.task_count);
+/// ```
 pub fn task_info() -> TaskInfo {
-    host::current_task()
+    ambient::current_task()
 }
 
-/// The job's configuration value for `key`.
+/// The job's configuration value for `key`: the manifest's `[config]`, overridden by
+/// `--conf key=value`.
+///
+/// ```
+/// use flint_guest::testing::{Input, Local};
+/// use flint_guest::{Error, Partition, Task, config};
+///
+/// struct Greet;
+/// impl Task for Greet {
+///     type Output = String;
+///     fn run(_: Partition) -> Result<String, Error> {
+///         Ok(config("greeting").unwrap_or_else(|| "hello".into()))
+///     }
+/// }
+/// let local = Local::new().config("greeting", "hi");
+/// assert_eq!(local.run::<Greet>(Input::Generated, 0, 1).unwrap(), "hi");
+/// ```
 pub fn config(key: &str) -> Option<String> {
-    host::config(key)
+    ambient::config(key)
 }
 
-/// The job's configuration value for `key`, parsed, or `default` when it is not set.
+/// The job's configuration value for `key`, parsed, or `default` when it is not set. A
+/// value that does not parse is a fatal error naming the key.
+///
+/// ```
+/// let points: u64 = flint_guest::config_or("points", 1_000_000).unwrap();
+/// assert_eq!(points, 1_000_000);
+/// ```
 pub fn config_or<T: FromStr>(key: &str, default: T) -> Result<T, Error>
 where
     T::Err: fmt::Display,
 {
-    match host::config(key) {
+    match ambient::config(key) {
         None => Ok(default),
         Some(text) => text.trim().parse().map_err(|e| Error::fatal(format!("config {key}={text:?}: {e}"))),
     }
@@ -335,33 +658,79 @@ where
 /// A delegation token: the secret for a service and when it expires.
 pub use host::Token;
 
-/// The current token for `service`, if the job's manifest names it and the application
-/// holds one.
+/// The current token for `service`, if the job's manifest names it (`tokens =
+/// ["service"]`) and the application holds one. The driver renews tokens while the job
+/// runs: read it when it is needed rather than once.
+///
+/// ```
+/// use flint_guest::testing::{Input, Local};
+/// use flint_guest::{Error, Partition, Task, token};
+///
+/// struct Auth;
+/// impl Task for Auth {
+///     type Output = bool;
+///     fn run(_: Partition) -> Result<bool, Error> {
+///         let token = token("store").ok_or_else(|| Error::fatal("no token for store"))?;
+///         Ok(!token.secret.is_empty())
+///     }
+/// }
+/// assert!(Local::new().token("store", "s3cr3t").run::<Auth>(Input::Generated, 0, 1).unwrap());
+/// assert!(Local::new().run::<Auth>(Input::Generated, 0, 1).is_err());
+/// ```
 pub fn token(service: &str) -> Option<Token> {
-    host::get_token(service)
+    ambient::token(service)
 }
 
 /// Log levels for [`log`].
 pub use host::Level;
 
-/// Writes a line to the task's log, tagged with the task's ids by the host.
+/// Writes a line to the task's log, tagged with the task's ids by the host; the
+/// [`info!`], [`warn!`] and [`debug!`] macros format one.
+///
+/// ```
+/// flint_guest::log(flint_guest::Level::Info, "starting");
+/// ```
 pub fn log(level: Level, message: &str) {
-    host::log(level, message)
+    ambient::log(level, message)
+}
+
+/// What the ambient functions read: the host's imports in a component, the test
+/// harness's context natively.
+#[cfg(target_arch = "wasm32")]
+mod ambient {
+    pub(crate) use super::host::{config, current_task, get_token as token, log};
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod ambient {
+    pub(crate) use super::testing::{config, current_task, log, token};
 }
 
 /// `info!("read {} lines", n)`: a formatted line in the task's log.
+///
+/// ```
+/// flint_guest::info!("read {} lines", 12);
+/// ```
 #[macro_export]
 macro_rules! info {
     ($($arg:tt)*) => { $crate::log($crate::Level::Info, &::std::format!($($arg)*)) };
 }
 
 /// `warn!(...)`: as [`info!`], at warning level.
+///
+/// ```
+/// flint_guest::warn!("skipped {} bad lines", 2);
+/// ```
 #[macro_export]
 macro_rules! warn {
     ($($arg:tt)*) => { $crate::log($crate::Level::Warn, &::std::format!($($arg)*)) };
 }
 
 /// `debug!(...)`: as [`info!`], at debug level.
+///
+/// ```
+/// flint_guest::debug!("batch of {} bytes", 4096);
+/// ```
 #[macro_export]
 macro_rules! debug {
     ($($arg:tt)*) => { $crate::log($crate::Level::Debug, &::std::format!($($arg)*)) };
@@ -460,12 +829,11 @@ pub mod __private {
     /// Task outputs and partial results cross the boundary in postcard: compact, and
     /// several times faster to read and write than JSON for tables of counts.
     fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, wit::TaskError> {
-        postcard::to_allocvec(value).map_err(|e| wit_error(Error::fatal(format!("cannot encode: {e}"))))
+        postcard::to_allocvec(value).map_err(|e| wit_error(crate::encode_error("a task output", e)))
     }
 
     fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, wit::TaskError> {
-        postcard::from_bytes(bytes)
-            .map_err(|e| wit_error(Error::fatal(format!("cannot decode a task output: {e}"))))
+        postcard::from_bytes(bytes).map_err(|e| wit_error(crate::encode_error("a task output", e)))
     }
 
     fn wit_error(e: Error) -> wit::TaskError {
@@ -520,7 +888,23 @@ pub mod __private {
     }
 }
 
-/// Exports a job that implements [`Aggregate`]: `flint_guest::export_aggregate!(MyJob);`
+/// Exports a job that implements [`Aggregate`] as a component of the `aggregate`
+/// world, once per crate (see [`Aggregate`] for a whole job).
+///
+/// ```
+/// use flint_guest::{Aggregate, Error, Partition, Task};
+/// struct Count;
+/// impl Task for Count {
+///     type Output = u64;
+///     fn run(_: Partition) -> Result<u64, Error> { Ok(1) }
+/// }
+/// impl Aggregate for Count {
+///     type Result = u64;
+///     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+///     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+/// }
+/// flint_guest::export_aggregate!(Count);
+/// ```
 #[macro_export]
 macro_rules! export_aggregate {
     ($job:ty) => {
@@ -528,11 +912,34 @@ macro_rules! export_aggregate {
     };
 }
 
-/// Exports a job that implements [`Combine`]: `flint_guest::export_combine!(MyJob);`
+/// Exports a job that implements [`Combine`]: an `aggregate` component that also
+/// exports `combiner`, so that the host combines it where it runs (see [`Combine`]
+/// for a whole job). Once per crate, instead of [`export_aggregate!`].
+///
+/// ```
+/// use flint_guest::{Aggregate, Combine, Error, Partition, Task};
+/// struct Count;
+/// impl Task for Count {
+///     type Output = u64;
+///     fn run(_: Partition) -> Result<u64, Error> { Ok(1) }
+/// }
+/// impl Aggregate for Count {
+///     type Result = u64;
+///     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+///     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+/// }
+/// impl Combine for Count {
+///     fn empty() -> u64 { 0 }
+/// }
+/// flint_guest::export_combine!(Count);
+/// ```
 #[macro_export]
 macro_rules! export_combine {
     ($job:ty) => {
         $crate::__export_glue!($crate::__private::AggregateOf<$job>);
+        // The component's exports: in a component only (a native build, for tests,
+        // keeps the glue, type-checked, without the symbols).
+        #[cfg(target_arch = "wasm32")]
         $crate::combine_bindings::__flint_export_combine!(__FlintJob with_types_in $crate::combine_bindings);
         const _: () = {
             use $crate::combine_bindings::exports::flint::task::combiner;
@@ -559,11 +966,37 @@ macro_rules! export_combine {
     };
 }
 
-/// Exports a job that implements [`MapReduce`]: `flint_guest::export_map_reduce!(MyJob);`
+/// Exports a job that implements [`MapReduce`] as a component of the `map-reduce`
+/// world, once per crate (see [`MapReduce`] for a whole job).
+///
+/// ```
+/// use flint_guest::{Emitter, Error, MapReduce, Partition, Values};
+/// struct Lengths;
+/// impl MapReduce for Lengths {
+///     type Key = u64;
+///     type Value = u64;
+///     type Output = u64;
+///     type Result = u64;
+///     fn map(input: Partition, out: &mut Emitter<Self>) -> Result<(), Error> {
+///         input.lines()?.for_each_line(|line| out.emit(&(line.len() as u64), 1))
+///     }
+///     fn empty() -> u64 { 0 }
+///     fn reduce(_: u64, _: &mut Values<'_, u64>, distinct: &mut u64) -> Result<(), Error> {
+///         *distinct += 1;
+///         Ok(())
+///     }
+///     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+///     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+/// }
+/// flint_guest::export_map_reduce!(Lengths);
+/// ```
 #[macro_export]
 macro_rules! export_map_reduce {
     ($job:ty) => {
         $crate::__export_glue!($crate::__private::MapReduceOf<$job>);
+        // The component's exports: in a component only (a native build, for tests,
+        // keeps the glue, type-checked, without the symbols).
+        #[cfg(target_arch = "wasm32")]
         $crate::map_reduce_bindings::__flint_export_map_reduce!(__FlintJob with_types_in $crate::map_reduce_bindings);
         const _: () = {
             use $crate::bindings::flint::task::types::{Partition, TaskError};
@@ -590,7 +1023,20 @@ macro_rules! export_map_reduce {
     };
 }
 
-/// Exports a job that implements only [`Task`]: its result is the list of task outputs.
+/// Exports a job that implements only [`Task`] as a component of the `task` world: its
+/// result is the list of task outputs (see [`Task`] for a whole job).
+///
+/// ```
+/// use flint_guest::{Error, Partition, Task};
+/// struct Index;
+/// impl Task for Index {
+///     type Output = u32;
+///     fn run(input: Partition) -> Result<u32, Error> {
+///         Ok(match input { Partition::Index(i) => i, _ => 0 })
+///     }
+/// }
+/// flint_guest::export_task!(Index);
+/// ```
 #[macro_export]
 macro_rules! export_task {
     ($job:ty) => {
@@ -633,6 +1079,9 @@ macro_rules! __export_glue {
                 }
             }
         };
+        // The component's exports: in a component only (a native build, for tests,
+        // keeps the glue, type-checked, without the symbols).
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::__flint_export_world!(__FlintJob with_types_in $crate::bindings);
     };
 }

@@ -24,6 +24,11 @@ const READ: u32 = 1 << 20;
 /// The partition a key goes to unless the job says otherwise: FNV-1a (64-bit) of the
 /// key's encoded bytes, modulo the partition count. Fixed: the same on every host and
 /// in every release, so a job's partitions never move under it.
+///
+/// ```
+/// assert_eq!(flint_guest::stable_hash(b""), 0xcbf2_9ce4_8422_2325);
+/// assert_eq!(flint_guest::stable_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+/// ```
 pub fn stable_hash(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
@@ -44,10 +49,58 @@ pub fn stable_hash(bytes: &[u8]) -> u64 {
 /// format. Keys are ordered by their encoded bytes: fixed-size integers and byte arrays
 /// keep their order big-endian (`u64::to_be_bytes`), strings are ordered by length
 /// first. Exported with [`crate::export_map_reduce!`].
+///
+/// ```
+/// use flint_guest::{Emitter, Error, MapReduce, Partition, Values};
+///
+/// /// Words by their first letter: how many start with each.
+/// struct Initials;
+/// impl MapReduce for Initials {
+///     type Key = char;
+///     type Value = u64;
+///     type Output = Vec<(char, u64)>;
+///     type Result = Vec<(char, u64)>;
+///     const COMBINE: bool = true;
+///
+///     fn map(input: Partition, out: &mut Emitter<Self>) -> Result<(), Error> {
+///         input.lines()?.for_each_line(|line| {
+///             for word in String::from_utf8_lossy(line).split_whitespace() {
+///                 out.emit(&word.chars().next().unwrap_or(' '), 1)?;
+///             }
+///             Ok(())
+///         })
+///     }
+///     fn combine(acc: &mut u64, n: u64) -> Result<(), Error> {
+///         *acc += n;
+///         Ok(())
+///     }
+///     fn empty() -> Vec<(char, u64)> {
+///         Vec::new()
+///     }
+///     fn reduce(initial: char, counts: &mut Values<'_, u64>, out: &mut Vec<(char, u64)>) -> Result<(), Error> {
+///         out.push((initial, counts.sum()));
+///         Ok(())
+///     }
+///     fn merge(mut a: Vec<(char, u64)>, b: Vec<(char, u64)>) -> Result<Vec<(char, u64)>, Error> {
+///         a.extend(b);
+///         Ok(a)
+///     }
+///     fn finish(mut all: Vec<(char, u64)>) -> Result<Vec<(char, u64)>, Error> {
+///         all.sort();
+///         Ok(all)
+///     }
+/// }
+/// flint_guest::export_map_reduce!(Initials);
+///
+/// # use flint_guest::testing::{Input, Local};
+/// let run = Local::new().map_reduce::<Initials>([Input::text("apple bee\nant\n")], 2).unwrap();
+/// assert_eq!(run.result, serde_json::json!([["a", 2], ["b", 1]]));
+/// ```
 pub trait MapReduce: 'static {
     /// Hashed and compared as itself in the map-side combining table (so a key seen
     /// before costs one hash and one compare, never an encoding).
     type Key: Serialize + DeserializeOwned + std::hash::Hash + Eq;
+    /// What a record carries beside its key.
     type Value: Serialize + DeserializeOwned;
     /// What one reduce task produces; folded into the job's result.
     type Output: Serialize + DeserializeOwned;
@@ -92,9 +145,19 @@ pub trait MapReduce: 'static {
     fn finish(acc: Self::Output) -> Result<Self::Result, Error>;
 }
 
-/// Where a map task's records go.
+/// Where a map task's batches go.
+enum Sink<'a> {
+    /// The host, through the contract.
+    Host(&'a WitEmitter),
+    /// Memory, in a native test.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    Memory(Vec<Vec<u8>>),
+}
+
+/// Where a map task's records go: [`MapReduce::map`] emits each with
+/// [`Emitter::emit`]; they leave the task in batches.
 pub struct Emitter<'a, J: MapReduce> {
-    out: &'a WitEmitter,
+    out: Sink<'a>,
     partitions: u32,
     batch: Vec<u8>,
     key: Vec<u8>,
@@ -103,13 +166,54 @@ pub struct Emitter<'a, J: MapReduce> {
 }
 
 impl<J: MapReduce> Emitter<'_, J> {
-    /// The job's reduce partitions.
+    /// The job's reduce partitions (`--reduce-partitions`).
+    ///
+    /// ```
+    /// # use flint_guest::{Emitter, Error, MapReduce, Partition, Values};
+    /// # struct Spread;
+    /// # impl MapReduce for Spread {
+    /// #     type Key = u32; type Value = u32; type Output = u32; type Result = u32;
+    /// fn map(_: Partition, out: &mut Emitter<Self>) -> Result<(), Error> {
+    ///     // One record for each reduce partition.
+    ///     for p in 0..out.partitions() {
+    ///         out.emit(&p, 1)?;
+    ///     }
+    ///     Ok(())
+    /// }
+    /// #     fn empty() -> u32 { 0 }
+    /// #     fn reduce(_: u32, v: &mut Values<'_, u32>, out: &mut u32) -> Result<(), Error> { *out += v.sum::<u32>(); Ok(()) }
+    /// #     fn merge(a: u32, b: u32) -> Result<u32, Error> { Ok(a + b) }
+    /// #     fn finish(n: u32) -> Result<u32, Error> { Ok(n) }
+    /// # }
+    /// # use flint_guest::testing::{Input, Local};
+    /// # assert_eq!(Local::new().map_reduce::<Spread>([Input::Generated], 3).unwrap().result, 3);
+    /// ```
     pub fn partitions(&self) -> u32 {
         self.partitions
     }
 
     /// Emits one record (sent in batches). The key may be given borrowed (`&str` for a
     /// `String` key): borrowed forms encode, hash and compare as their owners do.
+    ///
+    /// ```
+    /// # use flint_guest::{Emitter, Error, MapReduce, Partition, Values};
+    /// # struct Words;
+    /// # impl MapReduce for Words {
+    /// #     type Key = String; type Value = u64; type Output = u64; type Result = u64;
+    /// fn map(input: Partition, out: &mut Emitter<Self>) -> Result<(), Error> {
+    ///     input.lines()?.for_each_line(|line| {
+    ///         let line = String::from_utf8_lossy(line);
+    ///         line.split_whitespace().try_for_each(|word| out.emit(word, 1))
+    ///     })
+    /// }
+    /// #     fn empty() -> u64 { 0 }
+    /// #     fn reduce(_: String, v: &mut Values<'_, u64>, out: &mut u64) -> Result<(), Error> { *out += v.sum::<u64>(); Ok(()) }
+    /// #     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+    /// #     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+    /// # }
+    /// # use flint_guest::testing::{Input, Local};
+    /// # assert_eq!(Local::new().map_reduce::<Words>([Input::text("a b a\n")], 2).unwrap().result, 3);
+    /// ```
     pub fn emit<Q>(&mut self, key: &Q, value: J::Value) -> Result<(), Error>
     where
         Q: Serialize + std::hash::Hash + Eq + ToOwned<Owned = J::Key> + ?Sized,
@@ -170,7 +274,10 @@ impl<J: MapReduce> Emitter<'_, J> {
 
     fn flush(&mut self) -> Result<(), Error> {
         if !self.batch.is_empty() {
-            self.out.emit(&self.batch).map_err(Error::from_wit)?;
+            match &mut self.out {
+                Sink::Host(out) => out.emit(&self.batch).map_err(Error::from_wit)?,
+                Sink::Memory(batches) => batches.push(self.batch.clone()),
+            }
             self.batch.clear();
         }
         Ok(())
@@ -190,8 +297,8 @@ fn push_record<V: Serialize>(
     batch.extend_from_slice(&[0; 4]);
     batch.extend_from_slice(key);
     let before = batch.len();
-    *batch = postcard::to_extend(value, std::mem::take(batch))
-        .map_err(|e| Error::fatal(format!("cannot encode a value: {e}")))?;
+    *batch =
+        postcard::to_extend(value, std::mem::take(batch)).map_err(|e| crate::encode_error("a value", e))?;
     let value_len = (batch.len() - before) as u32;
     batch[start + 8..start + 12].copy_from_slice(&value_len.to_le_bytes());
     Ok(())
@@ -217,7 +324,7 @@ fn record_at(batch: &[u8], at: usize) -> Result<Flat<'_>, Error> {
 }
 
 fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, Error> {
-    postcard::from_bytes(bytes).map_err(|e| Error::fatal(format!("cannot decode a value: {e}")))
+    postcard::from_bytes(bytes).map_err(|e| crate::encode_error("a value", e))
 }
 
 /// The host's `combine-sorted`: `batch`'s records (sorted by key) with each run of one
@@ -255,24 +362,87 @@ pub(crate) fn combine_sorted<J: MapReduce>(batch: &[u8]) -> Result<Option<Vec<u8
 }
 
 pub(crate) fn run_map<J: MapReduce>(input: Partition, out: &WitEmitter) -> Result<(), Error> {
-    let mut emitter = Emitter::<J> {
-        out,
-        partitions: out.partitions(),
-        batch: Vec::new(),
-        key: Vec::new(),
-        table: FxHashMap::default(),
-    };
+    map_into::<J>(input, Sink::Host(out), out.partitions()).map(drop)
+}
+
+/// Runs `map` over `input` into `out`; returns the sink, with what it holds.
+fn map_into<'a, J: MapReduce>(input: Partition, out: Sink<'a>, partitions: u32) -> Result<Sink<'a>, Error> {
+    let mut emitter =
+        Emitter::<J> { out, partitions, batch: Vec::new(), key: Vec::new(), table: FxHashMap::default() };
     J::map(input, &mut emitter)?;
     emitter.drain_table()?;
-    emitter.flush()
+    emitter.flush()?;
+    Ok(emitter.out)
+}
+
+/// A map task in a native test: its batches of records, as the host would receive them.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn map_in_memory<J: MapReduce>(input: Partition, partitions: u32) -> Result<Vec<Vec<u8>>, Error> {
+    match map_into::<J>(input, Sink::Memory(Vec::new()), partitions)? {
+        Sink::Memory(batches) => Ok(batches),
+        Sink::Host(_) => unreachable!("memory in, memory out"),
+    }
+}
+
+/// A record's partition, key and value, as encoded.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) type Keyed<'a> = (u32, &'a [u8], &'a [u8]);
+
+/// A flat batch's records.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn records(batch: &[u8]) -> Result<Vec<Keyed<'_>>, Error> {
+    let (mut at, mut out) = (0, Vec::new());
+    while at < batch.len() {
+        let (partition, key, value, end) = record_at(batch, at)?;
+        out.push((partition, key, value));
+        at = end;
+    }
+    Ok(out)
+}
+
+/// One partition's records, encoded, as one flat batch.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn flat(partition: u32, records: &[(Vec<u8>, Vec<u8>)]) -> Result<Vec<u8>, Error> {
+    let mut batch = Vec::new();
+    for (key, value) in records {
+        batch.extend_from_slice(&partition.to_le_bytes());
+        batch.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        batch.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        batch.extend_from_slice(key);
+        batch.extend_from_slice(value);
+    }
+    Ok(batch)
+}
+
+/// A reduce task in a native test over its sorted records (one flat batch), with its
+/// part when `parts` (as `--output` would ask for).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn reduce_in_memory<J: MapReduce>(
+    sorted: Vec<u8>,
+    parts: bool,
+) -> Result<(J::Output, Option<Vec<u8>>), Error> {
+    PART.with(|p| *p.borrow_mut() = parts.then(Vec::new));
+    let mut reader = Reader { input: Sorted::Memory(Some(sorted)), batch: Vec::new(), at: 0, ended: false };
+    let result = reduce_keys::<J>(&mut reader, None);
+    let part = PART.with(|p| p.borrow_mut().take());
+    Ok((result?, part))
 }
 
 /// A record's key and value, as encoded.
 type Record<'a> = (&'a [u8], &'a [u8]);
 
+/// Where a reduce task's sorted records come from.
+enum Sorted<'a> {
+    /// The host, through the contract.
+    Host(&'a SortedInput),
+    /// Memory, in a native test: all of them, until read.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    Memory(Option<Vec<u8>>),
+}
+
 /// A reduce task's records, read a batch at a time.
 struct Reader<'a> {
-    input: &'a SortedInput,
+    input: Sorted<'a>,
     batch: Vec<u8>,
     at: usize,
     ended: bool,
@@ -285,7 +455,10 @@ impl Reader<'_> {
             if self.ended {
                 return Ok(None);
             }
-            self.batch = self.input.next(READ).map_err(Error::from_wit)?;
+            self.batch = match &mut self.input {
+                Sorted::Host(input) => input.next(READ).map_err(Error::from_wit)?,
+                Sorted::Memory(rest) => rest.take().unwrap_or_default(),
+            };
             self.at = 0;
             if self.batch.is_empty() {
                 self.ended = true;
@@ -317,7 +490,26 @@ impl Records for Reader<'_> {
     }
 }
 
-/// The values of one key, pulled from the host as the reduce reads them.
+/// The values of one key, pulled from the host as the reduce reads them: an iterator,
+/// each value decoded as it is reached. Values the reduce leaves unread are skipped.
+///
+/// ```
+/// # use flint_guest::{Emitter, Error, MapReduce, Partition, Values};
+/// # struct Max;
+/// # impl MapReduce for Max {
+/// #     type Key = u8; type Value = u64; type Output = u64; type Result = u64;
+/// #     fn map(_: Partition, out: &mut Emitter<Self>) -> Result<(), Error> { out.emit(&0, 3)?; out.emit(&0, 9) }
+/// #     fn empty() -> u64 { 0 }
+/// fn reduce(_: u8, values: &mut Values<'_, u64>, out: &mut u64) -> Result<(), Error> {
+///     *out = values.max().unwrap_or(0).max(*out);
+///     Ok(())
+/// }
+/// #     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a.max(b)) }
+/// #     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+/// # }
+/// # use flint_guest::testing::{Input, Local};
+/// # assert_eq!(Local::new().map_reduce::<Max>([Input::Generated], 1).unwrap().result, 9);
+/// ```
 pub struct Values<'a, V> {
     reader: &'a mut dyn Records,
     key: &'a [u8],
@@ -358,7 +550,8 @@ pub(crate) fn run_reduce<J: MapReduce>(
     part: Option<&PartWriter>,
 ) -> Result<J::Output, Error> {
     PART.with(|p| *p.borrow_mut() = part.map(|_| Vec::new()));
-    let result = reduce_keys::<J>(input, part);
+    let mut reader = Reader { input: Sorted::Host(input), batch: Vec::new(), at: 0, ended: false };
+    let result = reduce_keys::<J>(&mut reader, part);
     let rest = PART.with(|p| p.borrow_mut().take());
     let out = result?;
     if let (Some(writer), Some(rest)) = (part, rest) {
@@ -384,6 +577,31 @@ fn flush(writer: &PartWriter, bytes: Vec<u8>) -> Result<(), Error> {
 /// or collects its parts (`--collect`): what `reduce` writes here becomes
 /// `DIR/part-NNNNN` once its task succeeds, or comes back to the submitter with the
 /// other parts in partition order (Spark's `saveAsTextFile` and `collect`).
+///
+/// ```
+/// # use flint_guest::{Emitter, Error, MapReduce, Partition, Values, part};
+/// # struct Lines;
+/// # impl MapReduce for Lines {
+/// #     type Key = String; type Value = u64; type Output = u64; type Result = u64;
+/// #     fn map(input: Partition, out: &mut Emitter<Self>) -> Result<(), Error> {
+/// #         input.lines()?.for_each_line(|l| out.emit(String::from_utf8_lossy(l).as_ref(), 1))
+/// #     }
+/// #     fn empty() -> u64 { 0 }
+/// fn reduce(line: String, counts: &mut Values<'_, u64>, out: &mut u64) -> Result<(), Error> {
+///     let n: u64 = counts.sum();
+///     if part::wanted() {
+///         part::line(format_args!("{line}\t{n}"))?;
+///     }
+///     *out += 1;
+///     Ok(())
+/// }
+/// #     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+/// #     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+/// # }
+/// # use flint_guest::testing::{Input, Local};
+/// # let run = Local::new().with_parts().map_reduce::<Lines>([Input::text("x\nx\n")], 1).unwrap();
+/// # assert_eq!(run.parts, vec![b"x\t2\n".to_vec()]);
+/// ```
 pub mod part {
     use super::PART;
     use crate::Error;
@@ -417,8 +635,7 @@ pub mod part {
     }
 }
 
-fn reduce_keys<J: MapReduce>(input: &SortedInput, part: Option<&PartWriter>) -> Result<J::Output, Error> {
-    let mut reader = Reader { input, batch: Vec::new(), at: 0, ended: false };
+fn reduce_keys<J: MapReduce>(reader: &mut Reader<'_>, part: Option<&PartWriter>) -> Result<J::Output, Error> {
     let mut out = J::empty();
     loop {
         if let Some(writer) = part {
@@ -440,7 +657,7 @@ fn reduce_keys<J: MapReduce>(input: &SortedInput, part: Option<&PartWriter>) -> 
         // reduce left unread are skipped after it.
         let error = {
             let mut values = Values::<J::Value> {
-                reader: &mut reader,
+                reader: &mut *reader,
                 key: &key_bytes,
                 error: None,
                 _value: std::marker::PhantomData,

@@ -69,5 +69,10 @@ fn build_component(dir: &Path) -> Result<PathBuf> {
         let files = message["filenames"].as_array().into_iter().flatten();
         found = files.filter_map(|f| f.as_str()).find(|f| f.ends_with(".wasm")).map(PathBuf::from).or(found);
     }
-    found.with_context(|| format!("building {} made no .wasm component (is it a cdylib?)", dir.display()))
+    found.with_context(|| {
+        format!(
+            "building {} made no .wasm component: the crate must be a cdylib; add `[lib] crate-type = [\"cdylib\", \"rlib\"]` to its Cargo.toml",
+            dir.display()
+        )
+    })
 }

@@ -7,6 +7,7 @@ mod cluster;
 mod common;
 mod k8s;
 mod local;
+mod new;
 mod report;
 mod run;
 mod standalone;
@@ -63,6 +64,9 @@ pub type SetLogLevel = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Subcommand)]
 enum Command {
+    /// Make a job crate: a template job with its tests, Flint's guest SDK and WIT
+    /// contract vendored, ready for `cargo test` and `flint run .`.
+    New(new::NewArgs),
     /// Run a job on an embedded driver with in-process executors: no cluster needed.
     Run(run::RunArgs),
     /// Package a job folder (flint.toml and its crate) into a bundle file.
@@ -107,7 +111,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `run` reports failures in its summary; a long-running service logs them.
     let default_level = match cli.command {
-        Command::Run(_)
+        Command::New(_)
+        | Command::Run(_)
         | Command::Bundle(_)
         | Command::Submit(_)
         | Command::Status(_)
@@ -150,6 +155,7 @@ fn main() -> ExitCode {
         }
     });
     let code = match cli.command {
+        Command::New(args) => new::new(args),
         Command::Run(args) => run::run(args),
         Command::Bundle(args) => run::bundle(args),
         Command::Driver(args) => cluster::driver(args),

@@ -99,7 +99,9 @@ pub enum SubmitError {
     Component(#[from] LoadError),
     #[error("the component needs at least {needs} bytes of memory; the job's limits.memory is {limit} bytes")]
     UnderOwnLimit { needs: u64, limit: u64 },
-    #[error("the manifest declares world {declared:?} but the component implements {found:?}")]
+    #[error(
+        "flint.toml declares world = \"{declared}\" but the component implements the {found} world: set world = \"{found}\", or export the job with the macro of its world (export_task!, export_aggregate! or export_combine!, export_map_reduce!)"
+    )]
     WorldMismatch { declared: World, found: World },
     #[error("input {path}: {reason}")]
     Input { path: String, reason: String },

@@ -17,6 +17,17 @@ pub enum World {
     MapReduce,
 }
 
+impl std::fmt::Display for World {
+    /// As a manifest spells it (`world = "map-reduce"`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            World::Task => "task",
+            World::Aggregate => "aggregate",
+            World::MapReduce => "map-reduce",
+        })
+    }
+}
+
 /// A job's manifest (`flint.toml` beside its crate, or inside a bundle).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,9 +114,53 @@ pub struct Limits {
 
 impl Manifest {
     /// Reads a `flint.toml`.
-    pub fn from_toml(text: &str) -> Result<Manifest, toml::de::Error> {
-        toml::from_str(text)
+    pub fn from_toml(text: &str) -> Result<Manifest, ManifestError> {
+        toml::from_str(text).map_err(|e| ManifestError::explain(text, &e))
     }
+}
+
+/// Why a `flint.toml` cannot be read: where, what, and for a misspelt key the one
+/// meant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ManifestError {
+    pub message: String,
+}
+
+impl ManifestError {
+    fn explain(text: &str, e: &toml::de::Error) -> ManifestError {
+        let what = e.message().trim_end_matches('\n');
+        let line = e.span().map(|span| {
+            text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+        });
+        let at = line.map(|n| format!("line {n}: ")).unwrap_or_default();
+        let message = match unknown_key(what) {
+            Some((key, known)) => {
+                let closest = known
+                    .iter()
+                    .map(|k| (strsim::damerau_levenshtein(key, k), *k))
+                    .filter(|(distance, k)| *distance <= 2.max(k.len() / 3))
+                    .min();
+                let known = known.join(", ");
+                match closest {
+                    Some((_, meant)) => {
+                        format!("{at}unknown key `{key}`: did you mean `{meant}`? (keys here: {known})")
+                    }
+                    None => format!("{at}unknown key `{key}` (keys here: {known})"),
+                }
+            }
+            None => format!("{at}{what}"),
+        };
+        ManifestError { message }
+    }
+}
+
+/// serde's "unknown field `k`, expected one of `a`, `b`": the key and those known.
+fn unknown_key(message: &str) -> Option<(&str, Vec<&str>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, rest) = rest.split_once('`')?;
+    let known = rest.split('`').skip(1).step_by(2).collect();
+    Some((key, known))
 }
 
 /// Why a manifest's `[limits]` cannot be used.
@@ -331,6 +386,19 @@ mod tests {
                 other => panic!("not a split: {other:?}"),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_misspelt_key_is_named_with_the_one_meant_and_its_line() {
+        let e = Manifest::from_toml("name = \"x\"\nwrold = \"aggregate\"\n").unwrap_err();
+        assert!(e.message.starts_with("line 2: unknown key `wrold`: did you mean `world`?"), "{e}");
+        assert!(e.message.contains("reduce-partitions"), "the keys it takes: {e}");
+        let e = Manifest::from_toml("name = \"x\"\n[limits]\nmemroy = \"1g\"\n").unwrap_err();
+        assert!(e.message.starts_with("line 3: unknown key `memroy`: did you mean `memory`?"), "{e}");
+        let e = Manifest::from_toml("name = \"x\"\nzzzzzzzz = 1\n").unwrap_err();
+        assert!(e.message.starts_with("line 2: unknown key `zzzzzzzz` (keys here:"), "{e}");
+        let e = Manifest::from_toml("name = \"x\"\nworld = \"aggregat\"\n").unwrap_err();
+        assert!(e.message.starts_with("line 2: unknown variant"), "{e}");
     }
 
     #[test]

@@ -75,14 +75,16 @@ impl JobComponent {
     }
 
     fn prepare(rt: &Loader<'_>, digest: Digest, component: Component) -> Result<JobComponent, LoadError> {
+        let wrong = |said: String| contract_mismatch(rt.engine, &component).unwrap_or(said);
         let pre = rt
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| LoadError::WrongWorld(format!("{}", e).replace('\n', " ")))?;
+            .map_err(|e| LoadError::WrongWorld(wrong(format!("{}", e).replace('\n', " "))))?;
         let job = job::GuestIndices::new(&pre).map_err(|_| {
-            LoadError::WrongWorld(
-                "the component does not export flint:task/job (build it with the flint-guest SDK)".into(),
-            )
+            LoadError::WrongWorld(wrong(
+                "the component does not export flint:task/job (build it with the flint-guest SDK: `flint new` makes a job crate)"
+                    .into(),
+            ))
         })?;
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
         let combiner = aggregator.as_ref().and_then(|_| combiner::GuestIndices::new(&pre).ok());
@@ -140,8 +142,13 @@ fn compile_cached(rt: &Loader<'_>, digest: Digest, bytes: &[u8]) -> Result<Compo
     }
     if is_core_module(bytes) {
         return Err(LoadError::NotAComponent(
-            "it is a core wasm module; build the job for wasm32-wasip2 to get a component".into(),
+            "it is a core wasm module (built for wasm32-unknown-unknown or wasm32-wasip1?); build the job with `--target wasm32-wasip2` to get a component".into(),
         ));
+    }
+    if let Some(kind) = native_binary(bytes) {
+        return Err(LoadError::NotAComponent(format!(
+            "it is {kind} for this machine, not WebAssembly; build the job with `cargo build --release --target wasm32-wasip2` (or give `flint run` its folder, which does)"
+        )));
     }
     let component = Component::new(rt.engine, bytes).map_err(|e| {
         let text = format!("{e:#}");
@@ -186,6 +193,50 @@ fn minimum_memory(error: &str) -> Option<u64> {
 
 /// A core module starts with the wasm magic and version 1; a component has layer 1 in
 /// the version field's upper half.
+/// What native file `bytes` begin like, if any: a job built for the host's own target.
+fn native_binary(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        [0x7f, b'E', b'L', b'F', ..] => Some("a native library or executable (ELF)"),
+        [0xcf, 0xfa, 0xed, 0xfe, ..] | [0xfe, 0xed, 0xfa, 0xcf, ..] | [0xca, 0xfe, 0xba, 0xbe, ..] => {
+            Some("a native library or executable (Mach-O)")
+        }
+        [b'M', b'Z', ..] => Some("a native library or executable (PE)"),
+        [b'!', b'<', b'a', b'r', b'c', b'h', b'>', b'\n', ..] => {
+            Some("a Rust library archive (an rlib: is the crate a cdylib?)")
+        }
+        _ => None,
+    }
+}
+
+/// When a component names `flint:task` interfaces of another contract version than
+/// [`crate::CONTRACT`], or none at all: why it cannot run, and what to do.
+fn contract_mismatch(engine: &Engine, component: &Component) -> Option<String> {
+    let ty = component.component_type();
+    let names: Vec<String> = ty
+        .imports(engine)
+        .map(|(name, _)| name.to_owned())
+        .chain(ty.exports(engine).map(|(name, _)| name.to_owned()))
+        .collect();
+    let versions: std::collections::BTreeSet<&str> = names
+        .iter()
+        .filter_map(|name| name.strip_prefix("flint:task/"))
+        .filter_map(|rest| rest.split_once('@').map(|(_, version)| version))
+        .collect();
+    let ours = crate::CONTRACT;
+    if versions.is_empty() {
+        return Some(format!(
+            "the component implements no flint:task interface (it is a component of another world); build the job with the flint-guest SDK for flint:task@{ours} (`flint new` makes a job crate)"
+        ));
+    }
+    let other: Vec<&str> = versions.into_iter().filter(|v| *v != ours).collect();
+    (!other.is_empty()).then(|| {
+        format!(
+            "the component was built against Flint's contract flint:task@{}; this flint implements flint:task@{ours}: rebuild the job with this flint's SDK (`flint new` vendors it)",
+            other.join(", ")
+        )
+    })
+}
+
 fn is_core_module(bytes: &[u8]) -> bool {
     bytes.len() >= 8 && bytes[..4] == *b"\0asm" && bytes[4..8] == [1, 0, 0, 0]
 }

@@ -21,6 +21,10 @@ pub use limits::{KillSwitch, RuntimeStats};
 pub use records::{LineSource, PartSink, RECORD_HEADER, RecordSink, RecordSource, Records, ShuffleError};
 pub use sandbox::{Accumulator, Call, Folder, Instance, Outcome, TaskContext, TaskInput};
 
+/// The version of the WIT contract (`package flint:task@…`) this runtime implements;
+/// a component built against another is refused with both versions named.
+pub const CONTRACT: &str = "0.3.0";
+
 /// Host bindings generated from the WIT contract in `wit/`, the one source of truth.
 mod bindings {
     wasmtime::component::bindgen!({

@@ -1,0 +1,213 @@
+//! `flint new`: a job crate that builds with plain cargo, on a machine that has this
+//! binary, a Rust toolchain and the registry, and nothing of Flint's repository: the
+//! guest SDK and the WIT contract it implements come with the binary, vendored into the
+//! new crate (`vendor/flint-guest`, `vendor/wit`), versioned as this flint is.
+
+use crate::common::fail;
+use crate::exit;
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct NewArgs {
+    /// The job's name: a folder of that name is made, holding a crate of that name.
+    name: PathBuf,
+    /// What the job starts as: `task` (each split's lines, listed), `aggregate` (a line
+    /// count), `combine` (a word count counted where it runs) or `map-reduce` (a word
+    /// count through a shuffle).
+    #[arg(long, short, default_value = "combine", value_parser = ["task", "aggregate", "combine", "map-reduce"])]
+    template: String,
+    /// A template value, `key=value` (repeatable): `description`, and `top` (the words
+    /// kept in the result) for `combine` and `map-reduce`.
+    #[arg(long = "value", short = 'v', value_name = "KEY=VALUE")]
+    values: Vec<String>,
+}
+
+/// The WIT contract's package version, which the vendored SDK implements.
+const CONTRACT: &str = flint_runtime::CONTRACT;
+
+/// The guest SDK's files, as this binary was built with them: `(path in the new crate,
+/// contents)`. The SDK's own manifest is written from [`sdk_manifest`].
+const SDK: &[(&str, &str)] = &[
+    ("vendor/flint-guest/src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
+    ("vendor/flint-guest/src/shuffle.rs", include_str!("../../../guest-sdk/src/shuffle.rs")),
+    ("vendor/flint-guest/src/testing.rs", include_str!("../../../guest-sdk/src/testing.rs")),
+    ("vendor/flint-guest/src/sandbox.md", include_str!("../../../guest-sdk/src/sandbox.md")),
+    ("vendor/wit/task.wit", include_str!("../../../wit/task.wit")),
+];
+
+const SDK_MANIFEST: &str = include_str!("../../../guest-sdk/Cargo.toml");
+
+/// The SDK's manifest, standalone: the workspace's shared keys written out.
+fn sdk_manifest() -> String {
+    SDK_MANIFEST
+        .replace("version.workspace = true", &format!("version = \"{}\"", env!("CARGO_PKG_VERSION")))
+        .replace("edition.workspace = true", "edition = \"2024\"")
+        .replace("license.workspace = true", "license = \"Apache-2.0\"")
+}
+
+struct Template {
+    name: &'static str,
+    world: &'static str,
+    lib: &'static str,
+    description: &'static str,
+    /// Values the template takes beyond `description`, with their defaults; each is
+    /// written into the manifest's `[config]`.
+    config: &'static [(&'static str, &'static str)],
+}
+
+const TEMPLATES: &[Template] = &[
+    Template {
+        name: "task",
+        world: "task",
+        lib: include_str!("../templates/task/lib.rs"),
+        description: "Counts the lines of each input split.",
+        config: &[],
+    },
+    Template {
+        name: "aggregate",
+        world: "aggregate",
+        lib: include_str!("../templates/aggregate/lib.rs"),
+        description: "Counts the lines of the input files.",
+        config: &[],
+    },
+    Template {
+        name: "combine",
+        world: "aggregate",
+        lib: include_str!("../templates/combine/lib.rs"),
+        description: "Counts the words of the input files.",
+        config: &[("top", "10")],
+    },
+    Template {
+        name: "map-reduce",
+        world: "map-reduce",
+        lib: include_str!("../templates/map-reduce/lib.rs"),
+        description: "Counts the words of the input files through a shuffle.",
+        config: &[("top", "10")],
+    },
+];
+
+pub fn new(args: NewArgs) -> u8 {
+    match make(&args) {
+        Ok(dir) => {
+            let name = dir.display();
+            println!(
+                "Made the {} job {name}. Next:\n  cd {name}\n  cargo test\n  flint run . --input SOME_TEXT_FILE",
+                args.template
+            );
+            0
+        }
+        Err(e) => fail(exit::USAGE, format!("{e:#}")),
+    }
+}
+
+/// Writes the crate; returns its folder.
+fn make(args: &NewArgs) -> Result<PathBuf> {
+    let template = TEMPLATES.iter().find(|t| t.name == args.template).expect("clap checked the template");
+    let dir = args.name.clone();
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{}: give the job a name", dir.display()))?
+        .to_owned();
+    check_name(&name)?;
+    let mut values: BTreeMap<&str, String> = BTreeMap::new();
+    values.insert("description", template.description.into());
+    for (key, default) in template.config {
+        values.insert(key, (*default).into());
+    }
+    for pair in &args.values {
+        let (key, value) =
+            pair.split_once('=').with_context(|| format!("--value {pair}: write it KEY=VALUE"))?;
+        let Some(slot) = values.get_mut(key) else {
+            let known: Vec<&str> = values.keys().copied().collect();
+            bail!("--value {key}: the {} template takes {}", template.name, known.join(", "));
+        };
+        if value.contains(['"', '\\', '\n']) {
+            bail!("--value {key}: no quotes, backslashes or line breaks");
+        }
+        *slot = value.to_owned();
+    }
+    if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        bail!("{} exists and is not empty: choose another name", dir.display());
+    }
+    let config: String = if template.config.is_empty() {
+        String::new()
+    } else {
+        let lines: Vec<String> =
+            template.config.iter().map(|(key, _)| format!("{key} = \"{}\"", values[key])).collect();
+        format!("\n[config]\n{}\n", lines.join("\n"))
+    };
+    let fill = |text: &str| {
+        text.replace("{{name}}", &name)
+            .replace("{{description}}", &values["description"])
+            .replace("{{flint_version}}", env!("CARGO_PKG_VERSION"))
+            .replace("{{contract}}", CONTRACT)
+            .replace("{{world}}", template.world)
+            .replace("{{template}}", template.name)
+            .replace("{{config}}", config.trim_end())
+    };
+    let mut files: Vec<(String, String)> = vec![
+        ("Cargo.toml".into(), fill(include_str!("../templates/Cargo.toml.in"))),
+        ("flint.toml".into(), fill(include_str!("../templates/flint.toml.in"))),
+        ("README.md".into(), fill(include_str!("../templates/README.md.in"))),
+        (".gitignore".into(), include_str!("../templates/gitignore.in").into()),
+        ("src/lib.rs".into(), fill(template.lib)),
+        ("vendor/flint-guest/Cargo.toml".into(), sdk_manifest()),
+    ];
+    files.extend(SDK.iter().map(|(path, text)| ((*path).to_owned(), (*text).to_owned())));
+    for (path, text) in files {
+        write(&dir.join(path), &text)?;
+    }
+    Ok(dir)
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot make {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A name cargo takes for a package, and that is not the SDK's own.
+fn check_name(name: &str) -> Result<()> {
+    let first = name.chars().next().unwrap_or('0');
+    if !first.is_ascii_alphabetic()
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!("{name:?}: a job's name starts with a letter and holds only letters, digits, - and _");
+    }
+    if name == "flint-guest" || name == "flint_guest" {
+        bail!("{name:?} is the SDK's own name: choose another");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vendored_sdk_manifest_stands_alone() {
+        let manifest = sdk_manifest();
+        assert!(!manifest.contains("workspace"), "{manifest}");
+        assert!(manifest.contains(&format!("version = \"{}\"", env!("CARGO_PKG_VERSION"))));
+    }
+
+    #[test]
+    fn the_contract_version_is_the_wit_s() {
+        let wit = include_str!("../../../wit/task.wit");
+        assert!(wit.contains(&format!("package flint:task@{CONTRACT};")), "update CONTRACT with the WIT");
+    }
+
+    #[test]
+    fn names_cargo_would_refuse_are_refused() {
+        for bad in ["9lives", "with space", "dots.in", "", "flint-guest"] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        for good in ["wc", "word-count", "job_2"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+    }
+}

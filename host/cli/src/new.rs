@@ -60,7 +60,9 @@ struct Template {
 const TEMPLATES: &[Template] = &[
     Template {
         name: "task",
-        world: "task",
+        // The SDK's `export_task!` exports the aggregator too, folding the outputs
+        // into their list on the driver: an `aggregate` component.
+        world: "aggregate",
         lib: include_str!("../templates/task/lib.rs"),
         description: "Counts the lines of each input split.",
         config: &[],

@@ -131,6 +131,19 @@ fn each_template_tests_and_runs_with_the_exact_result_outside_the_repository() {
         println!("{template}: flint new to the exact result in {:.1} s", started.elapsed().as_secs_f64());
     }
 
+    // What `flint new` itself refuses, as bad usage.
+    for (args, said) in [
+        (&["new", "9lives"][..], "starts with a letter"),
+        (&["new", "job-task"][..], "exists and is not empty"),
+        (&["new", "x", "--template", "task", "--value", "top=3"][..], "the task template takes description"),
+        (&["new", "x", "--value", "top"][..], "KEY=VALUE"),
+    ] {
+        let out = machine.run(home, "flint", args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(said), "{args:?}: {}", text(&out));
+    }
+    assert!(!home.join("x").exists(), "nothing written for a refused one");
+
     // Not a cdylib: the build makes no component, and the message says what to add.
     let job = home.join("job-task");
     let manifest = std::fs::read_to_string(job.join("Cargo.toml")).unwrap();

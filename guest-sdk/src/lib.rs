@@ -178,7 +178,7 @@ impl Error {
 
 /// The error for a value postcard cannot encode or decode, saying what to change: most
 /// often a type that needs a self-describing format.
-pub(crate) fn encode_error(what: &str, e: postcard::Error) -> Error {
+pub(crate) fn encode_error(action: &str, what: &str, e: postcard::Error) -> Error {
     let hint = match e {
         postcard::Error::WontImplement => {
             ": its type needs a self-describing format, which postcard, the encoding of \
@@ -188,7 +188,7 @@ pub(crate) fn encode_error(what: &str, e: postcard::Error) -> Error {
         }
         _ => "",
     };
-    Error::fatal(format!("cannot encode or decode {what}: {e}{hint}"))
+    Error::fatal(format!("cannot {action} {what}: {e}{hint}"))
 }
 
 impl<E: std::error::Error> From<E> for Error {
@@ -829,11 +829,11 @@ pub mod __private {
     /// Task outputs and partial results cross the boundary in postcard: compact, and
     /// several times faster to read and write than JSON for tables of counts.
     fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, wit::TaskError> {
-        postcard::to_allocvec(value).map_err(|e| wit_error(crate::encode_error("a task output", e)))
+        postcard::to_allocvec(value).map_err(|e| wit_error(crate::encode_error("encode", "a task output", e)))
     }
 
     fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, wit::TaskError> {
-        postcard::from_bytes(bytes).map_err(|e| wit_error(crate::encode_error("a task output", e)))
+        postcard::from_bytes(bytes).map_err(|e| wit_error(crate::encode_error("decode", "a task output", e)))
     }
 
     fn wit_error(e: Error) -> wit::TaskError {

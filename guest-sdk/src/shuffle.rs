@@ -297,8 +297,8 @@ fn push_record<V: Serialize>(
     batch.extend_from_slice(&[0; 4]);
     batch.extend_from_slice(key);
     let before = batch.len();
-    *batch =
-        postcard::to_extend(value, std::mem::take(batch)).map_err(|e| crate::encode_error("a value", e))?;
+    *batch = postcard::to_extend(value, std::mem::take(batch))
+        .map_err(|e| crate::encode_error("encode", "a value", e))?;
     let value_len = (batch.len() - before) as u32;
     batch[start + 8..start + 12].copy_from_slice(&value_len.to_le_bytes());
     Ok(())
@@ -324,7 +324,7 @@ fn record_at(batch: &[u8], at: usize) -> Result<Flat<'_>, Error> {
 }
 
 fn decode<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, Error> {
-    postcard::from_bytes(bytes).map_err(|e| crate::encode_error("a value", e))
+    postcard::from_bytes(bytes).map_err(|e| crate::encode_error("decode", "a value", e))
 }
 
 /// The host's `combine-sorted`: `batch`'s records (sorted by key) with each run of one

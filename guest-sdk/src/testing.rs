@@ -60,11 +60,21 @@ pub enum Input {
 
 impl Input {
     /// A split of a file `input.txt` holding `text`.
+    ///
+    /// ```
+    /// # use flint_guest::testing::Input;
+    /// let split = Input::text("one line\nanother\n");
+    /// ```
     pub fn text(text: impl Into<String>) -> Input {
         Input::Text { path: "input.txt".into(), bytes: text.into().into_bytes() }
     }
 
     /// A value of the job's input list.
+    ///
+    /// ```
+    /// # use flint_guest::testing::Input;
+    /// let value = Input::value(serde_json::json!({"user": 7}));
+    /// ```
     pub fn value(value: impl Serialize) -> Input {
         Input::Value(serde_json::to_value(value).expect("a test input encodes as JSON"))
     }
@@ -166,8 +176,8 @@ pub(crate) fn log(level: Level, message: &str) {
 
 /// Postcard both ways, as a task's output travels to the driver.
 fn cross<T: Serialize + DeserializeOwned>(value: &T, what: &str) -> Result<T, Error> {
-    let bytes = postcard::to_allocvec(value).map_err(|e| crate::encode_error(what, e))?;
-    postcard::from_bytes(&bytes).map_err(|e| crate::encode_error(what, e))
+    let bytes = postcard::to_allocvec(value).map_err(|e| crate::encode_error("encode", what, e))?;
+    postcard::from_bytes(&bytes).map_err(|e| crate::encode_error("decode", what, e))
 }
 
 fn json<T: Serialize>(value: &T) -> Result<serde_json::Value, Error> {
@@ -177,6 +187,10 @@ fn json<T: Serialize>(value: &T) -> Result<serde_json::Value, Error> {
 
 impl Local {
     /// A host with no configuration and no tokens.
+    ///
+    /// ```
+    /// let local = flint_guest::testing::Local::new();
+    /// ```
     pub fn new() -> Local {
         Local {
             config: BTreeMap::new(),
@@ -188,12 +202,20 @@ impl Local {
     }
 
     /// Sets the job's configuration value for `key`, as `--conf key=value` would.
+    ///
+    /// ```
+    /// let local = flint_guest::testing::Local::new().config("points", 1000).config("mode", "fast");
+    /// ```
     pub fn config(mut self, key: impl Into<String>, value: impl ToString) -> Local {
         self.config.insert(key.into(), value.to_string());
         self
     }
 
     /// Gives the job a token for `service` that expires in an hour.
+    ///
+    /// ```
+    /// let local = flint_guest::testing::Local::new().token("store", "s3cr3t");
+    /// ```
     pub fn token(mut self, service: impl Into<String>, secret: impl Into<String>) -> Local {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let expires_at_ms = now.as_millis() as u64 + 3_600_000;
@@ -202,7 +224,12 @@ impl Local {
     }
 
     /// Makes a map/reduce job's reduce tasks write parts ([`crate::part::wanted`] holds),
-    /// as `--output DIR` or `--collect` would; [`Outcome::parts`] has them.
+    /// as `--output DIR` or `--collect` would; [`Outcome::parts`] has them (see
+    /// [`crate::part`] for a job that writes them).
+    ///
+    /// ```
+    /// let local = flint_guest::testing::Local::new().with_parts();
+    /// ```
     pub fn with_parts(mut self) -> Local {
         self.parts = true;
         self
@@ -230,6 +257,23 @@ impl Local {
 
     /// One task: `J::run` over `input` as task `index` of `count`, its output as the
     /// driver would receive it.
+    ///
+    /// ```
+    /// # use flint_guest::{Aggregate, Combine, Error, Partition, Task};
+    /// # struct Lines;
+    /// # impl Task for Lines {
+    /// #     type Output = u64;
+    /// #     fn run(input: Partition) -> Result<u64, Error> { let mut n = 0; input.lines()?.for_each_line(|_| Ok(n += 1))?; Ok(n) }
+    /// # }
+    /// # impl Aggregate for Lines {
+    /// #     type Result = u64;
+    /// #     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+    /// #     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+    /// # }
+    /// # impl Combine for Lines { fn empty() -> u64 { 0 } }
+    /// # use flint_guest::testing::{Input, Local};
+    /// assert_eq!(Local::new().run::<Lines>(Input::text("a\nb\n"), 0, 1).unwrap(), 2);
+    /// ```
     pub fn run<J: Task>(&self, input: Input, index: u32, count: u32) -> Result<J::Output, Error> {
         let output = self.as_task(Some(index), count, &mut Vec::new(), || J::run(input.partition(index)))?;
         cross(&output, "the task's output")
@@ -237,6 +281,24 @@ impl Local {
 
     /// A job exported with [`crate::export_task!`]: its result is the list of its task
     /// outputs in partition order.
+    ///
+    /// ```
+    /// # use flint_guest::{Aggregate, Combine, Error, Partition, Task};
+    /// # struct Lines;
+    /// # impl Task for Lines {
+    /// #     type Output = u64;
+    /// #     fn run(input: Partition) -> Result<u64, Error> { let mut n = 0; input.lines()?.for_each_line(|_| Ok(n += 1))?; Ok(n) }
+    /// # }
+    /// # impl Aggregate for Lines {
+    /// #     type Result = u64;
+    /// #     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+    /// #     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+    /// # }
+    /// # impl Combine for Lines { fn empty() -> u64 { 0 } }
+    /// # use flint_guest::testing::{Input, Local};
+    /// let run = Local::new().collect::<Lines>([Input::text("a\n"), Input::text("b\nc\n")]).unwrap();
+    /// assert_eq!(run.result, serde_json::json!([1, 2]));
+    /// ```
     pub fn collect<J: Task>(&self, inputs: impl IntoIterator<Item = Input>) -> Result<Outcome, Error> {
         let inputs: Vec<Input> = inputs.into_iter().collect();
         let count = inputs.len() as u32;
@@ -251,6 +313,24 @@ impl Local {
 
     /// A job exported with [`crate::export_aggregate!`]: every partition's `run`, the
     /// outputs merged in partition order, then `finish`.
+    ///
+    /// ```
+    /// # use flint_guest::{Aggregate, Combine, Error, Partition, Task};
+    /// # struct Lines;
+    /// # impl Task for Lines {
+    /// #     type Output = u64;
+    /// #     fn run(input: Partition) -> Result<u64, Error> { let mut n = 0; input.lines()?.for_each_line(|_| Ok(n += 1))?; Ok(n) }
+    /// # }
+    /// # impl Aggregate for Lines {
+    /// #     type Result = u64;
+    /// #     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+    /// #     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+    /// # }
+    /// # impl Combine for Lines { fn empty() -> u64 { 0 } }
+    /// # use flint_guest::testing::{Input, Local};
+    /// let run = Local::new().aggregate::<Lines>([Input::text("a\n"), Input::text("b\nc\n")]).unwrap();
+    /// assert_eq!(run.result, 3);
+    /// ```
     pub fn aggregate<J: Aggregate>(&self, inputs: impl IntoIterator<Item = Input>) -> Result<Outcome, Error> {
         let inputs: Vec<Input> = inputs.into_iter().collect();
         let count = inputs.len() as u32;
@@ -273,6 +353,25 @@ impl Local {
     /// values in turn (even ones into the first, odd into the second), as two slots
     /// would, each starting from `empty`; the two merged, then `finish`. A merge that
     /// depends on order gives another result here than [`Local::aggregate`].
+    ///
+    /// ```
+    /// # use flint_guest::{Aggregate, Combine, Error, Partition, Task};
+    /// # struct Lines;
+    /// # impl Task for Lines {
+    /// #     type Output = u64;
+    /// #     fn run(input: Partition) -> Result<u64, Error> { let mut n = 0; input.lines()?.for_each_line(|_| Ok(n += 1))?; Ok(n) }
+    /// # }
+    /// # impl Aggregate for Lines {
+    /// #     type Result = u64;
+    /// #     fn merge(a: u64, b: u64) -> Result<u64, Error> { Ok(a + b) }
+    /// #     fn finish(n: u64) -> Result<u64, Error> { Ok(n) }
+    /// # }
+    /// # impl Combine for Lines { fn empty() -> u64 { 0 } }
+    /// # use flint_guest::testing::{Input, Local};
+    /// let inputs = || (0..5).map(|i| Input::text("x\n".repeat(i)));
+    /// let combined = Local::new().combine::<Lines>(inputs()).unwrap();
+    /// assert_eq!(combined.result, Local::new().aggregate::<Lines>(inputs()).unwrap().result);
+    /// ```
     pub fn combine<J: Combine>(&self, inputs: impl IntoIterator<Item = Input>) -> Result<Outcome, Error> {
         let inputs: Vec<Input> = inputs.into_iter().collect();
         let count = inputs.len() as u32;
@@ -301,7 +400,7 @@ impl Local {
     /// records combined on the map side when the job combines), the records moved to
     /// `reduce_partitions` partitions by key, sorted by their encoded keys and combined
     /// again as the host does, each reduce partition reduced from `empty`, the outputs
-    /// merged in partition order, then `finish`.
+    /// merged in partition order, then `finish`. See [`MapReduce`] for an example.
     pub fn map_reduce<J: MapReduce>(
         &self,
         inputs: impl IntoIterator<Item = Input>,

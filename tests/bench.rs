@@ -5,6 +5,8 @@
 //!   same with on-demand allocation; target ≤ 10 µs median
 //! - Monte Carlo pi in wasm on 2 threads — reference: the same Rust compiled natively;
 //!   target ≤ 1.1× native time
+//! - shapes of compute in wasm (an integer hash loop, an f64 loop, a memory-bound
+//!   table walk) — reference: the same source natively on the same 2 threads
 //! - word count over 256 MiB of Zipf text in 32 splits, `flint run` and a cluster —
 //!   reference: the example's counting code compiled natively with rayon on the same 2
 //!   threads; target ≥ 0.5× native; and `flint run` by split count, 2 to 64
@@ -36,6 +38,8 @@
 
 #[path = "../examples/pi/src/count.rs"]
 mod pi_kernel;
+#[path = "../examples/shapes/src/shapes.rs"]
+mod shapes_kernel;
 #[path = "../examples/sort/src/records.rs"]
 mod sort_records;
 #[path = "../examples/word-count/src/count.rs"]
@@ -165,7 +169,7 @@ fn pi_parallel(threads: u32, tasks: u32, run: impl Fn(u32) -> u64 + Sync) -> (u6
 
 /// Whether the figure `name` was asked for: `make bench` runs them all;
 /// `cargo bench -p flint-tests --bench bench -- NAME...` runs those named (instantiate,
-/// pi, wordcount, core, fleet, elastic, cluster, failure, wire, sort, standalone,
+/// pi, shapes, wordcount, core, fleet, elastic, cluster, failure, wire, sort, standalone,
 /// speculation).
 fn wanted(name: &str) -> bool {
     let names: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
@@ -179,6 +183,9 @@ fn main() {
     }
     if wanted("pi") {
         pi_figure(&mut results);
+    }
+    if wanted("shapes") {
+        shapes_figure(&mut results);
     }
     if wanted("wordcount") {
         word_count_figures(&mut results);
@@ -285,6 +292,70 @@ fn pi_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
         json!({ "wasm_s": wasm.as_secs_f64(), "native_s": native.as_secs_f64(), "ratio": ratio, "target": 1.1,
                 "points": total / 2.0, "threads": threads }),
     );
+}
+
+/// Shapes of compute (`examples/shapes`) in wasm against the same source compiled
+/// natively, both on 2 threads: in the runtime as shipped, and in one without epoch
+/// checks (no deadline could stop its guests: for this figure only), so that what the
+/// checks on loop back-edges cost shows apart from Cranelift's code.
+fn shapes_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let (threads, tasks) = (2, 16);
+    let rt = runtime(threads);
+    let shapes = rt.load(&component("shapes")).unwrap();
+    let unchecked = Runtime::without_interruption_for_measurement(config(threads)).unwrap();
+    let unchecked_shapes = unchecked.load(&component("shapes")).unwrap();
+    let entries = 8 << 20;
+    let mut figures = serde_json::Map::new();
+    let shapes_run =
+        [("hash", 50_000_000u64), ("float", 20_000_000), ("float-by-four", 20_000_000), ("table", 2_000_000)];
+    for (shape, steps) in shapes_run {
+        let native_run = || {
+            pi_parallel(threads, tasks, |t| match shape {
+                "hash" => shapes_kernel::hash(u64::from(t), steps),
+                "float" => shapes_kernel::float(u64::from(t), steps),
+                "float-by-four" => shapes_kernel::float_by_four(u64::from(t), steps),
+                _ => shapes_kernel::table(u64::from(t), steps, entries),
+            })
+        };
+        let config: Conf =
+            [("shape".to_string(), shape.to_string()), ("n".to_string(), steps.to_string())].into();
+        let wasm_run = |rt: &Runtime, component| {
+            pi_parallel(threads, tasks, |t| {
+                let call = Call::Run(TaskInput::Index(t));
+                let out = rt.call(component, &ctx(config.clone(), t, tasks), call).result.unwrap();
+                postcard::from_bytes::<u64>(&out).unwrap()
+            })
+        };
+        let (mut natives, mut wasms, mut uncheckeds) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let (native_sum, native) = native_run();
+            let (wasm_sum, wasm) = wasm_run(&rt, &shapes);
+            let (unchecked_sum, unchecked_time) = wasm_run(&unchecked, &unchecked_shapes);
+            assert_eq!(
+                (wasm_sum, unchecked_sum),
+                (native_sum, native_sum),
+                "{shape}: wasm computes what native does"
+            );
+            natives.push(native);
+            wasms.push(wasm);
+            uncheckeds.push(unchecked_time);
+        }
+        let (native, wasm, bare) = (median(natives), median(wasms), median(uncheckeds));
+        let ratio = wasm.as_secs_f64() / native.as_secs_f64();
+        let bare_ratio = bare.as_secs_f64() / native.as_secs_f64();
+        println!(
+            "compute shape {shape}, {tasks} tasks of {} M steps on {threads} threads: wasm {:.3} s, native {:.3} s; wasm/native {ratio:.2}× (target ≤ 1.1×); without epoch checks {bare_ratio:.2}×",
+            steps / 1_000_000,
+            wasm.as_secs_f64(),
+            native.as_secs_f64()
+        );
+        figures.insert(
+            shape.into(),
+            json!({ "wasm_s": wasm.as_secs_f64(), "native_s": native.as_secs_f64(), "ratio": ratio,
+                    "without_epoch_checks_s": bare.as_secs_f64(), "ratio_without_epoch_checks": bare_ratio }),
+        );
+    }
+    results.insert("compute_shapes_wasm_vs_native".into(), serde_json::Value::Object(figures));
 }
 
 fn us(d: Duration) -> f64 {

@@ -68,6 +68,19 @@ impl Runtime {
     /// up front; where it cannot (a small pod's address-space limit), the runtime falls
     /// back to allocating on demand and says so, rather than failing to start.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        Runtime::build(config, true)
+    }
+
+    /// A runtime whose compiled code carries no epoch checks, so that no deadline or
+    /// kill can interrupt a guest that computes: for `make bench`'s figure of what the
+    /// checks cost, never for running jobs.
+    #[doc(hidden)]
+    pub fn without_interruption_for_measurement(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
+        Runtime::build(config, false)
+    }
+
+    fn build(config: RuntimeConfig, interruptible: bool) -> Result<Runtime, RuntimeError> {
+        let engine_config = |config: &RuntimeConfig, pooling| engine_config(config, pooling, interruptible);
         let pooled = if config.pooling { Some(Engine::new(&engine_config(&config, true))) } else { None };
         let (engine, pooling) = match pooled {
             Some(Ok(engine)) => (engine, true),
@@ -221,10 +234,10 @@ impl Drop for Runtime {
     }
 }
 
-fn engine_config(config: &RuntimeConfig, pooling: bool) -> Config {
+fn engine_config(config: &RuntimeConfig, pooling: bool, interruptible: bool) -> Config {
     let mut c = Config::new();
     c.wasm_component_model(true);
-    c.epoch_interruption(true);
+    c.epoch_interruption(interruptible);
     c.memory_init_cow(true);
     if pooling {
         // Every instance may grow to the cap; a component holds a few core instances

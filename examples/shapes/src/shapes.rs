@@ -16,17 +16,26 @@ pub fn hash(seed: u64, steps: u64) -> u64 {
     acc & 0xffff_ffff
 }
 
-/// An f64 loop: multiplies, adds, a division and a square root a step (each correctly
-/// rounded in IEEE 754, so native and wasm agree bit for bit).
+/// One step of the f64 loops: multiplies, adds, a division and a square root (each
+/// correctly rounded in IEEE 754, so native and wasm agree bit for bit).
+#[inline(always)]
+fn float_step(x: &mut f64, acc: &mut f64) {
+    *x = *x * 1.000_000_1 + 0.25;
+    if *x > 2.0 {
+        *x -= 1.5;
+    }
+    *acc += x.sqrt() * 0.5 + 1.0 / (*x + 1.0);
+}
+
+fn float_start(seed: u64) -> (f64, f64) {
+    (0.5 + (seed % 1000) as f64 * 1e-3, 0.0)
+}
+
+/// An f64 loop, one step an iteration.
 pub fn float(seed: u64, steps: u64) -> u64 {
-    let mut x = 0.5 + (seed % 1000) as f64 * 1e-3;
-    let mut acc = 0.0f64;
+    let (mut x, mut acc) = float_start(seed);
     for _ in 0..steps {
-        x = x * 1.000_000_1 + 0.25;
-        if x > 2.0 {
-            x -= 1.5;
-        }
-        acc += x.sqrt() * 0.5 + 1.0 / (x + 1.0);
+        float_step(&mut x, &mut acc);
     }
     acc.to_bits() & 0xffff_ffff
 }
@@ -35,23 +44,15 @@ pub fn float(seed: u64, steps: u64) -> u64 {
 /// same digest), a quarter of the loop's back-edges, each of which carries the
 /// runtime's deadline check in wasm.
 pub fn float_by_four(seed: u64, steps: u64) -> u64 {
-    let mut x = 0.5 + (seed % 1000) as f64 * 1e-3;
-    let mut acc = 0.0f64;
-    let step = |x: &mut f64, acc: &mut f64| {
-        *x = *x * 1.000_000_1 + 0.25;
-        if *x > 2.0 {
-            *x -= 1.5;
-        }
-        *acc += x.sqrt() * 0.5 + 1.0 / (*x + 1.0);
-    };
+    let (mut x, mut acc) = float_start(seed);
     for _ in 0..steps / 4 {
-        step(&mut x, &mut acc);
-        step(&mut x, &mut acc);
-        step(&mut x, &mut acc);
-        step(&mut x, &mut acc);
+        float_step(&mut x, &mut acc);
+        float_step(&mut x, &mut acc);
+        float_step(&mut x, &mut acc);
+        float_step(&mut x, &mut acc);
     }
     for _ in 0..steps % 4 {
-        step(&mut x, &mut acc);
+        float_step(&mut x, &mut acc);
     }
     acc.to_bits() & 0xffff_ffff
 }

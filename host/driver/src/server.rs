@@ -352,7 +352,14 @@ async fn serve_executor(
 
     // Heartbeats on their own stream; component fetches on streams of their own.
     let side = tokio::spawn(
-        serve_executor_streams(driver.clone(), connection.clone(), id.clone(), incarnation).in_current_span(),
+        serve_executor_streams(
+            driver.clone(),
+            connection.clone(),
+            id.clone(),
+            incarnation,
+            registration.slots,
+        )
+        .in_current_span(),
     );
 
     // Reports in, until the executor goes.
@@ -392,13 +399,18 @@ async fn serve_executor_streams(
     connection: quinn::Connection,
     id: ExecutorId,
     incarnation: Incarnation,
+    slots: u32,
 ) {
+    // An honest executor's heartbeat says how far each attempt it holds is: at most
+    // this many.
+    let progress_kept = slots as usize * flint_proto::MAX_HELD_PER_SLOT;
     let beats = {
         let (driver, connection, id) = (driver.clone(), connection.clone(), id.clone());
         async move {
             let mut counted = (0, 0);
             while let Ok(mut stream) = connection.accept_uni().await {
                 while let Ok(Some(mut beat)) = read_frame::<Heartbeat>(&mut stream).await {
+                    beat.progress.truncate(progress_kept);
                     driver.heartbeat(id.clone(), incarnation, std::mem::take(&mut beat.progress)).await;
                     driver.peer_metrics().beat(&id, beat);
                     counted = driver.peer_metrics().count_traffic(Peer::Executor, &connection, counted);

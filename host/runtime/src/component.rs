@@ -220,7 +220,7 @@ fn contract_mismatch(engine: &Engine, component: &Component) -> Option<String> {
     let versions: std::collections::BTreeSet<&str> = names
         .iter()
         .filter_map(|name| name.strip_prefix("flint:task/"))
-        .filter_map(|rest| rest.split_once('@').map(|(_, version)| version))
+        .map(|rest| rest.split_once('@').map_or("(no version)", |(_, version)| version))
         .collect();
     let ours = crate::CONTRACT;
     if versions.is_empty() {

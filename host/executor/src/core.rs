@@ -149,7 +149,9 @@ impl Drop for Taken<'_> {
 
 /// Work for a slot thread.
 enum Work {
-    Attempt(TaskLaunch, KillSwitch, Reporter),
+    /// An attempt, its kill switch and the meter its input is counted on (both also in
+    /// `ExecutorCore::running`, for kills and heartbeats).
+    Attempt(TaskLaunch, KillSwitch, Arc<InputMeter>, Reporter),
     /// Hand over the job's partial results.
     Collect(JobId),
 }
@@ -325,8 +327,8 @@ impl ExecutorCore {
         self.started.call_once(|| self.start_slots());
         let kill = KillSwitch::default();
         let meter = Arc::new(InputMeter::default());
-        self.running.lock().expect("running lock").insert(launch.attempt, (kill.clone(), meter));
-        self.queue.push(Work::Attempt(launch, kill, Box::new(report)));
+        self.running.lock().expect("running lock").insert(launch.attempt, (kill.clone(), meter.clone()));
+        self.queue.push(Work::Attempt(launch, kill, meter, Box::new(report)));
     }
 
     /// Where this executor reads inputs from and may write part files.
@@ -417,11 +419,14 @@ impl ExecutorCore {
     /// Runs one attempt to its end on the calling thread (a blocking call), with the
     /// partial results to hand over after its report. An attempt killed before it
     /// started does not start.
-    fn run_attempt(&self, launch: &TaskLaunch, kill: KillSwitch) -> (StatusUpdate, Vec<Partial>) {
+    fn run_attempt(
+        &self,
+        launch: &TaskLaunch,
+        kill: KillSwitch,
+        meter: Arc<InputMeter>,
+    ) -> (StatusUpdate, Vec<Partial>) {
         let started = Instant::now();
         let mut partials = Vec::new();
-        let meter = self.running.lock().expect("running lock").get(&launch.attempt).map(|(_, m)| m.clone());
-        let meter = meter.unwrap_or_default();
         let mut gathering = Duration::ZERO;
         let (state, log) = if kill.is_killed() {
             let failure = TaskFailure::Killed { reason: "killed before it started".into() };
@@ -818,8 +823,8 @@ enum Prepared {
 fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
     while let Some(work) = queue.pop() {
         let Some(core) = core.upgrade() else { return };
-        let (launch, kill, report) = match work {
-            Work::Attempt(launch, kill, report) => (launch, kill, report),
+        let (launch, kill, meter, report) = match work {
+            Work::Attempt(launch, kill, meter, report) => (launch, kill, meter, report),
             Work::Collect(job) => {
                 let span = tracing::debug_span!("collect", job_id = job.0);
                 let _entered = span.enter();
@@ -836,7 +841,7 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
         );
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _entered = span.enter();
-            core.run_attempt(&launch, kill)
+            core.run_attempt(&launch, kill, meter)
         }));
         // A panic in host code fails the attempt; the executor and its slot go on.
         let (update, partials) = run.unwrap_or_else(|panic| {

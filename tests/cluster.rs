@@ -37,7 +37,8 @@ impl Cluster {
         if !extra.contains(&"--ui-port") {
             cmd.args(["--ui-port", "0"]); // tests run many drivers at once
         }
-        cmd.args(extra).env("FLINT_SECRET", SECRET);
+        // The local backend's private folder goes in the test's own (drivers are killed).
+        cmd.args(extra).env("FLINT_SECRET", SECRET).env("XDG_RUNTIME_DIR", dir.path());
         let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
         let url = eventually(Duration::from_secs(20), || read_url(&url_file))
             .unwrap_or_else(|| panic!("the driver prints its URL; its log:\n{}", driver.log_text()));

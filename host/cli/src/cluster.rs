@@ -283,33 +283,25 @@ async fn watch_tokens(driver: Driver, path: PathBuf) {
     }
 }
 
-/// The secret's private folder, removed when the driver ends.
-struct PrivateDir(PathBuf);
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Attaches the `local` backend: executors as child processes of this driver, handed
-/// the secret in a file only this user can read.
+/// the secret in a file only this user can read, in a folder of this driver's own
+/// (a fresh name each time: one left by a driver that was killed is never in the way),
+/// removed when the driver ends.
 fn local_backend(
     driver: &Driver,
     url: &DriverUrl,
     app_id: &str,
     secret: &Secret,
     settings: &Settings,
-) -> Result<PrivateDir, String> {
-    use std::os::unix::fs::DirBuilderExt;
+) -> Result<tempfile::TempDir, String> {
+    use std::os::unix::fs::PermissionsExt;
     let base = std::env::var_os("XDG_RUNTIME_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
-    let dir = base.join(format!("flint-{app_id}-{}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-    let dir = PrivateDir(dir);
-    let secret_file = dir.0.join("secret");
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("flint-{app_id}-"))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(&base)
+        .map_err(|e| format!("cannot make a private folder in {}: {e}", base.display()))?;
+    let secret_file = dir.path().join("secret");
     write_private(&secret_file, secret.expose())
         .map_err(|e| format!("cannot write {}: {e}", secret_file.display()))?;
     let program = std::env::current_exe().map_err(|e| format!("cannot find the flint binary: {e}"))?;

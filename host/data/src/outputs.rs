@@ -11,7 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{MultipartUpload, ObjectStore, PutMode, PutPayload};
 use std::sync::Arc;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// Bytes an upload buffers before it sends a part of it (S3 takes parts of 5 MiB and
 /// more, but for the last).
@@ -85,6 +85,7 @@ impl ObjectOutput {
             path,
             buffer: Vec::new(),
             upload: None,
+            starting: None,
             sending: JoinSet::new(),
         }
     }
@@ -129,6 +130,10 @@ pub struct PartUpload {
     path: Path,
     buffer: Vec<u8>,
     upload: Option<Box<dyn MultipartUpload>>,
+    /// The request that starts the upload, on a task of its own: a wait for it that is
+    /// given up (a kill, a deadline) leaves it running, so that [`PartUpload::abort`]
+    /// can still learn the upload the store opened and discard it.
+    starting: Option<JoinHandle<object_store::Result<Box<dyn MultipartUpload>>>>,
     sending: JoinSet<object_store::Result<()>>,
 }
 
@@ -150,7 +155,16 @@ impl PartUpload {
     async fn send(&mut self) -> Result<(), InputError> {
         let upload = match &mut self.upload {
             Some(upload) => upload,
-            None => self.upload.insert(self.store.put_multipart(&self.path).await.map_err(|e| describe(&e))?),
+            None => {
+                let (store, path) = (self.store.clone(), self.path.clone());
+                let starting = self
+                    .starting
+                    .get_or_insert_with(|| tokio::spawn(async move { store.put_multipart(&path).await }));
+                let started = starting.await;
+                self.starting = None;
+                let started = started.map_err(|e| InputError::Store(format!("starting the upload stopped: {e}")))?;
+                self.upload.insert(started.map_err(|e| describe(&e))?)
+            }
         };
         while self.sending.len() >= IN_FLIGHT {
             joined(self.sending.join_next().await)?;
@@ -182,6 +196,11 @@ impl PartUpload {
     /// Gives up: chunks already sent are discarded and nothing is put in place.
     pub async fn abort(&mut self) -> Result<(), InputError> {
         self.sending.shutdown().await;
+        if let Some(starting) = self.starting.take()
+            && let Ok(Ok(upload)) = starting.await
+        {
+            self.upload = Some(upload);
+        }
         match self.upload.take() {
             Some(mut upload) => upload.abort().await.map_err(|e| describe(&e)),
             None => Ok(()),
@@ -204,6 +223,8 @@ fn joined(
 mod tests {
     use super::*;
     use object_store::memory::InMemory;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::time::Duration;
 
     fn output() -> (ObjectOutput, Arc<dyn ObjectStore>) {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
@@ -247,6 +268,102 @@ mod tests {
         small.finish().await.unwrap();
         output.end(false).await.unwrap();
         assert!(names(&store).await.is_empty(), "{:?}", names(&store).await);
+    }
+
+    /// A store that opens a multipart upload as soon as it is asked but answers 100 ms
+    /// later, as one across a network does, and counts the uploads left open.
+    #[derive(Debug)]
+    struct Slow {
+        inner: InMemory,
+        open: Arc<AtomicI64>,
+    }
+
+    impl std::fmt::Display for Slow {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Slow")
+        }
+    }
+
+    #[derive(Debug)]
+    struct Counted {
+        upload: Box<dyn MultipartUpload>,
+        open: Arc<AtomicI64>,
+    }
+
+    #[async_trait::async_trait]
+    impl MultipartUpload for Counted {
+        fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+            self.upload.put_part(data)
+        }
+        async fn complete(&mut self) -> object_store::Result<object_store::PutResult> {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            self.upload.complete().await
+        }
+        async fn abort(&mut self) -> object_store::Result<()> {
+            self.open.fetch_sub(1, Ordering::SeqCst);
+            self.upload.abort().await
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for Slow {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn MultipartUpload>> {
+            let upload = self.inner.put_multipart_opts(location, opts).await?;
+            self.open.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Ok(Box::new(Counted { upload, open: self.open.clone() }))
+        }
+        async fn get_opts(
+            &self,
+            location: &Path,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+        async fn delete(&self, location: &Path) -> object_store::Result<()> {
+            self.inner.delete(location).await
+        }
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+            self.inner.copy(from, to).await
+        }
+        async fn copy_if_not_exists(&self, from: &Path, to: &Path) -> object_store::Result<()> {
+            self.inner.copy_if_not_exists(from, to).await
+        }
+    }
+
+    #[tokio::test]
+    async fn an_upload_whose_start_was_given_up_on_is_still_discarded() {
+        let open = Arc::new(AtomicI64::new(0));
+        let store: Arc<dyn ObjectStore> = Arc::new(Slow { inner: InMemory::new(), open: open.clone() });
+        let output = ObjectOutput { store, prefix: Path::from("out/counts") };
+        let mut upload = output.upload(0, 0);
+        // A kill or a deadline gives up the wait while the store is still answering.
+        let given_up = tokio::time::timeout(Duration::from_millis(10), upload.write(&vec![7; CHUNK])).await;
+        assert!(given_up.is_err(), "the store answers in 100 ms");
+        assert_eq!(open.load(Ordering::SeqCst), 1, "the store has opened the upload");
+        upload.abort().await.unwrap();
+        assert_eq!(open.load(Ordering::SeqCst), 0, "the upload the store opened is discarded");
     }
 
     #[tokio::test]

@@ -76,7 +76,12 @@ impl Scheduler {
                     let mut fatal = Vec::new();
                     let max_losses = self.policy.max_executor_losses;
                     for (job_id, job) in self.jobs.iter_mut() {
-                        for (index, task) in job.tasks.iter_mut().enumerate() {
+                        let mut touched = Vec::new();
+                        for (index, task) in job.tasks.records_mut() {
+                            if task.copy.is_none() && task.running.is_none() {
+                                continue;
+                            }
+                            touched.push(index);
                             // A copy lost is only gone: its original runs on.
                             if task.copy.is_some_and(|(_, on, _)| on == ix) {
                                 task.copy = None;
@@ -85,7 +90,7 @@ impl Scheduler {
                             if task.running.is_some_and(|(_, on)| on == ix) {
                                 task.losses += 1;
                                 if max_losses.is_some_and(|max| task.losses >= max) {
-                                    fatal.push((*job_id, index as u32, task.losses));
+                                    fatal.push((*job_id, index, task.losses));
                                 }
                                 match task.copy.take() {
                                     // Its copy elsewhere runs on as the task's attempt.
@@ -99,28 +104,31 @@ impl Scheduler {
                                         task.running = None;
                                         task.since = None;
                                         job.running -= 1;
-                                        lost.push((*job_id, index as u32));
+                                        lost.push((*job_id, index));
                                     }
                                 }
-                            } else if task.held == Some(ix) {
-                                task.held = None;
-                                task.done = false;
-                                job.held -= 1;
-                                let stage =
-                                    job.stages.iter().position(|s| (index as u32) < s.end).unwrap_or(0);
-                                job.stages[stage].undone += 1;
-                                job.collecting = None;
-                                out.push(Output::Decided(Decided::TaskLost {
-                                    job: *job_id,
-                                    index: index as u32,
-                                }));
-                                lost.push((*job_id, index as u32));
                             }
+                        }
+                        for index in touched {
+                            job.tasks.settle(index);
+                        }
+                        // The outputs it held combined are lost with it.
+                        for index in job.holding.remove(&ix).unwrap_or_default() {
+                            if let Some(task) = job.tasks.get_mut(index) {
+                                task.done = false;
+                            }
+                            job.tasks.settle(index);
+                            job.held -= 1;
+                            let stage = job.stage_of(index);
+                            job.stages[stage].undone += 1;
+                            job.collecting = None;
+                            out.push(Output::Decided(Decided::TaskLost { job: *job_id, index }));
+                            lost.push((*job_id, index));
                         }
                     }
                     lost.sort_unstable();
-                    for item in lost.into_iter().rev() {
-                        self.queue.push_front(item);
+                    for (job, index) in lost.into_iter().rev() {
+                        self.queue.push_front(job, index);
                     }
                     for (job, index, losses) in fatal {
                         let last = flint_proto::failure::head(&reason, 1024);
@@ -138,7 +146,7 @@ impl Scheduler {
             Input::JobSubmitted { job, tasks, max_failures, speculate } => {
                 let stage = Stage::new(0, tasks, Vec::new());
                 self.jobs.insert(job, Job::new(tasks, max_failures, vec![stage], speculate));
-                self.queue.extend((0..tasks).map(|i| (job, i)));
+                self.queue.push_back(job, 0..tasks);
                 if tasks == 0 {
                     self.jobs.remove(&job);
                     out.push(Output::JobSucceeded { job });
@@ -155,15 +163,17 @@ impl Scheduler {
                     start = end;
                 }
                 let state = Job::new(start, max_failures, planned, speculate);
-                let roots: Vec<u32> = state
+                let roots: Vec<std::ops::Range<u32>> = state
                     .stages
                     .iter()
                     .enumerate()
                     .filter(|(i, _)| state.ready(*i))
-                    .flat_map(|(_, s)| s.start..s.end)
+                    .map(|(_, s)| s.start..s.end)
                     .collect();
                 self.jobs.insert(job, state);
-                self.queue.extend(roots.into_iter().map(|i| (job, i)));
+                for tasks in roots {
+                    self.queue.push_back(job, tasks);
+                }
                 if start == 0 {
                     self.jobs.remove(&job);
                     out.push(Output::JobSucceeded { job });
@@ -178,7 +188,9 @@ impl Scheduler {
                 let job = self.attempt_ended_well(ix, attempt, elapsed);
                 job.remaining -= 1;
                 let ready = job.task_done(attempt.index);
-                self.queue.extend(ready.into_iter().map(|i| (attempt.job, i)));
+                for tasks in ready {
+                    self.queue.push_back(attempt.job, tasks);
+                }
                 let job = self.jobs.get_mut(&attempt.job).expect("holder() checked the job");
                 out.push(Output::Decided(Decided::TaskDone { attempt }));
                 if job.remaining == 0 {
@@ -193,7 +205,8 @@ impl Scheduler {
             Input::TaskFailed { attempt, executor, failure } => {
                 let Some(ix) = self.holder(&executor, attempt) else { return out };
                 self.release(ix);
-                let other_runs = self.jobs[&attempt.job].tasks[attempt.index as usize].copy.is_some();
+                let other_runs =
+                    self.jobs[&attempt.job].tasks.get(attempt.index).is_some_and(|t| t.copy.is_some());
                 self.end_other_attempt(attempt, false, &mut out);
                 self.task_failed(attempt, executor, failure, other_runs, &mut out);
             }
@@ -204,10 +217,12 @@ impl Scheduler {
                     exec.held += 1;
                 }
                 let job = self.attempt_ended_well(ix, attempt, elapsed);
-                job.tasks[attempt.index as usize].held = Some(ix);
+                job.holding.entry(ix).or_default().insert(attempt.index);
                 job.held += 1;
                 let ready = job.task_done(attempt.index);
-                self.queue.extend(ready.into_iter().map(|i| (attempt.job, i)));
+                for tasks in ready {
+                    self.queue.push_back(attempt.job, tasks);
+                }
                 out.push(Output::Decided(Decided::TaskDone { attempt }));
                 self.collect_if_ready(now, attempt.job, &mut out);
             }
@@ -274,7 +289,7 @@ impl Scheduler {
 
     /// The place of `executor` if it holds `attempt` now.
     fn holder(&self, executor: &ExecutorId, attempt: Attempt) -> Option<Ix> {
-        let task = self.jobs.get(&attempt.job)?.tasks.get(attempt.index as usize)?;
+        let task = self.jobs.get(&attempt.job)?.tasks.get(attempt.index)?;
         let on = match (task.running, task.copy) {
             (Some((number, on)), _) if number == attempt.number => on,
             (_, Some((number, on, _))) if number == attempt.number => on,
@@ -300,12 +315,18 @@ impl Scheduler {
 
     /// Tasks waiting for a slot, and copies of stragglers waiting for one.
     pub fn queued(&self) -> u32 {
-        self.queue.len() as u32 + self.copies_wanted
+        u32::try_from(self.queue.len()).unwrap_or(u32::MAX).saturating_add(self.copies_wanted)
     }
 
     /// Copies of straggling attempts running now.
     pub fn copies_running(&self) -> u32 {
         self.copies
+    }
+
+    /// Task records kept, all jobs together: one per task with an attempt running, or
+    /// that failed, was retried, lost or copied; none for the rest (see `job::Tasks`).
+    pub fn task_records(&self) -> usize {
+        self.jobs.values().map(|j| j.tasks.kept()).sum()
     }
 
     /// Tasks placed on executors now, all jobs together.
@@ -351,10 +372,11 @@ impl Scheduler {
         job.mean_secs = Some(job.mean_secs.map_or(secs, |m| 0.8 * m + 0.2 * secs));
         let stage = job.stage_of(attempt.index);
         job.stages[stage].succeeded(elapsed);
-        let task = &mut job.tasks[attempt.index as usize];
+        let task = job.tasks.get_mut(attempt.index).expect("holder() checked the index");
         task.done = true;
         task.running = None;
         task.since = None;
+        job.tasks.settle(attempt.index);
         job.running -= 1;
         job
     }
@@ -367,7 +389,8 @@ impl Scheduler {
             return;
         }
         state.collecting = Some(now);
-        let holders: BTreeSet<Ix> = state.tasks.iter().filter_map(|t| t.held).collect();
+        let holders: Vec<Ix> =
+            state.holding.iter().filter(|(_, held)| !held.is_empty()).map(|(ix, _)| *ix).collect();
         for ix in holders {
             if let Some(exec) = self.executors[ix as usize].as_ref() {
                 out.push(Output::Collect { executor: exec.id.clone(), job });
@@ -387,14 +410,16 @@ impl Scheduler {
         named.dedup();
         let whole = !tasks.is_empty()
             && named.len() == tasks.len()
-            && named.iter().all(|i| state.tasks.get(*i as usize).is_some_and(|t| t.held == Some(ix)));
+            && state.holding.get(&ix).is_some_and(|held| named.iter().all(|i| held.contains(*i)));
         if !whole {
             self.lose_held(ix, job, &named, out);
             return;
         }
         let state = self.jobs.get_mut(&job).expect("found above");
-        for i in &named {
-            state.tasks[*i as usize].held = None;
+        if let Some(held) = state.holding.get_mut(&ix) {
+            for i in &named {
+                held.remove(*i);
+            }
         }
         let n = named.len() as u32;
         state.held -= n;
@@ -423,11 +448,11 @@ impl Scheduler {
         let Some(state) = self.jobs.get_mut(&job) else { return };
         let mut lost = Vec::new();
         for &index in tasks {
-            let Some(task) = state.tasks.get_mut(index as usize) else { continue };
-            if !task.done || task.held.is_some() {
+            if !state.tasks.get(index).is_some_and(|t| t.done) || state.holder_of(index).is_some() {
                 continue;
             }
-            task.done = false;
+            state.tasks.get_mut(index).expect("in range").done = false;
+            state.tasks.settle(index);
             state.remaining += 1;
             let stage = state.stage_of(index);
             state.stages[stage].undone += 1;
@@ -435,7 +460,7 @@ impl Scheduler {
             out.push(Output::Decided(Decided::TaskLost { job, index }));
         }
         for index in lost.into_iter().rev() {
-            self.queue.push_front((job, index));
+            self.queue.push_front(job, index);
         }
     }
 
@@ -444,11 +469,11 @@ impl Scheduler {
         let Some(state) = self.jobs.get_mut(&job) else { return };
         let mut lost = Vec::new();
         for &index in tasks {
-            if let Some(task) = state.tasks.get_mut(index as usize).filter(|t| t.held == Some(ix)) {
-                task.held = None;
-                task.done = false;
+            if state.holding.get_mut(&ix).is_some_and(|held| held.remove(index)) {
+                state.tasks.get_mut(index).expect("held tasks are in range").done = false;
+                state.tasks.settle(index);
                 state.held -= 1;
-                let stage = state.stages.iter().position(|s| index < s.end).unwrap_or(0);
+                let stage = state.stage_of(index);
                 state.stages[stage].undone += 1;
                 state.collecting = None;
                 lost.push(index);
@@ -459,7 +484,7 @@ impl Scheduler {
             exec.held -= lost.len() as u32;
         }
         for index in lost.into_iter().rev() {
-            self.queue.push_front((job, index));
+            self.queue.push_front(job, index);
         }
     }
 
@@ -477,14 +502,10 @@ impl Scheduler {
             .map(|(id, _)| *id)
             .collect();
         for job in late {
-            let held: Vec<(Ix, u32)> = self.jobs[&job]
-                .tasks
-                .iter()
-                .enumerate()
-                .filter_map(|(i, t)| t.held.map(|ix| (ix, i as u32)))
-                .collect();
-            for (ix, index) in held {
-                self.lose_held(ix, job, &[index], &mut out);
+            let held: Vec<(Ix, Vec<u32>)> =
+                self.jobs[&job].holding.iter().map(|(ix, held)| (*ix, held.iter().collect())).collect();
+            for (ix, tasks) in held {
+                self.lose_held(ix, job, &tasks, &mut out);
             }
         }
         self.launch(now, &mut out);
@@ -513,7 +534,7 @@ impl Scheduler {
             return;
         };
         let max_failures = job.max_failures;
-        let Some(task) = job.tasks.get_mut(attempt.index as usize) else { return };
+        let Some(task) = job.tasks.get_mut(attempt.index) else { return };
         if !other_runs {
             task.running = None;
             task.since = None;
@@ -528,7 +549,7 @@ impl Scheduler {
             task.failed_on.insert(executor.clone());
             self.note_failure(&executor, attempt, out);
         }
-        let task = &mut self.jobs.get_mut(&attempt.job).expect("checked above").tasks[attempt.index as usize];
+        let task = self.jobs[&attempt.job].tasks.get(attempt.index).expect("checked above");
         if !failure.retryable() || task.failures >= max_failures || task.fetch_failures >= max_failures {
             let reason = JobError::TaskFailed {
                 index: attempt.index,
@@ -540,7 +561,7 @@ impl Scheduler {
             self.fail_job(attempt.job, reason, out);
         } else if !other_runs {
             out.push(Output::Decided(Decided::Retrying { attempt, failure }));
-            self.queue.push_front((attempt.job, attempt.index));
+            self.queue.push_front(attempt.job, attempt.index);
         }
     }
 
@@ -566,14 +587,16 @@ impl Scheduler {
         let Some(state) = self.jobs.remove(&job) else {
             return;
         };
-        for (index, task) in state.tasks.iter().enumerate() {
-            // What executors hold for the job goes with it (they drop it at the job's end).
-            if let Some(exec) = task.held.and_then(|ix| self.executors[ix as usize].as_mut()) {
-                exec.held -= 1;
+        // What executors hold for the job goes with it (they drop it at the job's end).
+        for (ix, held) in &state.holding {
+            if let Some(exec) = self.executors[*ix as usize].as_mut() {
+                exec.held -= held.len() as u32;
             }
+        }
+        for (index, task) in state.tasks.records() {
             let copy = task.copy.map(|(number, ix, _)| (number, ix));
             for (number, ix) in task.running.into_iter().chain(copy) {
-                let attempt = Attempt { job, index: index as u32, number };
+                let attempt = Attempt { job, index, number };
                 self.release(ix);
                 let executor =
                     self.executors[ix as usize].as_ref().expect("placed on a known executor").id.clone();
@@ -583,7 +606,7 @@ impl Scheduler {
                 self.copies -= 1;
             }
         }
-        self.queue.retain(|(j, _)| *j != job);
+        self.queue.remove_job(job);
         out.push(Output::JobFailed { job, reason });
     }
 
@@ -596,11 +619,11 @@ impl Scheduler {
         let mut placed: Vec<(Ix, Attempt)> = Vec::new();
         // First in, first out: when the head of the queue cannot be placed for want of
         // room, nothing behind it jumps ahead.
-        while let Some(&(job, index)) = self.queue.front() {
+        while let Some((job, index)) = self.queue.front() {
             let level = self.level(job);
             let Some(best) = self.room(level).best() else { break };
             self.queue.pop_front();
-            let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index as usize)) else {
+            let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index)) else {
                 continue;
             };
             if task.done || task.running.is_some() {
@@ -635,7 +658,7 @@ impl Scheduler {
             };
             let state = self.jobs.get_mut(&job).expect("job checked above");
             state.running += 1;
-            let task = &mut state.tasks[index as usize];
+            let task = state.tasks.get_mut(index).expect("found above");
             let attempt = Attempt { job, index, number: task.launches };
             task.launches += 1;
             task.running = Some((attempt.number, ix));
@@ -651,8 +674,8 @@ impl Scheduler {
             self.reindex(ix, |exec| exec.running += 1);
             placed.push((ix, attempt));
         }
-        for item in deferred.into_iter().rev() {
-            self.queue.push_front(item);
+        for (job, index) in deferred.into_iter().rev() {
+            self.queue.push_front(job, index);
         }
         // One batch per executor.
         placed.sort_by_key(|(ix, _)| *ix);
@@ -760,9 +783,12 @@ impl Scheduler {
 }
 
 mod job;
+mod queue;
 mod room;
 mod speculation;
 mod state;
 pub use speculation::MAX_SLOT_FRACTION;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_scale;

@@ -162,7 +162,8 @@ impl PartUpload {
                     .get_or_insert_with(|| tokio::spawn(async move { store.put_multipart(&path).await }));
                 let started = starting.await;
                 self.starting = None;
-                let started = started.map_err(|e| InputError::Store(format!("starting the upload stopped: {e}")))?;
+                let started =
+                    started.map_err(|e| InputError::Store(format!("starting the upload stopped: {e}")))?;
                 self.upload.insert(started.map_err(|e| describe(&e))?)
             }
         };
@@ -341,7 +342,10 @@ mod tests {
         ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
             self.inner.list(prefix)
         }
-        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<object_store::ListResult> {
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Path>,
+        ) -> object_store::Result<object_store::ListResult> {
             self.inner.list_with_delimiter(prefix).await
         }
         async fn copy(&self, from: &Path, to: &Path) -> object_store::Result<()> {

@@ -10,8 +10,10 @@ use flint_proto::{
     AttemptState, ClusterStatus, ExecutorId, ExecutorState, ExecutorStatus, FailureRecord, JobId,
     JobProgress, JobState, JobStatus, TaskFailure, TaskMetrics, TaskRecord,
 };
+use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+pub use summary::{METRICS, SUCCEEDED_KEPT, Succeeded};
 
 /// The event log's format version. A reader accepts this one and every earlier one.
 pub const EVENT_LOG_VERSION: u32 = 1;
@@ -180,8 +182,13 @@ pub struct JobEntry {
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
     pub error: Option<String>,
-    /// By task index, from the task's first launch.
+    /// By task index, from the task's first launch: every task running, failed, lost
+    /// or copied, and of those that succeeded the slowest [`SUCCEEDED_KEPT`].
     pub tasks: BTreeMap<u32, TaskRecord>,
+    /// What its succeeded tasks measured, and which keep their records.
+    pub succeeded: Succeeded,
+    /// Succeeded tasks whose records are not kept (they were not among the slowest).
+    pub tasks_not_kept: RoaringBitmap,
     /// The job finished long enough ago that its task records were let go
     /// ([`RETAINED_TASKS`]).
     pub tasks_forgotten: bool,
@@ -309,6 +316,8 @@ impl Store {
                         ended_ms: None,
                         error: None,
                         tasks: BTreeMap::new(),
+                        succeeded: Succeeded::default(),
+                        tasks_not_kept: RoaringBitmap::new(),
                         tasks_forgotten: false,
                         failures: Vec::new(),
                         failures_not_kept: 0,
@@ -342,6 +351,8 @@ impl Store {
                             self.finished_tasks -= old.records();
                             old.tasks = BTreeMap::new();
                             old.attempts = BTreeMap::new();
+                            old.succeeded = Succeeded::default();
+                            old.tasks_not_kept = RoaringBitmap::new();
                             old.tasks_forgotten = true;
                         }
                     }
@@ -391,8 +402,8 @@ impl Store {
             }
             AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail, metrics } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
-                if *index >= entry.status.progress.total {
-                    return;
+                if *index >= entry.status.progress.total || entry.tasks_not_kept.contains(*index) {
+                    return; // out of range, or the task's output was already taken
                 }
                 // The executor's own counts, for a log that ends before its driver
                 // gives the last word on them (a killed driver's, or one still running).
@@ -503,6 +514,16 @@ impl Store {
                     entry.log_budget -= tail.len();
                     record.log_tail = Some(tail.to_owned());
                 }
+                if failure.is_none() {
+                    // Of the succeeded, only the slowest keep their records.
+                    let record = &entry.tasks[index];
+                    if let Some(faster) = entry.succeeded.add(record) {
+                        if let Some(gone) = entry.tasks.remove(&faster) {
+                            entry.log_budget += gone.log_tail.map_or(0, |t| t.len());
+                        }
+                        entry.tasks_not_kept.insert(faster);
+                    }
+                }
             }
             AppEvent::Speculated { job, index, attempt, reason, straggler, .. } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
@@ -526,10 +547,16 @@ impl Store {
             }
             AppEvent::TaskLost { job, index } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
-                if let Some(record) =
-                    entry.tasks.get_mut(index).filter(|r| r.state == AttemptState::Succeeded)
-                {
-                    record.state = AttemptState::Lost;
+                let kept = entry.tasks.get_mut(index).filter(|r| r.state == AttemptState::Succeeded);
+                let was_done = match kept {
+                    Some(record) => {
+                        record.state = AttemptState::Lost;
+                        entry.succeeded.forget(*index);
+                        true
+                    }
+                    None => entry.tasks_not_kept.remove(*index),
+                };
+                if was_done {
                     entry.status.progress.done = entry.status.progress.done.saturating_sub(1);
                     entry.status.progress.outputs_lost += 1;
                 }
@@ -616,8 +643,9 @@ impl JobEntry {
     }
 
     /// Task records and timeline attempts held: what [`RETAINED_TASKS`] bounds.
+    /// What the job holds, in records (a summary's values and buckets count as such).
     fn records(&self) -> usize {
-        self.tasks.len() + self.attempts.len()
+        self.tasks.len() + self.attempts.len() + self.succeeded.weight()
     }
 
     fn keep_attempt(&mut self, mut span: AttemptSpan) {
@@ -650,6 +678,8 @@ impl JobEntry {
             ended_ms: self.ended_ms,
             error: self.error.clone(),
             tasks: keep(&self.tasks),
+            succeeded: self.succeeded.clone(),
+            tasks_not_kept: self.tasks_not_kept.clone(),
             tasks_forgotten: self.tasks_forgotten,
             failures: self.failures.clone(),
             failures_not_kept: self.failures_not_kept,
@@ -661,5 +691,6 @@ impl JobEntry {
     }
 }
 
+mod summary;
 #[cfg(test)]
 mod tests;

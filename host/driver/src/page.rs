@@ -3,10 +3,8 @@
 //! small script that fetches the page's `<main>` again every second. Nothing is loaded
 //! from anywhere else.
 
-use crate::journal::{AttemptSpan, JobEntry};
-use flint_proto::{
-    AttemptState, ClusterStatus, ExecutorStatus, FailureRecord, JobId, JobState, TaskFailure, TaskRecord,
-};
+use crate::journal::{AttemptSpan, JobEntry, METRICS, SUCCEEDED_KEPT};
+use flint_proto::{ClusterStatus, ExecutorStatus, FailureRecord, JobId, JobState, TaskFailure, TaskRecord};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -277,7 +275,15 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
         }
     }
     let tasks: Vec<&TaskRecord> = entry.tasks.values().take(TASKS_PER_PAGE).collect();
-    let _ = write!(out, "<h3>Tasks</h3><p>{launched} launched of {}", s.progress.total);
+    let _ = write!(out, "<h3>Tasks</h3><p>{launched} listed of {}", s.progress.total);
+    if !entry.tasks_not_kept.is_empty() {
+        let _ = write!(
+            out,
+            " · <span id=tasks-not-kept>{} succeeded tasks not listed</span> (a job keeps those running, \
+failed, lost or copied, and the slowest {SUCCEEDED_KEPT} that succeeded)",
+            entry.tasks_not_kept.len()
+        );
+    }
     if launched > TASKS_PER_PAGE {
         let base = format!("{}/jobs/{}", frame.base, s.job);
         let _ = write!(out, " · showing {}–{}", from + 1, from + tasks.len());
@@ -324,45 +330,24 @@ fn task_row(out: &mut String, frame: &Frame, job: JobId, t: &TaskRecord) {
     );
 }
 
-/// Quantiles of what the job's succeeded tasks measured, as Spark's task summary.
+/// Quantiles of what the job's succeeded tasks measured, as Spark's task summary (from
+/// the store's sketches: exact for a thousand tasks, within 2% past them).
 fn summary(out: &mut String, entry: &JobEntry) {
-    let done: Vec<&TaskRecord> = entry
-        .tasks
-        .values()
-        .filter(|t| t.state == AttemptState::Succeeded && t.duration_ms.is_some())
-        .collect();
-    if done.is_empty() {
+    let succeeded = &entry.succeeded;
+    if succeeded.count() == 0 {
         return;
     }
     let _ = write!(
         out,
         "<h3>Summary of {} succeeded tasks</h3><table id=summary><tr><th>Metric</th><th>Min</th>\
 <th>25th percentile</th><th>Median</th><th>75th percentile</th><th>Max</th></tr>",
-        done.len()
+        succeeded.count()
     );
-    fn duration(t: &TaskRecord) -> u64 {
-        t.duration_ms.unwrap_or(0)
-    }
-    fn read(t: &TaskRecord) -> u64 {
-        t.metrics.read_us / 1000
-    }
-    fn compute(t: &TaskRecord) -> u64 {
-        duration(t).saturating_sub(read(t))
-    }
-    type Row = (&'static str, &'static str, fn(&TaskRecord) -> u64, fn(u64) -> String);
-    let rows: [Row; 5] = [
-        ("duration", "Duration", duration, millis),
-        ("reading", "Reading input", read, millis),
-        ("compute", "Compute", compute, millis),
-        ("input", "Input", |t| t.metrics.input_bytes, bytes),
-        ("records", "Records", |t| t.metrics.input_records, |n| n.to_string()),
-    ];
-    for (id, name, value, show) in rows {
-        let mut values: Vec<u64> = done.iter().map(|t| value(t)).collect();
-        values.sort_unstable();
+    let shows: [fn(u64) -> String; 5] = [millis, millis, millis, bytes, |n| n.to_string()];
+    for ((sketch, (id, name, _)), show) in succeeded.sketches.iter().zip(METRICS).zip(shows) {
         let _ = write!(out, "<tr id='summary-{id}'><th>{name}</th>");
         for q in [0.0, 0.25, 0.5, 0.75, 1.0] {
-            let _ = write!(out, "<td class=num>{}</td>", show(quantile(&values, q)));
+            let _ = write!(out, "<td class=num>{}</td>", show(sketch.quantile(q)));
         }
         out.push_str("</tr>");
     }

@@ -18,7 +18,7 @@ use crate::journal::Store;
 use crate::page::{self, Frame};
 use axum::extract::{Form, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -511,17 +511,31 @@ pub struct Range {
     length: Option<usize>,
 }
 
-/// A job's launched tasks, by index: `?offset=&length=` (at most 100,000 at once).
+/// A job's task records, by index: `?offset=&length=` (at most 100,000 at once). A
+/// job keeps records of tasks running, failed, lost or copied and of the slowest
+/// that succeeded; the headers say how many it keeps, and how many succeeded tasks
+/// it keeps none of.
 async fn tasks(view: View, Path(JobPath { job }): Path<JobPath>, Query(range): Query<Range>) -> Response {
     let length = range.length.unwrap_or(MAX_TASKS_PER_REQUEST).min(MAX_TASKS_PER_REQUEST);
     let records = view.with_store(|store| {
-        store.job(job).map(|e| e.tasks.values().skip(range.offset).take(length).cloned().collect::<Vec<_>>())
+        store.job(job).map(|e| {
+            let page = e.tasks.values().skip(range.offset).take(length).cloned().collect::<Vec<_>>();
+            (page, e.tasks.len(), e.tasks_not_kept.len())
+        })
     });
     match records {
-        Some(records) => Json(records).into_response(),
+        Some((records, kept, not_kept)) => (
+            [(TASKS_KEPT, HeaderValue::from(kept)), (TASKS_NOT_KEPT, HeaderValue::from(not_kept))],
+            Json(records),
+        )
+            .into_response(),
         None => not_found(format!("no job {job}")),
     }
 }
+
+/// The headers of a job's task records: how many it keeps, how many it does not.
+const TASKS_KEPT: HeaderName = HeaderName::from_static("x-flint-tasks-kept");
+const TASKS_NOT_KEPT: HeaderName = HeaderName::from_static("x-flint-tasks-not-kept");
 
 /// A job's failed attempts, in the order they were reported.
 async fn failures(view: View, Path(JobPath { job }): Path<JobPath>) -> Response {

@@ -316,77 +316,9 @@ impl Compression {
     }
 }
 
-/// A job split into partitions, one task each.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobPlan {
-    pub partitions: Vec<PartitionSpec>,
-}
-
-impl JobPlan {
-    /// Generated partitions `0..n`.
-    pub fn indices(n: u32) -> JobPlan {
-        JobPlan { partitions: (0..n).map(PartitionSpec::Index).collect() }
-    }
-
-    /// One partition per value.
-    pub fn values(values: &[serde_json::Value]) -> JobPlan {
-        let partitions = values
-            .iter()
-            .map(|v| PartitionSpec::Value(serde_json::to_vec(v).expect("a JSON value encodes")))
-            .collect();
-        JobPlan { partitions }
-    }
-
-    /// Splits inputs (source, size in bytes) into about `target` byte ranges of equal size,
-    /// as Hadoop's input format does: a range never spans two files, and every
-    /// non-empty file gets at least one. The reader of a range takes the lines whose
-    /// first byte falls in it, so ranges need not fall on line boundaries.
-    pub fn file_splits(files: &[(Source, u64)], target: u32) -> JobPlan {
-        let total: u64 = files.iter().map(|(_, size)| size).sum();
-        let split = total.div_ceil(u64::from(target.max(1))).max(1);
-        let mut partitions = Vec::new();
-        for (source, size) in files.iter().filter(|(_, size)| *size > 0) {
-            if source.whole_only() {
-                partitions.push(PartitionSpec::Split {
-                    source: source.clone(),
-                    start: 0,
-                    end: *size,
-                    size: *size,
-                });
-                continue;
-            }
-            let mut start = 0;
-            while start < *size {
-                let end = (start + split).min(*size);
-                partitions.push(PartitionSpec::Split { source: source.clone(), start, end, size: *size });
-                start = end;
-            }
-        }
-        JobPlan { partitions }
-    }
-
-    pub fn len(&self) -> usize {
-        self.partitions.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.partitions.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ranges(plan: &JobPlan) -> Vec<(String, u64, u64)> {
-        plan.partitions
-            .iter()
-            .map(|p| match p {
-                PartitionSpec::Split { source, start, end, .. } => (source.to_string(), *start, *end),
-                other => panic!("not a split: {other:?}"),
-            })
-            .collect()
-    }
 
     #[test]
     fn a_misspelt_key_is_named_with_the_one_meant_and_its_line() {
@@ -399,45 +331,6 @@ mod tests {
         assert!(e.message.starts_with("line 2: unknown key `zzzzzzzz` (keys here:"), "{e}");
         let e = Manifest::from_toml("name = \"x\"\nworld = \"aggregat\"\n").unwrap_err();
         assert!(e.message.starts_with("line 2: unknown variant"), "{e}");
-    }
-
-    #[test]
-    fn a_compressed_input_is_one_split_whatever_the_target() {
-        let gz = Source::S3 { bucket: "b".into(), key: "logs/day.GZ".into() };
-        let files =
-            [(Source::File("a.txt".into()), 100), (gz, 1000), (Source::Driver("/d/x.zst".into()), 10)];
-        let plan = JobPlan::file_splits(&files, 50);
-        let whole: Vec<_> = ranges(&plan).into_iter().filter(|(name, ..)| !name.ends_with(".txt")).collect();
-        assert_eq!(whole, [("s3://b/logs/day.GZ".into(), 0, 1000), ("flint:///d/x.zst".into(), 0, 10)]);
-        assert!(ranges(&plan).iter().filter(|(name, ..)| name.ends_with(".txt")).count() > 1);
-        assert_eq!(Compression::of(&Source::Http("https://h/a.zstd?x=1".into())), Some(Compression::Zstd));
-        assert_eq!(Compression::of(&Source::File("a.gzip.txt".into())), None);
-    }
-
-    #[test]
-    fn splits_cover_every_byte_once_and_never_span_files() {
-        let file = |name: &str| Source::File(name.into());
-        let files = vec![(file("a"), 10), (file("empty"), 0), (file("b"), 25)];
-        let plan = JobPlan::file_splits(&files, 4);
-        let r = ranges(&plan);
-        // 35 bytes in 4 parts: splits of 9 bytes, cut again at the file boundary.
-        assert_eq!(
-            r,
-            vec![
-                ("a".into(), 0, 9),
-                ("a".into(), 9, 10),
-                ("b".into(), 0, 9),
-                ("b".into(), 9, 18),
-                ("b".into(), 18, 25)
-            ]
-        );
-    }
-
-    #[test]
-    fn one_partition_per_index_or_value() {
-        assert_eq!(JobPlan::indices(3).len(), 3);
-        let plan = JobPlan::values(&[serde_json::json!(1), serde_json::json!({"a": 2})]);
-        assert_eq!(plan.partitions[1], PartitionSpec::Value(br#"{"a":2}"#.to_vec()));
     }
 
     #[test]

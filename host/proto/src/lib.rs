@@ -7,6 +7,7 @@ pub mod config;
 pub mod failure;
 pub mod ids;
 pub mod job;
+pub mod plan;
 pub mod report;
 pub mod standalone;
 pub mod task;
@@ -21,9 +22,9 @@ pub use config::{
 pub use failure::TaskFailure;
 pub use ids::{AppId, ExecutorId, Incarnation, JobId, WorkerId};
 pub use job::{
-    Compression, JobPlan, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source,
-    World,
+    Compression, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source, World,
 };
+pub use plan::{JobPlan, MAX_TASKS};
 pub use report::{
     AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,
     JobReport, JobState, JobStatus, LOG_TAIL, SKEW_FACTOR, SKEW_MIN_BYTES, ShuffleSizes, TaskRecord,

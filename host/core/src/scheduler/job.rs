@@ -3,7 +3,9 @@
 
 use super::room::Ix;
 use flint_proto::ExecutorId;
-use std::collections::BTreeSet;
+use foldhash::HashMap;
+use roaring::RoaringBitmap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// One stage of a job as submitted: its task count and the stages it reads, by their
@@ -22,27 +24,37 @@ pub(super) struct Stage {
     pub(super) parents: Vec<usize>,
     /// Its tasks not done.
     pub(super) undone: u32,
-    /// Its successful attempts' run times, for speculation's median.
+    /// Run times of its successful attempts, for speculation's median: every one up
+    /// to [`TIMES_KEPT`], then the latest that many.
     succeeded: Vec<Duration>,
-    /// The median of `succeeded` when it held this many.
-    median: Option<(usize, Duration)>,
+    /// Successful attempts so far.
+    successes: u64,
+    /// The median of `succeeded` when this many had succeeded.
+    median: Option<(u64, Duration)>,
 }
+
+/// Run times a stage keeps for its median: enough for a median within a percent or
+/// two, and 64 KiB whatever the stage's size.
+pub(super) const TIMES_KEPT: usize = 4096;
 
 impl Stage {
     pub(super) fn new(start: u32, end: u32, parents: Vec<usize>) -> Stage {
-        Stage { start, end, parents, undone: end - start, succeeded: Vec::new(), median: None }
+        Stage { start, end, parents, undone: end - start, succeeded: Vec::new(), successes: 0, median: None }
     }
 
     pub(super) fn succeeded(&mut self, elapsed: Duration) {
-        if self.succeeded.len() < (self.end - self.start) as usize {
+        if self.succeeded.len() < TIMES_KEPT {
             self.succeeded.push(elapsed);
+        } else {
+            self.succeeded[(self.successes % TIMES_KEPT as u64) as usize] = elapsed;
         }
+        self.successes += 1;
     }
 
     /// The median successful run time, worked out again only when a twentieth more of
     /// the stage's tasks have succeeded since.
     pub(super) fn median(&mut self) -> Option<Duration> {
-        let n = self.succeeded.len();
+        let n = self.successes;
         if n == 0 {
             return None;
         }
@@ -50,7 +62,8 @@ impl Stage {
             Some((at, median)) if n < at + at.div_ceil(20) => Some(median),
             _ => {
                 let mut times = self.succeeded.clone();
-                let (_, median, _) = times.select_nth_unstable(n / 2);
+                let middle = times.len() / 2;
+                let (_, median, _) = times.select_nth_unstable(middle);
                 let median = *median;
                 self.median = Some((n, median));
                 Some(median)
@@ -59,7 +72,7 @@ impl Stage {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Task {
     /// Launches so far; the next attempt's number.
     pub(super) launches: u32,
@@ -79,16 +92,114 @@ pub(super) struct Task {
     /// executor and when it was launched.
     pub(super) copy: Option<(u32, Ix, Instant)>,
     pub(super) done: bool,
-    /// The executor holding the done task's output combined, until it delivers it.
-    pub(super) held: Option<Ix>,
     /// Attempts that could not read their parents' outputs; at `max_failures` the job
     /// fails rather than rerun the same maps for ever.
     pub(super) fetch_failures: u32,
 }
 
+/// A task that never ran.
+static IDLE: Task = Task::new(0, false);
+/// A task whose one attempt succeeded.
+static DONE: Task = Task::new(1, true);
+
+impl Task {
+    const fn new(launches: u32, done: bool) -> Task {
+        Task {
+            launches,
+            failures: 0,
+            losses: 0,
+            failed_on: BTreeSet::new(),
+            running: None,
+            since: None,
+            starts_after: 0,
+            copy: None,
+            done,
+            fetch_failures: 0,
+        }
+    }
+
+    /// Whether the task is one of those two, with nothing else to remember.
+    fn plain(&self) -> bool {
+        self.running.is_none()
+            && self.copy.is_none()
+            && self.failures == 0
+            && self.losses == 0
+            && self.fetch_failures == 0
+            && self.failed_on.is_empty()
+            && ((self.done && self.launches == 1) || (!self.done && self.launches == 0))
+    }
+}
+
+/// A job's tasks, costing bytes rather than records: a task that never ran, or whose
+/// one attempt succeeded, has none (a bit marks it done); a record is kept only while
+/// an attempt of it runs, and for a task that failed, was retried, lost or copied. A
+/// job of ten million tasks holds a few megabytes here, whatever its progress.
+#[derive(Debug)]
+pub(super) struct Tasks {
+    count: u32,
+    /// Done tasks without a record.
+    done: RoaringBitmap,
+    records: HashMap<u32, Task>,
+}
+
+impl Tasks {
+    fn new(count: u32) -> Tasks {
+        Tasks { count, done: RoaringBitmap::new(), records: HashMap::default() }
+    }
+
+    /// Task `index`, `None` out of range.
+    pub(super) fn get(&self, index: u32) -> Option<&Task> {
+        if index >= self.count {
+            return None;
+        }
+        Some(match self.records.get(&index) {
+            Some(task) => task,
+            None if self.done.contains(index) => &DONE,
+            None => &IDLE,
+        })
+    }
+
+    /// Task `index` to change, `None` out of range; [`Tasks::settle`] it afterwards so
+    /// that a record with nothing to remember goes.
+    pub(super) fn get_mut(&mut self, index: u32) -> Option<&mut Task> {
+        if index >= self.count {
+            return None;
+        }
+        let done = &mut self.done;
+        Some(self.records.entry(index).or_insert_with(|| {
+            let was_done = done.remove(index);
+            Task::new(u32::from(was_done), was_done)
+        }))
+    }
+
+    /// Drops the record of task `index` if it holds nothing a bit does not.
+    pub(super) fn settle(&mut self, index: u32) {
+        if let Some(task) = self.records.get(&index).filter(|t| t.plain()) {
+            if task.done {
+                self.done.insert(index);
+            }
+            self.records.remove(&index);
+        }
+    }
+
+    /// Tasks with records (every task with an attempt running is one), in no order.
+    pub(super) fn records(&self) -> impl Iterator<Item = (u32, &Task)> {
+        self.records.iter().map(|(i, t)| (*i, t))
+    }
+
+    pub(super) fn records_mut(&mut self) -> impl Iterator<Item = (u32, &mut Task)> {
+        self.records.iter_mut().map(|(i, t)| (*i, t))
+    }
+
+    /// Records kept now (for the bound on the scheduler's memory).
+    pub(super) fn kept(&self) -> usize {
+        self.records.len()
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct Job {
-    pub(super) tasks: Vec<Task>,
+    pub(super) tasks: Tasks,
     /// Moving average of successful attempts' run time, in seconds.
     pub(super) mean_secs: Option<f64>,
     pub(super) remaining: u32,
@@ -97,6 +208,8 @@ pub(super) struct Job {
     pub(super) max_failures: u32,
     /// Done tasks whose outputs executors hold combined (counted in `remaining`).
     pub(super) held: u32,
+    /// Those tasks, by the executor holding them until it delivers them.
+    pub(super) holding: BTreeMap<Ix, RoaringBitmap>,
     /// When the executors holding outputs were asked for them, if they were and
     /// nothing ran again since.
     pub(super) collecting: Option<Instant>,
@@ -109,12 +222,13 @@ pub(super) struct Job {
 impl Job {
     pub(super) fn new(tasks: u32, max_failures: u32, stages: Vec<Stage>, speculate: bool) -> Job {
         Job {
-            tasks: (0..tasks).map(|_| Task::default()).collect(),
+            tasks: Tasks::new(tasks),
             mean_secs: None,
             remaining: tasks,
             running: 0,
             max_failures: max_failures.max(1),
             held: 0,
+            holding: BTreeMap::new(),
             collecting: None,
             stages,
             speculate,
@@ -130,9 +244,10 @@ impl Job {
         self.stages[stage].parents.iter().all(|&p| self.stages[p].undone == 0)
     }
 
-    /// A task is done: its stage counts it, and the tasks of stages it made ready are
-    /// returned to queue.
-    pub(super) fn task_done(&mut self, index: u32) -> Vec<u32> {
+    /// A task is done: its stage counts it, and the stages it made ready are returned
+    /// to queue, as ranges of tasks (those done or running are passed over as they are
+    /// taken).
+    pub(super) fn task_done(&mut self, index: u32) -> Vec<std::ops::Range<u32>> {
         let stage = self.stage_of(index);
         self.stages[stage].undone -= 1;
         if self.stages[stage].undone > 0 {
@@ -141,12 +256,14 @@ impl Job {
         let mut ready = Vec::new();
         for (i, child) in self.stages.iter().enumerate() {
             if child.parents.contains(&stage) && self.ready(i) {
-                ready.extend((child.start..child.end).filter(|&t| {
-                    let task = &self.tasks[t as usize];
-                    !task.done && task.running.is_none()
-                }));
+                ready.push(child.start..child.end);
             }
         }
         ready
+    }
+
+    /// The executor holding done task `index`'s output combined, if one does.
+    pub(super) fn holder_of(&self, index: u32) -> Option<Ix> {
+        self.holding.iter().find(|(_, held)| held.contains(index)).map(|(ix, _)| *ix)
     }
 }

@@ -45,6 +45,10 @@ impl Scheduler {
         self.next_speculation = Some(now + policy.interval);
         let mut candidates = Vec::new();
         for (&job_id, job) in self.jobs.iter_mut().filter(|(_, j)| j.speculate && j.running > 0) {
+            // Running tasks have records: only those are walked, not the stage.
+            let mut running: Vec<u32> =
+                job.tasks.records().filter(|(_, t)| t.running.is_some()).map(|(i, _)| i).collect();
+            running.sort_unstable();
             for stage in &mut job.stages {
                 let n = stage.end - stage.start;
                 let done = n - stage.undone;
@@ -59,8 +63,10 @@ impl Scheduler {
                 let mut stragglers = Vec::new();
                 // Placed, queued behind others on its executor and not started.
                 let mut waiting = 0u32;
-                for index in stage.start..stage.end {
-                    let task = &job.tasks[index as usize];
+                let from = running.partition_point(|i| *i < stage.start);
+                let to = running.partition_point(|i| *i < stage.end);
+                for &index in &running[from..to] {
+                    let task = job.tasks.get(index).expect("a record's index is in range");
                     let (Some((number, on)), Some(placed)) = (task.running, task.since) else { continue };
                     // Queued behind others on its executor, it has not started yet, or
                     // started when enough of them ended.
@@ -109,7 +115,7 @@ impl Scheduler {
             // run now, not to wait in a queue.
             self.room(0);
             let executors = &self.executors;
-            let failed_on = &self.jobs[&c.job].tasks[c.index as usize].failed_on;
+            let failed_on = &self.jobs[&c.job].tasks.get(c.index).expect("a candidate's index").failed_on;
             let pick = self.rooms[0].iter().find(|ix| {
                 let id = &executors[*ix as usize].as_ref().expect("indexed executors exist").id;
                 !slow.contains(ix) && !failed_on.contains(id)
@@ -118,7 +124,13 @@ impl Scheduler {
                 wanted += 1;
                 continue;
             };
-            let task = &mut self.jobs.get_mut(&c.job).expect("a candidate's job").tasks[c.index as usize];
+            let task = self
+                .jobs
+                .get_mut(&c.job)
+                .expect("a candidate's job")
+                .tasks
+                .get_mut(c.index)
+                .expect("in range");
             let attempt = Attempt { job: c.job, index: c.index, number: task.launches };
             task.launches += 1;
             task.copy = Some((attempt.number, ix, now));
@@ -145,9 +157,7 @@ impl Scheduler {
     /// (it failed), the other runs on as the task's only attempt. The ending attempt's
     /// own slot is its caller's to free.
     pub(super) fn end_other_attempt(&mut self, attempt: Attempt, won: bool, out: &mut Vec<Output>) {
-        let Some(task) =
-            self.jobs.get_mut(&attempt.job).and_then(|j| j.tasks.get_mut(attempt.index as usize))
-        else {
+        let Some(task) = self.jobs.get_mut(&attempt.job).and_then(|j| j.tasks.get_mut(attempt.index)) else {
             return;
         };
         let Some((copy, copy_on, copy_since)) = task.copy.take() else { return };

@@ -7,7 +7,7 @@ use super::room::{Executor, Ix, Room};
 pub use flint_proto::{Attempt, ExecutorId, JobId};
 use flint_proto::{JobError, TaskFailure};
 use foldhash::HashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -210,7 +210,7 @@ pub struct Scheduler {
     pub(super) next_seq: u64,
     pub(super) jobs: BTreeMap<JobId, Job>,
     /// Tasks waiting for a slot, oldest job first; retries go to the front.
-    pub(super) queue: VecDeque<(JobId, u32)>,
+    pub(super) queue: super::queue::Queue,
     /// How long an executor asked for its partial results may take before the outputs
     /// it holds are counted lost; `None`: as long as it lives.
     pub(super) collect_timeout: Option<Duration>,

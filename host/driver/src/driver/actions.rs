@@ -76,10 +76,10 @@ impl EventLoop {
                                     || tracing::info!(%attempt, executor_id = %executor, "attempt relaunched"),
                                 );
                             }
-                            let partition = match job.partitions.get(attempt.index as usize)? {
+                            let partition = match job.plan.partition(attempt.index)? {
                                 // A reduce task reads from wherever its maps' outputs are now.
                                 PartitionSpec::Reduce { partition, .. } => {
-                                    let (sources, inline) = match self.core.reduce_sources(attempt.job, *partition) {
+                                    let (sources, inline) = match self.core.reduce_sources(attempt.job, partition) {
                                         Ok(input) => (
                                             input.holders.into_iter().map(|h| map_source(&self.shuffle_addresses, h)).collect(),
                                             input.inline,
@@ -94,9 +94,9 @@ impl EventLoop {
                                             return None;
                                         }
                                     };
-                                    PartitionSpec::Reduce { partition: *partition, sources, inline }
+                                    PartitionSpec::Reduce { partition, sources, inline }
                                 }
-                                other => other.clone(),
+                                other => other,
                             };
                             Some(TaskLaunch { attempt, job: job.descriptor.clone(), partition })
                         })

@@ -8,8 +8,8 @@ use flint_core::{ExecutorInfo, Incarnation};
 use flint_data::ObjectReader;
 use flint_proto::wire::Rejection;
 use flint_proto::{
-    ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, Partial, PartitionSpec,
-    Parts, Settings, StatusUpdate, World,
+    ClusterStatus, Conf, CredentialSettings, Digest, ExecutorId, FLINT_SERVICE, Partial, Parts, Settings,
+    StatusUpdate, World,
 };
 use flint_runtime::{Runtime, RuntimeConfig, RuntimeError};
 use std::collections::HashMap;
@@ -185,11 +185,7 @@ impl Driver {
                         flint_core::shuffle::MAX_SLICES
                     )));
                 }
-                plan.partitions.extend((0..reduces).map(|partition| PartitionSpec::Reduce {
-                    partition,
-                    sources: Vec::new(),
-                    inline: Vec::new(),
-                }));
+                plan = plan.with_reduces(reduces);
                 Some((maps, reduces))
             }
             (_, Some(_)) => {
@@ -219,7 +215,7 @@ impl Driver {
             }
             (None, true, _) => Some(Parts::Collect),
         };
-        if plan.len() > MAX_TASKS as usize {
+        if plan.len() > u64::from(MAX_TASKS) {
             return Err(SubmitError::Partitions(format!(
                 "{} tasks; at most {MAX_TASKS} per job",
                 plan.len()

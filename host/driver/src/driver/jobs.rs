@@ -5,7 +5,7 @@
 use flint_core::{Event as CoreEvent, JobCounts};
 use flint_proto::wire::CancelReply;
 use flint_proto::{
-    JobDescriptor, JobError, JobId, JobProgress, JobReport, PartitionSpec, Parts, ShuffleSpec, Source, World,
+    JobDescriptor, JobError, JobId, JobProgress, JobReport, Parts, ShuffleSpec, Source, World,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -163,10 +163,9 @@ impl EventLoop {
         span.in_scope(|| tracing::info!(tasks, world = ?job.component.world, "job submitted"));
         let from_driver: std::collections::HashSet<String> = job
             .plan
-            .partitions
-            .iter()
-            .filter_map(|p| match p {
-                PartitionSpec::Split { source: Source::Driver(path), .. } => Some(path.clone()),
+            .sources()
+            .filter_map(|source| match source {
+                Source::Driver(path) => Some(path.clone()),
                 _ => None,
             })
             .collect();
@@ -198,7 +197,7 @@ impl EventLoop {
             id,
             JobRecord {
                 descriptor,
-                partitions: job.plan.partitions,
+                plan: job.plan,
                 fold,
                 progress,
                 reply: Some(report),

@@ -13,8 +13,7 @@ pub(super) const DEFAULT_SPLIT: u64 = 64 << 20;
 
 pub(super) const INPUT_ROOTS: &str = "flint.input.roots";
 
-/// The most tasks one job may have: each costs the driver a little memory.
-pub const MAX_TASKS: u32 = 1_000_000;
+pub use flint_proto::MAX_TASKS;
 
 /// Splits a job into partitions: byte ranges of its inputs, its values, or generated
 /// indices. Defaults to one partition per slot, and no split over 64 MiB; partitions

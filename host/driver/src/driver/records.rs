@@ -2,7 +2,7 @@
 //! progress and the submitter's reply, and the report made when it ends.
 
 use flint_core::JobCounts;
-use flint_proto::{ExecutorId, FailureRecord, JobDescriptor, JobId, JobProgress, JobReport, PartitionSpec};
+use flint_proto::{ExecutorId, FailureRecord, JobDescriptor, JobId, JobProgress, JobReport};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,7 +24,8 @@ pub(super) struct Waiting {
 
 pub(super) struct JobRecord {
     pub(super) descriptor: Arc<JobDescriptor>,
-    pub(super) partitions: Vec<PartitionSpec>,
+    /// Its partitions, made as its tasks are launched.
+    pub(super) plan: flint_proto::JobPlan,
     pub(super) fold: Fold,
     pub(super) progress: watch::Sender<JobProgress>,
     pub(super) reply: Option<oneshot::Sender<JobReport>>,

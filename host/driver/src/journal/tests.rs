@@ -240,3 +240,42 @@ fn a_line_reads_back_and_a_newer_version_is_refused_by_name() {
     let newer = line.replace("\"v\":1", "\"v\":2");
     assert!(matches!(Envelope::parse(&newer), Err(LineError::Version(2))));
 }
+
+#[test]
+fn a_job_of_many_tasks_keeps_its_slowest_records_and_counts_the_rest() {
+    let mut store = Store::new(10);
+    let tasks = 100_000u32;
+    store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks }));
+    let end = |index: u32, attempt, duration_ms| AppEvent::TaskEnd {
+        job: JobId(1),
+        index,
+        attempt,
+        executor: "a".into(),
+        duration_ms,
+        failure: None,
+        log_tail: None,
+        metrics: TaskMetrics::default(),
+    };
+    for index in 0..tasks {
+        store.apply(&at(2, AppEvent::TaskStart { job: JobId(1), index, attempt: 0, executor: "a".into() }));
+        // Task 7 runs longest of all; the others 1 to 100 ms.
+        let duration = if index == 7 { 10_000 } else { u64::from(index % 100) + 1 };
+        store.apply(&at(3, end(index, 0, duration)));
+    }
+    let entry = store.job(JobId(1)).unwrap();
+    assert_eq!(entry.status.progress.done, tasks);
+    assert_eq!(entry.tasks.len(), SUCCEEDED_KEPT);
+    assert_eq!(entry.tasks_not_kept.len() as usize + entry.tasks.len(), tasks as usize);
+    assert!(entry.tasks.contains_key(&7), "the slowest is kept");
+    assert!(entry.tasks.values().all(|t| t.duration_ms >= Some(100)), "the kept are the slowest");
+    let sketch = &entry.succeeded.sketches[0];
+    assert_eq!((sketch.count(), sketch.quantile(0.0), sketch.quantile(1.0)), (100_000, 1, 10_000));
+    assert!(sketch.quantile(0.5).abs_diff(50) <= 1, "{}", sketch.quantile(0.5));
+    // A late report of a task whose record went changes nothing; its loss is counted.
+    let not_kept = entry.tasks_not_kept.min().unwrap();
+    store.apply(&at(4, end(not_kept, 1, 5)));
+    assert_eq!(store.job(JobId(1)).unwrap().status.progress.done, tasks);
+    store.apply(&at(5, AppEvent::TaskLost { job: JobId(1), index: not_kept }));
+    let progress = &store.job(JobId(1)).unwrap().status.progress;
+    assert_eq!((progress.done, progress.outputs_lost), (tasks - 1, 1));
+}

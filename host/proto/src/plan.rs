@@ -1,0 +1,211 @@
+//! A job's plan: its partitions, one task each, made as its tasks are launched. A plan
+//! holds its inputs (files and their sizes, values, a count), never one descriptor per
+//! task: ten million generated partitions or splits cost what one does.
+
+use crate::job::{PartitionSpec, Source};
+
+/// The most tasks one job may have: 2³¹ − 1. Task indices travel as `u32`; the bound
+/// keeps every count of a job's tasks (done plus running plus waiting) within an
+/// `i32`, as the tools that read the status API (JavaScript's bit operations, Spark's
+/// listeners) hold them. It costs the driver nothing: tasks cost bytes, not records.
+pub const MAX_TASKS: u32 = i32::MAX as u32;
+
+/// A job split into partitions, one task each: its maps (generated indices, values or
+/// byte ranges of files), then, for a map/reduce job, its reduce partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPlan {
+    maps: Maps,
+    reduces: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Maps {
+    Indices(u32),
+    Values(Vec<Vec<u8>>),
+    /// Files with their sizes and the index of their first split; every split but a
+    /// file's last is `split` bytes.
+    Splits {
+        files: Vec<SplitFile>,
+        split: u64,
+        count: u32,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SplitFile {
+    source: Source,
+    size: u64,
+    first: u32,
+    /// Read whole: one split, whatever its size.
+    whole: bool,
+}
+
+impl JobPlan {
+    /// Generated partitions `0..n`.
+    pub fn indices(n: u32) -> JobPlan {
+        JobPlan { maps: Maps::Indices(n), reduces: 0 }
+    }
+
+    /// One partition per value.
+    pub fn values(values: &[serde_json::Value]) -> JobPlan {
+        let encoded = values.iter().map(|v| serde_json::to_vec(v).expect("a JSON value encodes")).collect();
+        JobPlan { maps: Maps::Values(encoded), reduces: 0 }
+    }
+
+    /// Splits inputs (source, size in bytes) into about `target` byte ranges of equal size,
+    /// as Hadoop's input format does: a range never spans two files, and every
+    /// non-empty file gets at least one. The reader of a range takes the lines whose
+    /// first byte falls in it, so ranges need not fall on line boundaries. The count
+    /// saturates at [`MAX_TASKS`] (the driver refuses such a plan).
+    pub fn file_splits(files: &[(Source, u64)], target: u32) -> JobPlan {
+        let total: u64 = files.iter().map(|(_, size)| size).sum();
+        let split = total.div_ceil(u64::from(target.max(1))).max(1);
+        let mut planned = Vec::new();
+        let mut count = 0u64;
+        for (source, size) in files.iter().filter(|(_, size)| *size > 0) {
+            let whole = source.whole_only();
+            let first = count.min(u64::from(MAX_TASKS)) as u32;
+            planned.push(SplitFile { source: source.clone(), size: *size, first, whole });
+            count += if whole { 1 } else { size.div_ceil(split) };
+        }
+        let count = count.min(u64::from(MAX_TASKS) + 1).min(u64::from(u32::MAX)) as u32;
+        JobPlan { maps: Maps::Splits { files: planned, split, count }, reduces: 0 }
+    }
+
+    /// The same maps, followed by `reduces` reduce partitions (whose sources are known
+    /// only once the maps ran, and are filled in at launch).
+    pub fn with_reduces(self, reduces: u32) -> JobPlan {
+        JobPlan { reduces, ..self }
+    }
+
+    /// Map partitions.
+    pub fn maps(&self) -> u32 {
+        match &self.maps {
+            Maps::Indices(n) => *n,
+            Maps::Values(values) => values.len() as u32,
+            Maps::Splits { count, .. } => *count,
+        }
+    }
+
+    /// Partitions, maps and reduces together.
+    pub fn len(&self) -> u64 {
+        u64::from(self.maps()) + u64::from(self.reduces)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Partition `index`, made now; `None` past the plan's end.
+    pub fn partition(&self, index: u32) -> Option<PartitionSpec> {
+        let maps = self.maps();
+        if index >= maps {
+            let partition = index - maps;
+            return (partition < self.reduces).then(|| PartitionSpec::Reduce {
+                partition,
+                sources: Vec::new(),
+                inline: Vec::new(),
+            });
+        }
+        Some(match &self.maps {
+            Maps::Indices(_) => PartitionSpec::Index(index),
+            Maps::Values(values) => PartitionSpec::Value(values[index as usize].clone()),
+            Maps::Splits { files, split, .. } => {
+                let file = &files[files.partition_point(|f| f.first <= index) - 1];
+                let (start, end) = if file.whole {
+                    (0, file.size)
+                } else {
+                    let start = u64::from(index - file.first) * split;
+                    (start, (start + split).min(file.size))
+                };
+                PartitionSpec::Split { source: file.source.clone(), start, end, size: file.size }
+            }
+        })
+    }
+
+    /// The files the plan reads, each once.
+    pub fn sources(&self) -> impl Iterator<Item = &Source> {
+        let files = match &self.maps {
+            Maps::Splits { files, .. } => files.as_slice(),
+            _ => &[],
+        };
+        files.iter().map(|f| &f.source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranges(plan: &JobPlan) -> Vec<(String, u64, u64)> {
+        (0..plan.maps())
+            .map(|i| match plan.partition(i).unwrap() {
+                PartitionSpec::Split { source, start, end, .. } => (source.to_string(), start, end),
+                other => panic!("not a split: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_compressed_input_is_one_split_whatever_the_target() {
+        let gz = Source::S3 { bucket: "b".into(), key: "logs/day.GZ".into() };
+        let files =
+            [(Source::File("a.txt".into()), 100), (gz, 1000), (Source::Driver("/d/x.zst".into()), 10)];
+        let plan = JobPlan::file_splits(&files, 50);
+        let whole: Vec<_> = ranges(&plan).into_iter().filter(|(name, ..)| !name.ends_with(".txt")).collect();
+        assert_eq!(whole, [("s3://b/logs/day.GZ".into(), 0, 1000), ("flint:///d/x.zst".into(), 0, 10)]);
+        assert!(ranges(&plan).iter().filter(|(name, ..)| name.ends_with(".txt")).count() > 1);
+        assert_eq!(
+            crate::Compression::of(&Source::Http("https://h/a.zstd?x=1".into())),
+            Some(crate::Compression::Zstd)
+        );
+        assert_eq!(crate::Compression::of(&Source::File("a.gzip.txt".into())), None);
+    }
+
+    #[test]
+    fn splits_cover_every_byte_once_and_never_span_files() {
+        let file = |name: &str| Source::File(name.into());
+        let files = vec![(file("a"), 10), (file("empty"), 0), (file("b"), 25)];
+        let plan = JobPlan::file_splits(&files, 4);
+        let r = ranges(&plan);
+        // 35 bytes in 4 parts: splits of 9 bytes, cut again at the file boundary.
+        assert_eq!(
+            r,
+            vec![
+                ("a".into(), 0, 9),
+                ("a".into(), 9, 10),
+                ("b".into(), 0, 9),
+                ("b".into(), 9, 18),
+                ("b".into(), 18, 25)
+            ]
+        );
+        assert_eq!(plan.partition(5), None);
+        assert_eq!(plan.sources().count(), 2, "the empty file has no split");
+    }
+
+    #[test]
+    fn one_partition_per_index_or_value_and_reduces_after_the_maps() {
+        assert_eq!(JobPlan::indices(3).len(), 3);
+        let plan = JobPlan::values(&[serde_json::json!(1), serde_json::json!({"a": 2})]);
+        assert_eq!(plan.partition(1), Some(PartitionSpec::Value(br#"{"a":2}"#.to_vec())));
+        let plan = JobPlan::indices(2).with_reduces(3);
+        assert_eq!((plan.maps(), plan.len()), (2, 5));
+        assert!(matches!(plan.partition(4), Some(PartitionSpec::Reduce { partition: 2, .. })));
+        assert_eq!(plan.partition(5), None);
+    }
+
+    #[test]
+    fn ten_million_splits_are_one_file_in_the_plan_and_made_as_asked() {
+        let big = Source::S3 { bucket: "b".into(), key: "huge.txt".into() };
+        let plan = JobPlan::file_splits(&[(big, 10_000_000_000)], 10_000_000);
+        assert_eq!(plan.maps(), 10_000_000);
+        let last = plan.partition(9_999_999).unwrap();
+        assert!(
+            matches!(last, PartitionSpec::Split { start: 9_999_999_000, end: 10_000_000_000, .. }),
+            "{last:?}"
+        );
+        // A plan past the bound says so by its count, for the driver to refuse.
+        let plan = JobPlan::file_splits(&[(Source::File("x".into()), u64::MAX / 2)], u32::MAX);
+        assert!(plan.len() > u64::from(MAX_TASKS));
+    }
+}

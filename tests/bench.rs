@@ -196,6 +196,9 @@ fn main() {
     if wanted("fleet") {
         fleet_figures(&mut results);
     }
+    if wanted("scale") {
+        scale_figures(&mut results);
+    }
     if wanted("elastic") {
         elastic_figures(&mut results);
     }
@@ -1157,9 +1160,20 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
-/// One driver with 1,000 simulated executors of 8 slots each.
-fn fleet_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
-    const FLEET: usize = 1000;
+/// What one driver did with a fleet of simulated executors.
+struct Fleet {
+    registered_s: f64,
+    registering_cpu_s: f64,
+    tasks_per_second: f64,
+    live: usize,
+    removed: usize,
+    idle_cpu_percent: f64,
+    rss_mib: f64,
+}
+
+/// One driver with `size` simulated executors of 8 slots each: registration, a no-op
+/// job of 100,000 tasks across them, then a minute of heartbeats from all.
+fn fleet(size: usize) -> Fleet {
     const TASKS: u32 = 100_000;
     let (driver, url, _dir) = start_driver(std::process::Stdio::null(), &[]);
     let pid = driver.0.id();
@@ -1168,14 +1182,14 @@ fn fleet_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let cpu_before = cpu_seconds(pid);
     let started = Instant::now();
-    for _ in 0..FLEET {
+    for _ in 0..size {
         tokio.spawn(simulated_executor(parsed.clone(), tx.clone()));
     }
     let all_registered = tokio.block_on(async {
-        for _ in 0..FLEET {
-            tokio::time::timeout(Duration::from_secs(60), rx.recv())
+        for _ in 0..size {
+            tokio::time::timeout(Duration::from_secs(120), rx.recv())
                 .await
-                .expect("all register within a minute");
+                .expect("all register within two minutes");
         }
         started.elapsed()
     });
@@ -1191,14 +1205,12 @@ fn fleet_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["result"], TASKS);
-    let job_rate = f64::from(TASKS) / (report["elapsed_ms"].as_f64().unwrap() / 1e3);
+    let tasks_per_second = f64::from(TASKS) / (report["elapsed_ms"].as_f64().unwrap() / 1e3);
 
     // A minute of heartbeats from the whole fleet: nobody expires.
     let heartbeat_from = Instant::now();
     let cpu_heartbeat_before = cpu_seconds(pid);
-    std::thread::sleep(
-        Duration::from_secs(60).saturating_sub(started.elapsed().saturating_sub(all_registered)),
-    );
+    std::thread::sleep(Duration::from_secs(60));
     let heartbeat_cpu = cpu_seconds(pid) - cpu_heartbeat_before;
     let heartbeat_secs = heartbeat_from.elapsed().as_secs_f64();
     let status = flint().args(["status", "--driver-url", &url, "--json"]).output().unwrap();
@@ -1207,22 +1219,203 @@ fn fleet_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let executors = status["executors"].as_array().unwrap();
     let live = executors.iter().filter(|e| e["removed"].is_null()).count();
     let removed = executors.len() - live;
-    let rss = rss_kib(pid) as f64 / 1024.0;
+    let rss_mib = rss_kib(pid) as f64 / 1024.0;
+    drop(tokio);
+    Fleet {
+        registered_s: all_registered.as_secs_f64(),
+        registering_cpu_s: cpu_registering,
+        tasks_per_second,
+        live,
+        removed,
+        idle_cpu_percent: 100.0 * heartbeat_cpu / heartbeat_secs,
+        rss_mib,
+    }
+}
+
+/// One driver with 1,000 simulated executors, then another with 10,000: registration,
+/// launches across them against the smaller fleet's, heartbeats at rest, memory per
+/// executor.
+fn fleet_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let small = fleet(1000);
+    let large = fleet(10_000);
+    for (size, f, target_s) in [(1000, &small, 10.0), (10_000, &large, 30.0)] {
+        println!(
+            "driver with {size} simulated executors × 8 slots: all registered in {:.2} s (target ≤ {target_s} s), {:.2} CPU s; 100,000 no-op tasks at {:.0}/s; after a minute {} live, {} removed (target 0); heartbeats cost the driver {:.1}% of a core (target < 50%); resident memory {:.0} MiB",
+            f.registered_s,
+            f.registering_cpu_s,
+            f.tasks_per_second,
+            f.live,
+            f.removed,
+            f.idle_cpu_percent,
+            f.rss_mib
+        );
+        assert_eq!(f.removed, 0, "executors expired with a fleet of {size}");
+        results.insert(
+            format!("fleet_{size}_executors"),
+            json!({ "registered_s": f.registered_s, "target_registered_s": target_s,
+                    "registering_cpu_s": f.registering_cpu_s, "live_after_a_minute": f.live, "removed": f.removed,
+                    "noop_tasks_per_second": f.tasks_per_second, "idle_cpu_percent": f.idle_cpu_percent,
+                    "driver_rss_mib": f.rss_mib }),
+        );
+    }
+    let ratio = large.tasks_per_second / small.tasks_per_second;
+    let per_executor_kib = (large.rss_mib - small.rss_mib) * 1024.0 / 9000.0;
     println!(
-        "driver with {FLEET} simulated executors × 8 slots: all registered in {:.2} s (target ≤ 10 s), {:.2} CPU s; {TASKS} no-op tasks at {job_rate:.0}/s; after a minute {live} live, {removed} removed (target 0); heartbeats cost the driver {:.1}% of a core; resident memory {rss:.0} MiB",
-        all_registered.as_secs_f64(),
-        cpu_registering,
-        100.0 * heartbeat_cpu / heartbeat_secs,
+        "10,000 executors against 1,000: launches at {ratio:.2}× (target ≥ 0.5); the driver's memory per executor about {per_executor_kib:.0} KiB"
     );
-    assert_eq!(removed, 0, "executors expired: {status}");
     results.insert(
-        "fleet_1000_executors".into(),
-        json!({ "registered_s": all_registered.as_secs_f64(), "target_registered_s": 10.0,
-                "registering_cpu_s": cpu_registering, "live_after_a_minute": live, "removed": removed,
-                "noop_tasks_per_second": job_rate, "idle_cpu_percent": 100.0 * heartbeat_cpu / heartbeat_secs,
-                "driver_rss_mib": rss }),
+        "fleet_scaling".into(),
+        json!({ "launch_ratio_10000_to_1000": ratio, "target": 0.5, "driver_kib_per_executor": per_executor_kib }),
+    );
+}
+
+/// Runs a whole command with its output to a file; its time, its output and its peak
+/// resident memory (from `wait4`).
+fn measured(cmd: &mut std::process::Command) -> (Duration, String, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out");
+    let started = Instant::now();
+    let child = cmd.stdout(std::fs::File::create(&path).unwrap()).spawn().unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, writing into the locals given.
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    let elapsed = started.elapsed();
+    assert_eq!(waited, child.id() as i32);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "{cmd:?} failed: {status}");
+    (elapsed, std::fs::read_to_string(&path).unwrap(), usage.ru_maxrss as f64 / 1024.0)
+}
+
+/// `GET path` from the status server on `port`: how long the whole answer took.
+fn get_timed(port: u16, path: &str) -> Duration {
+    use std::io::{Read, Write};
+    let started = Instant::now();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    assert!(
+        response.starts_with(b"HTTP/1.1 200"),
+        "{path}: {}",
+        String::from_utf8_lossy(&response[..80.min(response.len())])
+    );
+    started.elapsed()
+}
+
+/// Jobs of millions of tasks: `flint run` of 1,000,000 and 10,000,000 no-op tasks
+/// (whole command, peak memory), then a 10,000,000-task job on a driver with 100
+/// simulated executors, its status page and API asked every 200 ms while it runs.
+fn scale_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let noop = root().join("target/wasm32-wasip2/release/noop.wasm");
+    let run = |tasks: u32| {
+        let n = tasks.to_string();
+        let (elapsed, out, rss) =
+            measured(flint().args(["run", noop.to_str().unwrap(), "--partitions", &n, "--json"]));
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["result"], tasks, "the exact count");
+        (f64::from(tasks) / elapsed.as_secs_f64(), elapsed.as_secs_f64(), rss)
+    };
+    let _warm = run(10_000);
+    let (rate1, secs1, rss1) = run(1_000_000);
+    let (rate10, secs10, rss10) = run(10_000_000);
+    println!(
+        "flint run of no-op tasks, whole command: 1,000,000 in {secs1:.1} s ({rate1:.0}/s), peak RSS {rss1:.0} MiB (target < 150); 10,000,000 in {secs10:.1} s ({rate10:.0}/s, {:.2}× the 1,000,000-task rate, target ≥ 1.0), peak RSS {rss10:.0} MiB (target < 1024)",
+        rate10 / rate1
+    );
+    results.insert(
+        "run_1m_noop".into(),
+        json!({ "seconds": secs1, "tasks_per_second": rate1, "peak_rss_mib": rss1, "target_rss_mib": 150.0 }),
+    );
+    results.insert(
+        "run_10m_noop".into(),
+        json!({ "seconds": secs10, "tasks_per_second": rate10, "rate_ratio_to_1m": rate10 / rate1,
+                "peak_rss_mib": rss10, "target_rss_mib": 1024.0 }),
+    );
+
+    // The same job size on a driver, its pages asked while it runs.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (driver, url, _dir) = start_driver(std::process::Stdio::null(), &["--ui-port", &port.to_string()]);
+    let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let parsed: flint_net::DriverUrl = url.parse().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..100 {
+        tokio.spawn(simulated_executor(parsed.clone(), tx.clone()));
+    }
+    tokio.block_on(async {
+        for _ in 0..100 {
+            rx.recv().await.unwrap();
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("report.json");
+    let started = Instant::now();
+    let mut submit = Child(
+        flint()
+            .args([
+                "submit",
+                "--driver-url",
+                &url,
+                noop.to_str().unwrap(),
+                "--partitions",
+                "10000000",
+                "--json",
+            ])
+            .stdout(std::fs::File::create(&out_path).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let paths = ["/api/v1/status", "/jobs/1", "/api/v1/jobs/1/tasks", "/api/v1/jobs/1/attempts"];
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
+    while submit.0.try_wait().unwrap().is_none() {
+        // Asked once the job runs (its page exists from its start).
+        if started.elapsed() > Duration::from_secs(2) {
+            for (path, times) in paths.iter().zip(&mut times) {
+                times.push(get_timed(port, path));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let elapsed = started.elapsed();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(report["result"], 10_000_000, "the exact count");
+    let hwm = std::fs::read_to_string(format!("/proc/{}/status", driver.0.id())).unwrap();
+    let peak: f64 = hwm
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0)
+        / 1024.0;
+    let mut answers = serde_json::Map::new();
+    let mut line = String::new();
+    for (path, mut times) in paths.iter().zip(times) {
+        times.sort();
+        let (median, max) = (times[times.len() / 2], times[times.len() - 1]);
+        line.push_str(&format!(
+            " {path} median {:.1} ms, slowest {:.1} ms ({} asked);",
+            ms(median),
+            ms(max),
+            times.len()
+        ));
+        answers.insert(
+            (*path).into(),
+            json!({ "median_ms": ms(median), "max_ms": ms(max), "target_ms": 100.0 }),
+        );
+    }
+    println!(
+        "a driver running 10,000,000 no-op tasks on 100 simulated executors: {:.1} s, {:.0} tasks/s, driver peak RSS {peak:.0} MiB; while it ran:{line}",
+        elapsed.as_secs_f64(),
+        1e7 / elapsed.as_secs_f64()
+    );
+    results.insert(
+        "driver_10m_noop".into(),
+        json!({ "seconds": elapsed.as_secs_f64(), "driver_peak_rss_mib": peak, "pages": answers }),
     );
     drop(tokio);
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// Seconds since midnight of a log line's RFC 3339 timestamp (`…T21:34:15.631555Z`).

@@ -354,15 +354,6 @@ fn summary(out: &mut String, entry: &JobEntry) {
     out.push_str("</table>");
 }
 
-/// The value at quantile `q` of sorted values (nearest rank).
-pub fn quantile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
 /// Pixels of the timeline's drawing: its width, a lane's height, the label column.
 const TIMELINE_WIDTH: u64 = 960;
 const LANE: u64 = 14;

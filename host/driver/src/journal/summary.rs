@@ -6,6 +6,15 @@ use flint_proto::TaskRecord;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
+/// The value at quantile `q` of sorted values (nearest rank).
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
 /// Values a sketch keeps exactly before it counts them in buckets.
 const EXACT: usize = 1000;
 
@@ -68,7 +77,7 @@ impl Sketch {
         self.exact.len() + self.buckets.len()
     }
 
-    /// The value at quantile `q` (nearest rank, as `page::quantile` over every value).
+    /// The value at quantile `q` (nearest rank, as [`quantile`] over every value).
     pub fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
@@ -76,7 +85,7 @@ impl Sketch {
         if self.buckets.is_empty() {
             let mut sorted = self.exact.clone();
             sorted.sort_unstable();
-            return crate::page::quantile(&sorted, q);
+            return quantile(&sorted, q);
         }
         let rank = (q * (self.count - 1) as f64).round() as u64;
         if rank == 0 {
@@ -174,7 +183,7 @@ mod tests {
         let mut sorted = values.clone();
         sorted.sort_unstable();
         for q in [0.0, 0.01, 0.25, 0.5, 0.75, 0.99, 1.0] {
-            let (got, want) = (big.quantile(q), crate::page::quantile(&sorted, q));
+            let (got, want) = (big.quantile(q), quantile(&sorted, q));
             assert!(got.abs_diff(want) <= want / 64 + 1, "q {q}: {got} against {want}");
         }
         assert!(big.buckets.len() < 2000, "{} buckets", big.buckets.len());

@@ -1080,38 +1080,47 @@ async fn simulated_executor(
     let started = Instant::now();
     let idle = Settings::default().network_idle_timeout;
     let secret = Secret::new(SECRET.as_bytes().to_vec());
-    // As a real executor does: a connection lost before the hello is answered is tried
-    // again.
-    let (_endpoint, connection, reply, mut send, mut recv) = loop {
-        let (endpoint, connection) = connect(&url, Duration::from_secs(30), idle).await.expect("connects");
-        match hello(&connection, &secret, Role::Executor, "", None, None).await {
-            Ok((reply, send, recv)) => break (endpoint, connection, reply, send, recv),
-            Err(e) if started.elapsed() < Duration::from_secs(30) => {
-                eprintln!("simulated executor: hello failed ({e}); trying again");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("hello failed for 30 s: {e}"),
+    // Connect, hello, the application's configuration, registration: as a real
+    // executor does, a connection lost on the way is tried again from the start.
+    let bootstrap = async || -> Result<_, String> {
+        let (endpoint, connection) =
+            connect(&url, Duration::from_secs(30), idle).await.map_err(|e| e.to_string())?;
+        let (reply, mut send, mut recv) =
+            hello(&connection, &secret, Role::Executor, "", None, None).await.map_err(|e| e.to_string())?;
+        let HelloReply::Welcome { executor_id: Some(id) } = reply else { panic!("not welcome: {reply:?}") };
+        let fetch = ExecutorMessage::FetchConfig { resource_profile_id: 0 };
+        write_frame(&mut send, &fetch).await.map_err(|e| e.to_string())?;
+        let Some(DriverMessage::AppConfig(app)) =
+            read_frame::<DriverMessage>(&mut recv).await.map_err(|e| e.to_string())?
+        else {
+            return Err("no app config".into());
+        };
+        let settings = Settings::from_conf(&app.properties).unwrap();
+        let registration = Registration {
+            host: "simulated".into(),
+            cores: 8,
+            memory: 8 << 30,
+            slots: 8,
+            pid: std::process::id(),
+            attributes: Default::default(),
+            log_urls: Default::default(),
+            shuffle: None,
+        };
+        write_frame(&mut send, &ExecutorMessage::Register(registration)).await.map_err(|e| e.to_string())?;
+        match read_frame::<DriverMessage>(&mut recv).await.map_err(|e| e.to_string())? {
+            Some(DriverMessage::Registered { .. }) => Ok((endpoint, connection, id, settings, send, recv)),
+            other => Err(format!("not registered: {other:?}")),
         }
     };
-    let HelloReply::Welcome { executor_id: Some(id) } = reply else { panic!("not welcome: {reply:?}") };
-    write_frame(&mut send, &ExecutorMessage::FetchConfig { resource_profile_id: 0 }).await.unwrap();
-    let Some(DriverMessage::AppConfig(app)) = read_frame::<DriverMessage>(&mut recv).await.unwrap() else {
-        panic!("no app config")
-    };
-    let settings = Settings::from_conf(&app.properties).unwrap();
-    let registration = Registration {
-        host: "simulated".into(),
-        cores: 8,
-        memory: 8 << 30,
-        slots: 8,
-        pid: std::process::id(),
-        attributes: Default::default(),
-        log_urls: Default::default(),
-        shuffle: None,
-    };
-    write_frame(&mut send, &ExecutorMessage::Register(registration)).await.unwrap();
-    let Some(DriverMessage::Registered { .. }) = read_frame::<DriverMessage>(&mut recv).await.unwrap() else {
-        panic!("not registered")
+    let (_endpoint, connection, id, settings, mut send, mut recv) = loop {
+        match bootstrap().await {
+            Ok(parts) => break parts,
+            Err(e) if started.elapsed() < Duration::from_secs(120) => {
+                eprintln!("simulated executor: {e}; trying again");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("no registration in two minutes: {e}"),
+        }
     };
     let _ = registered.send(started.elapsed());
     let beats = {

@@ -1,7 +1,9 @@
 //! The event log on disk: an application's events as JSON lines, compressed with zstd,
 //! in files rolled by size under `<flint.eventLog.dir>/<app-id>/`.
 //!
-//! Each write is a whole zstd frame (a batch of lines, at most a second old), so a log
+//! A task that succeeded at its first attempt with nothing to say is not a line of its
+//! own: its job's tasks of the same frame are one `tasks_succeeded` line
+//! (`coalesce.rs`). Each write is a whole zstd frame (a batch of lines, at most a second old), so a log
 //! being written is always readable up to its last batch, and a driver that dies loses
 //! at most that batch. A log whose last event is not `application_end` belongs to an
 //! application that is still running (or died without saying so).
@@ -69,15 +71,16 @@ impl EventLogWriter {
         let thread = std::thread::Builder::new().name("flint-event-log".into()).spawn(move || {
             let mut text = Vec::new();
             let mut oldest: Option<Instant> = None;
+            let mut coalescer = coalesce::Coalescer::default();
+            let mut ready = Vec::new();
             loop {
                 let wait = oldest.map_or(FRAME_AGE, |t| FRAME_AGE.saturating_sub(t.elapsed()));
                 let closed = match rx.recv_timeout(wait) {
                     Ok(batch) => {
                         for envelope in batch {
-                            if serde_json::to_writer(&mut text, &envelope).is_ok() {
-                                text.push(b'\n');
-                            }
+                            coalescer.take(envelope, &mut ready);
                         }
+                        lines(&mut text, &mut ready);
                         oldest.get_or_insert_with(Instant::now);
                         false
                     }
@@ -85,6 +88,10 @@ impl EventLogWriter {
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => true,
                 };
                 let due = oldest.is_some_and(|t| t.elapsed() >= FRAME_AGE) || text.len() >= FRAME || closed;
+                if due {
+                    coalescer.flush(&mut ready);
+                    lines(&mut text, &mut ready);
+                }
                 if due && !text.is_empty() {
                     if let Err(e) = files.write_frame(&text) {
                         tracing::warn!(error = %e, folder = %files.folder.display(), "the event log cannot be written");
@@ -143,6 +150,17 @@ impl Drop for EventLogWriter {
         self.close();
     }
 }
+
+/// Appends `events` to `text` as JSON lines, leaving `events` empty.
+fn lines(text: &mut Vec<u8>, events: &mut Vec<Envelope>) {
+    for envelope in events.drain(..) {
+        if serde_json::to_writer(&mut *text, &envelope).is_ok() {
+            text.push(b'\n');
+        }
+    }
+}
+
+mod coalesce;
 
 struct Files {
     folder: PathBuf,
@@ -342,5 +360,88 @@ mod tests {
         assert_eq!((store.app_id.as_str(), skipped), ("app/../x", 0));
         assert_eq!(store.status().jobs.len(), 3);
         assert!(describe(&writer.folder, &store).running, "no application_end yet");
+    }
+
+    #[test]
+    fn uneventful_tasks_are_a_line_a_frame_and_read_back_as_the_live_store_has_them() {
+        use flint_proto::{JobId, TaskFailure, TaskMetrics};
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = EventLogWriter::create(dir.path(), "app", 1 << 30).unwrap();
+        let mut live = Store::new(10);
+        let tasks = 100_000u32;
+        let mut events = vec![
+            AppEvent::ApplicationStart {
+                app_id: "app".into(),
+                flint_version: "0".into(),
+                config: Default::default(),
+            },
+            AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks },
+        ];
+        let end = |index, attempt, failure: Option<TaskFailure>, log_tail: Option<&str>| AppEvent::TaskEnd {
+            job: JobId(1),
+            index,
+            attempt,
+            executor: "a".into(),
+            duration_ms: u64::from(index % 100) + 1,
+            failure,
+            log_tail: log_tail.map(Into::into),
+            metrics: TaskMetrics { input_bytes: u64::from(index), input_records: 1, read_us: 0 },
+        };
+        let start =
+            |index, attempt| AppEvent::TaskStart { job: JobId(1), index, attempt, executor: "a".into() };
+        for index in 0..tasks {
+            events.push(start(index, 0));
+            match index {
+                // One fails once and is retried; one says something.
+                5 => {
+                    let trap = TaskFailure::Trap { message: "once".into(), backtrace: None };
+                    events.extend([end(5, 0, Some(trap), None), start(5, 1), end(5, 1, None, None)]);
+                }
+                9 => events.push(end(9, 0, None, Some("hello"))),
+                _ => events.push(end(index, 0, None, None)),
+            }
+        }
+        events.push(AppEvent::JobEnd {
+            job: JobId(1),
+            succeeded: true,
+            cancelled: false,
+            error: None,
+            attempts: tasks + 1,
+            progress: None,
+        });
+        for chunk in events.chunks(1000) {
+            let batch: Vec<Envelope> = chunk.iter().cloned().map(Envelope::now).collect();
+            for envelope in &batch {
+                live.apply(envelope);
+            }
+            writer.send(batch);
+        }
+        writer.close();
+        let mut lines = 0;
+        for (path, _) in log_files(&writer.folder).unwrap() {
+            let text = zstd::stream::decode_all(std::fs::File::open(path).unwrap()).unwrap();
+            lines += text.iter().filter(|b| **b == b'\n').count();
+        }
+        // The application and the job, task 5's four lines and task 9's two, and a batch
+        // line or a few: not two lines a task.
+        assert!(lines < 40, "{lines} lines");
+        let (read, skipped) = read_app(&writer.folder, 10).unwrap();
+        assert_eq!(skipped, 0);
+        let (live, read) = (live.job(JobId(1)).unwrap(), read.job(JobId(1)).unwrap());
+        assert_eq!(read.status.progress, live.status.progress);
+        assert_eq!(read.status.progress.done, tasks);
+        assert_eq!(read.tasks.len() + read.tasks_not_kept.len() as usize, tasks as usize);
+        // The same records as the live store kept (its slowest), the same failure.
+        assert_eq!(read.tasks.keys().collect::<Vec<_>>(), live.tasks.keys().collect::<Vec<_>>());
+        assert_eq!(read.tasks.len(), crate::journal::SUCCEEDED_KEPT);
+        assert_eq!(read.failures.len(), 1);
+        assert_eq!((read.failures[0].task, read.failures[0].attempt), (5, 0));
+        for (r, l) in read.succeeded.sketches.iter().zip(&live.succeeded.sketches) {
+            assert_eq!(r.count(), l.count());
+            for q in [0.0, 0.5, 1.0] {
+                assert!(r.quantile(q).abs_diff(l.quantile(q)) <= l.quantile(q) / 32 + 1, "{q}");
+            }
+        }
+        assert!(read.tasks.values().all(|t| t.duration_ms == Some(100)), "the slowest");
     }
 }

@@ -13,7 +13,7 @@ use flint_proto::{
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-pub use summary::{METRICS, SUCCEEDED_KEPT, Succeeded};
+pub use summary::{METRICS, SUCCEEDED_KEPT, Sketch, SketchData, Succeeded};
 
 /// The event log's format version. A reader accepts this one and every earlier one.
 pub const EVENT_LOG_VERSION: u32 = 1;
@@ -102,6 +102,20 @@ pub enum AppEvent {
         /// added have none).
         #[serde(default)]
         metrics: TaskMetrics,
+    },
+    /// Tasks that each succeeded at their first attempt with nothing more to say: the
+    /// event log writes this in place of a start and an end line for each (the live
+    /// store gets those; a log read back gets this).
+    TasksSucceeded {
+        job: JobId,
+        /// Their indices, as ranges `[start, end)`.
+        tasks: Vec<(u32, u32)>,
+        /// How many ran on each executor.
+        executors: Vec<(ExecutorId, u32)>,
+        /// What they measured, a sketch for each row of the task summary.
+        summary: Vec<SketchData>,
+        /// The slowest of them, whole.
+        slowest: Vec<TaskRecord>,
     },
     /// A copy of a straggling attempt was started (its `task_start` follows), and why.
     Speculated {
@@ -525,6 +539,15 @@ impl Store {
                     }
                 }
             }
+            AppEvent::TasksSucceeded { job, tasks, executors, summary, slowest } => {
+                for (id, n) in executors {
+                    if let Some(e) = self.executors.get_mut(id) {
+                        e.tasks_done += u64::from(*n);
+                    }
+                }
+                let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
+                entry.tasks_succeeded(tasks, summary, slowest);
+            }
             AppEvent::Speculated { job, index, attempt, reason, straggler, .. } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
                 // Its span, marked; its `task_start` (next) places it.
@@ -643,6 +666,41 @@ impl JobEntry {
     }
 
     /// Task records and timeline attempts held: what [`RETAINED_TASKS`] bounds.
+    /// Tasks that succeeded at their first attempt, read back from a log's batch: each
+    /// counted done unless it is known already (a task's first success wins), the
+    /// slowest kept whole, what they measured merged into the summary.
+    fn tasks_succeeded(&mut self, tasks: &[(u32, u32)], summary: &[SketchData], slowest: &[TaskRecord]) {
+        let total = self.status.progress.total;
+        let mut added = 0u64;
+        for &(start, end) in tasks {
+            let range = start.min(total)..end.min(total);
+            added += self.tasks_not_kept.insert_range(range.clone());
+            for known in self.tasks.range(range).map(|(i, _)| *i) {
+                if self.tasks_not_kept.remove(known) {
+                    added -= 1;
+                }
+            }
+        }
+        for record in slowest {
+            if record.index >= total || self.tasks.contains_key(&record.index) {
+                continue;
+            }
+            if self.tasks_not_kept.remove(record.index) {
+                added -= 1;
+            }
+            self.tasks.insert(record.index, record.clone());
+            added += 1;
+            if let Some(faster) = self.succeeded.keep(record) {
+                self.tasks.remove(&faster);
+                self.tasks_not_kept.insert(faster);
+            }
+        }
+        self.status.progress.done = self.status.progress.done.saturating_add(added as u32).min(total);
+        for (sketch, data) in self.succeeded.sketches.iter_mut().zip(summary) {
+            sketch.merge(data);
+        }
+    }
+
     /// What the job holds, in records (a summary's values and buckets count as such).
     fn records(&self) -> usize {
         self.tasks.len() + self.attempts.len() + self.succeeded.weight()

@@ -78,8 +78,9 @@ pub struct FrontConfig {
 }
 
 /// Connections that proved the secret are refused past this many at once (executors
-/// and clients together); those that have not are bounded apart (`gate`).
-pub const MAX_CONNECTIONS: usize = 4096;
+/// and clients together); those that have not are bounded apart (`gate`). Room for a
+/// fleet of ten thousand executors and its clients (`make bench`'s `fleet` figure).
+pub const MAX_CONNECTIONS: usize = 16_384;
 
 /// Accepts connections until the endpoint closes. A new one must first get past the
 /// gate (a small pool of unproven connections, retries when many arrive), and once its

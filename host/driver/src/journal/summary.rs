@@ -3,6 +3,7 @@
 //! tasks costs its store a few hundred kilobytes, not a record per task.
 
 use flint_proto::TaskRecord;
+use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -42,9 +43,12 @@ fn bucket(value: u64) -> u32 {
     (shift << (PRECISION + 1)) | (value >> shift) as u32
 }
 
+/// The highest shift a bucket of a `u64` has.
+const MAX_SHIFT: u32 = 64 - PRECISION - 1;
+
 /// The lowest value of bucket `b`, and the next bucket's.
 fn bounds(b: u32) -> (u64, u64) {
-    let shift = b >> (PRECISION + 1);
+    let shift = (b >> (PRECISION + 1)).min(MAX_SHIFT);
     if shift == 0 {
         return (u64::from(b), u64::from(b) + 1);
     }
@@ -70,6 +74,44 @@ impl Sketch {
 
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// What it holds, to be written and merged into another.
+    pub fn data(&self) -> SketchData {
+        SketchData {
+            count: self.count,
+            min: self.min,
+            max: self.max,
+            values: self.exact.clone(),
+            buckets: self.buckets.iter().map(|(b, n)| (*b, *n)).collect(),
+        }
+    }
+
+    /// Takes in the values `data` holds. Read from a log, so it is not trusted: its
+    /// count is what it holds, buckets no `u64` falls in are dropped, values past
+    /// [`EXACT`] go to buckets.
+    pub fn merge(&mut self, data: &SketchData) {
+        let valid = |b: &u32| (b >> (PRECISION + 1)) <= MAX_SHIFT;
+        let count = data.values.len() as u64
+            + data.buckets.iter().filter(|(b, _)| valid(b)).map(|(_, n)| *n).fold(0u64, u64::saturating_add);
+        if count == 0 {
+            return;
+        }
+        self.min = if self.count == 0 { data.min } else { self.min.min(data.min) };
+        self.max = self.max.max(data.max);
+        self.count = self.count.saturating_add(count);
+        if self.buckets.is_empty() && data.buckets.is_empty() && self.exact.len() + data.values.len() <= EXACT
+        {
+            self.exact.extend_from_slice(&data.values);
+            return;
+        }
+        for v in std::mem::take(&mut self.exact).into_iter().chain(data.values.iter().copied()) {
+            *self.buckets.entry(bucket(v)).or_default() += 1;
+        }
+        for (b, n) in data.buckets.iter().filter(|(b, _)| valid(b)) {
+            let held = self.buckets.entry(*b).or_default();
+            *held = held.saturating_add(*n);
+        }
     }
 
     /// Values and buckets held.
@@ -104,6 +146,20 @@ impl Sketch {
         }
         self.max
     }
+}
+
+/// A sketch as the event log holds it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SketchData {
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    /// Its values, while it holds them exactly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<u64>,
+    /// Its buckets and their counts, once it does not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<(u32, u64)>,
 }
 
 /// The summary's rows: what each shows of a succeeded task.
@@ -141,6 +197,12 @@ impl Succeeded {
         for (sketch, (_, _, value)) in self.sketches.iter_mut().zip(METRICS) {
             sketch.add(value(record));
         }
+        self.keep(record)
+    }
+
+    /// Keeps a succeeded task's record if it is among the slowest (it was counted in
+    /// the sketches already); says which task's record is no longer kept, if any.
+    pub fn keep(&mut self, record: &TaskRecord) -> Option<u32> {
         self.slowest.push(Reverse((duration(record), record.index)));
         if self.slowest.len() > SUCCEEDED_KEPT {
             return self.slowest.pop().map(|Reverse((_, index))| index);

@@ -1,0 +1,156 @@
+//! What the event log writes of tasks: a line for each attempt only where something
+//! happened. A task that succeeds at its first attempt, saying nothing, within a frame
+//! of its start is counted into its job's [`AppEvent::TasksSucceeded`] for that frame
+//! (its index, its executor, what it measured; the frame's slowest whole), in place of
+//! two lines; a hundred thousand no-op tasks a second are a line a second.
+
+use crate::journal::{AppEvent, EVENT_LOG_VERSION, Envelope, METRICS, SUCCEEDED_KEPT, Sketch};
+use flint_proto::{AttemptState, ExecutorId, JobId, TaskRecord};
+use roaring::RoaringBitmap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+
+/// Starts held, waiting to learn whether their attempt's end is worth a line; past
+/// this many, starts are written as they come.
+const STARTS_HELD: usize = 1 << 20;
+
+#[derive(Default)]
+pub(super) struct Coalescer {
+    /// Starts not written yet, by attempt.
+    starts: HashMap<(JobId, u32, u32), Envelope>,
+    batches: BTreeMap<JobId, Batch>,
+}
+
+#[derive(Default)]
+struct Batch {
+    tasks: RoaringBitmap,
+    executors: BTreeMap<ExecutorId, u32>,
+    sketches: [Sketch; 5],
+    /// Its slowest, whole: as many as the store keeps of a job, so that a log read back
+    /// keeps the records the live store kept.
+    slowest: BinaryHeap<Reverse<Slow>>,
+    /// When the last of them ended.
+    at_ms: u64,
+}
+
+impl Coalescer {
+    /// Takes one event; puts in `out` what is to be written now, in order.
+    pub(super) fn take(&mut self, envelope: Envelope, out: &mut Vec<Envelope>) {
+        match &envelope.event {
+            AppEvent::TaskStart { job, index, attempt: 0, .. } if self.starts.len() < STARTS_HELD => {
+                self.starts.insert((*job, *index, 0), envelope);
+            }
+            AppEvent::TaskStart { .. } => out.push(envelope),
+            AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail, metrics } => {
+                let start = self.starts.remove(&(*job, *index, *attempt));
+                match start {
+                    Some(start) if failure.is_none() && log_tail.is_none() => {
+                        let record = TaskRecord {
+                            index: *index,
+                            attempt: *attempt,
+                            executor: executor.clone(),
+                            state: AttemptState::Succeeded,
+                            launched_ms: start.at_ms,
+                            duration_ms: Some(*duration_ms),
+                            ended_ms: Some(envelope.at_ms),
+                            metrics: *metrics,
+                            failure: None,
+                            log_tail: None,
+                        };
+                        self.batches.entry(*job).or_default().add(record, envelope.at_ms);
+                    }
+                    Some(start) => {
+                        out.push(start);
+                        out.push(envelope);
+                    }
+                    None => out.push(envelope),
+                }
+            }
+            // Anything else may speak of a task held here (a copy, a loss, the job's
+            // end): what is held goes first.
+            _ => {
+                self.flush(out);
+                out.push(envelope);
+            }
+        }
+    }
+
+    /// Puts in `out` everything held: the batches, then the starts of attempts still
+    /// running, oldest first.
+    pub(super) fn flush(&mut self, out: &mut Vec<Envelope>) {
+        for (job, batch) in std::mem::take(&mut self.batches) {
+            out.push(batch.into_event(job));
+        }
+        let mut starts: Vec<Envelope> = self.starts.drain().map(|(_, start)| start).collect();
+        starts.sort_by_key(|s| s.at_ms);
+        out.extend(starts);
+    }
+}
+
+impl Batch {
+    fn add(&mut self, record: TaskRecord, at_ms: u64) {
+        self.tasks.insert(record.index);
+        *self.executors.entry(record.executor.clone()).or_default() += 1;
+        for (sketch, (_, _, value)) in self.sketches.iter_mut().zip(METRICS) {
+            sketch.add(value(&record));
+        }
+        self.at_ms = self.at_ms.max(at_ms);
+        self.slowest.push(Reverse(Slow(record)));
+        if self.slowest.len() > SUCCEEDED_KEPT {
+            self.slowest.pop();
+        }
+    }
+
+    fn into_event(self, job: JobId) -> Envelope {
+        let mut tasks = Vec::new();
+        let mut run: Option<(u32, u32)> = None;
+        for index in &self.tasks {
+            run = match run {
+                Some((start, end)) if end == index => Some((start, end.saturating_add(1))),
+                Some(done) => {
+                    tasks.push(done);
+                    Some((index, index.saturating_add(1)))
+                }
+                None => Some((index, index.saturating_add(1))),
+            };
+        }
+        tasks.extend(run);
+        let event = AppEvent::TasksSucceeded {
+            job,
+            tasks,
+            executors: self.executors.into_iter().collect(),
+            summary: self.sketches.iter().map(Sketch::data).collect(),
+            slowest: self.slowest.into_iter().map(|Reverse(Slow(record))| record).collect(),
+        };
+        Envelope { v: EVENT_LOG_VERSION, at_ms: self.at_ms, event }
+    }
+}
+
+/// A record ordered as the store orders its slowest: by run time, then index.
+struct Slow(TaskRecord);
+
+impl Slow {
+    fn key(&self) -> (u64, u32) {
+        (self.0.duration_ms.unwrap_or(0), self.0.index)
+    }
+}
+
+impl PartialEq for Slow {
+    fn eq(&self, other: &Slow) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Slow {}
+
+impl PartialOrd for Slow {
+    fn partial_cmp(&self, other: &Slow) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Slow {
+    fn cmp(&self, other: &Slow) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}

@@ -127,6 +127,7 @@ impl Scheduler {
                         }
                     }
                     lost.sort_unstable();
+                    fatal.sort_unstable();
                     for (job, index) in lost.into_iter().rev() {
                         self.queue.push_front(job, index);
                     }
@@ -593,7 +594,10 @@ impl Scheduler {
                 exec.held -= held.len() as u32;
             }
         }
-        for (index, task) in state.tasks.records() {
+        // In index order, as every output of the scheduler is ordered.
+        let mut records: Vec<(u32, &job::Task)> = state.tasks.records().collect();
+        records.sort_unstable_by_key(|(index, _)| *index);
+        for (index, task) in records {
             let copy = task.copy.map(|(number, ix, _)| (number, ix));
             for (number, ix) in task.running.into_iter().chain(copy) {
                 let attempt = Attempt { job, index, number };

@@ -377,6 +377,11 @@ impl Store {
                 if *index >= entry.status.progress.total {
                     return;
                 }
+                // A task counted done without a record starts again: it is not done (a
+                // record and that count are never both kept for a task).
+                if entry.tasks_not_kept.remove(*index) {
+                    entry.status.progress.done = entry.status.progress.done.saturating_sub(1);
+                }
                 let slot = entry.tasks.entry(*index);
                 let running = matches!(&slot, std::collections::btree_map::Entry::Occupied(t) if t.get().state == AttemptState::Running);
                 if !running {
@@ -674,10 +679,13 @@ impl JobEntry {
         let mut added = 0u64;
         for &(start, end) in tasks {
             let range = start.min(total)..end.min(total);
+            if range.is_empty() {
+                continue; // a range the driver never writes: read from a crafted log
+            }
             added += self.tasks_not_kept.insert_range(range.clone());
             for known in self.tasks.range(range).map(|(i, _)| *i) {
                 if self.tasks_not_kept.remove(known) {
-                    added -= 1;
+                    added = added.saturating_sub(1);
                 }
             }
         }
@@ -686,11 +694,18 @@ impl JobEntry {
                 continue;
             }
             if self.tasks_not_kept.remove(record.index) {
-                added -= 1;
+                added = added.saturating_sub(1);
             }
+            // Such a task said nothing and succeeded: whatever a crafted line claims.
+            let record = TaskRecord {
+                state: AttemptState::Succeeded,
+                failure: None,
+                log_tail: None,
+                ..record.clone()
+            };
             self.tasks.insert(record.index, record.clone());
             added += 1;
-            if let Some(faster) = self.succeeded.keep(record) {
+            if let Some(faster) = self.succeeded.keep(&record) {
                 self.tasks.remove(&faster);
                 self.tasks_not_kept.insert(faster);
             }

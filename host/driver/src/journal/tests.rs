@@ -278,4 +278,21 @@ fn a_job_of_many_tasks_keeps_its_slowest_records_and_counts_the_rest() {
     store.apply(&at(5, AppEvent::TaskLost { job: JobId(1), index: not_kept }));
     let progress = &store.job(JobId(1)).unwrap().status.progress;
     assert_eq!((progress.done, progress.outputs_lost), (tasks - 1, 1));
+    // A log that starts a task it counted done, then counts every task done again in a
+    // batch (crafted, or torn): the task runs and is not done; no count passes the job.
+    let other = store.job(JobId(1)).unwrap().tasks_not_kept.max().unwrap();
+    store
+        .apply(&at(6, AppEvent::TaskStart { job: JobId(1), index: other, attempt: 1, executor: "a".into() }));
+    assert_eq!(store.job(JobId(1)).unwrap().status.progress.done, tasks - 2);
+    let batch = AppEvent::TasksSucceeded {
+        job: JobId(1),
+        tasks: vec![(0, u32::MAX), (5, 2)],
+        executors: Vec::new(),
+        summary: Vec::new(),
+        slowest: Vec::new(),
+    };
+    store.apply(&at(7, batch));
+    let entry = store.job(JobId(1)).unwrap();
+    assert_eq!(entry.status.progress.done, tasks - 1, "all but the running one");
+    assert_eq!(entry.tasks[&other].state, AttemptState::Running);
 }

@@ -1195,6 +1195,7 @@ fn fleet(size: usize) -> Fleet {
     let pid = driver.0.id();
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let parsed: flint_net::DriverUrl = url.parse().unwrap();
+    // Bounded by the simulated executors: each says once that it registered.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let cpu_before = cpu_seconds(pid);
     let started = Instant::now();
@@ -1367,6 +1368,7 @@ fn scale_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let (driver, url, _dir) = start_driver(std::process::Stdio::null(), &["--ui-port", &port.to_string()]);
     let tokio = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let parsed: flint_net::DriverUrl = url.parse().unwrap();
+    // Bounded by the simulated executors: each says once that it registered.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..100 {
         let idle = flint_proto::Settings::default().network_idle_timeout;

@@ -3,7 +3,6 @@
 
 use super::room::Ix;
 use flint_proto::ExecutorId;
-use foldhash::HashMap;
 use roaring::RoaringBitmap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -139,12 +138,12 @@ pub(super) struct Tasks {
     count: u32,
     /// Done tasks without a record.
     done: RoaringBitmap,
-    records: HashMap<u32, Task>,
+    records: std::collections::HashMap<u32, Task, std::hash::BuildHasherDefault<IndexHasher>>,
 }
 
 impl Tasks {
     fn new(count: u32) -> Tasks {
-        Tasks { count, done: RoaringBitmap::new(), records: HashMap::default() }
+        Tasks { count, done: RoaringBitmap::new(), records: Default::default() }
     }
 
     /// Task `index`, `None` out of range.
@@ -194,6 +193,30 @@ impl Tasks {
     /// Records kept now (for the bound on the scheduler's memory).
     pub(super) fn kept(&self) -> usize {
         self.records.len()
+    }
+}
+
+/// Hashes a task's index to itself, so that tasks launched together (neighbours in
+/// the queue's ranges) sit in neighbouring buckets of the records' table, as they did
+/// in a vector: a fleet's tens of thousands of attempts in flight are then walked in
+/// memory order, not scattered over megabytes. The low 7 bits are also put in the top
+/// ones, where the table reads the tag it compares before the key, so that neighbours
+/// in one group of buckets are told apart by their tags. The indices are the
+/// scheduler's own (`0..count`), so no peer picks them to collide.
+#[derive(Default)]
+pub(super) struct IndexHasher(u64);
+
+impl std::hash::Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only task indices are hashed")
+    }
+
+    fn write_u32(&mut self, index: u32) {
+        self.0 = u64::from(index) | (u64::from(index) << 57);
     }
 }
 

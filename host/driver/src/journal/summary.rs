@@ -162,8 +162,12 @@ pub struct SketchData {
     pub buckets: Vec<(u32, u64)>,
 }
 
+/// A summary row: its key in the API, its label on the page, and what it reads of a
+/// task.
+pub type Metric = (&'static str, &'static str, fn(&TaskRecord) -> u64);
+
 /// The summary's rows: what each shows of a succeeded task.
-pub const METRICS: [(&str, &str, fn(&TaskRecord) -> u64); 5] = [
+pub const METRICS: [Metric; 5] = [
     ("duration", "Duration", duration),
     ("reading", "Reading input", read),
     ("compute", "Compute", |t| duration(t).saturating_sub(read(t))),

@@ -298,15 +298,24 @@ fn pi_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 /// Shapes of compute (`examples/shapes`) in wasm against the same source compiled
-/// natively, both on 2 threads: in the runtime as shipped, and in one without epoch
-/// checks (no deadline could stop its guests: for this figure only), so that what the
-/// checks on loop back-edges cost shows apart from Cranelift's code.
+/// natively, all on 2 threads: in the runtime as shipped, and in runtimes that differ
+/// by one engine setting each (for these figures only): no epoch checks (no deadline
+/// could stop their guests), so that what the checks on loop back-edges cost shows
+/// apart from Cranelift's code; Cranelift's `speed_and_size` level; and the baseline
+/// CPU instead of the host's detected features.
 fn shapes_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
+    use flint_runtime::Variant;
     let (threads, tasks) = (2, 16);
-    let rt = runtime(threads);
-    let shapes = rt.load(&component("shapes")).unwrap();
-    let unchecked = Runtime::without_interruption_for_measurement(config(threads)).unwrap();
-    let unchecked_shapes = unchecked.load(&component("shapes")).unwrap();
+    let shipped = runtime(threads);
+    let variants = [
+        ("without epoch checks", "without_epoch_checks", Variant::NoEpochChecks),
+        ("speed_and_size", "speed_and_size", Variant::SpeedAndSize),
+        ("baseline CPU", "baseline_cpu", Variant::BaselineCpu),
+    ];
+    let mut runtimes = vec![(&shipped, shipped.load(&component("shapes")).unwrap())];
+    let others: Vec<Runtime> =
+        variants.iter().map(|(.., v)| Runtime::for_measurement(config(threads), *v).unwrap()).collect();
+    runtimes.extend(others.iter().map(|rt| (rt, rt.load(&component("shapes")).unwrap())));
     let entries = 8 << 20;
     let mut figures = serde_json::Map::new();
     let shapes_run =
@@ -329,34 +338,34 @@ fn shapes_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
                 postcard::from_bytes::<u64>(&out).unwrap()
             })
         };
-        let (mut natives, mut wasms, mut uncheckeds) = (Vec::new(), Vec::new(), Vec::new());
+        // Rounds of each in turn, so that each sees the machine as the others did.
+        let mut natives = Vec::new();
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); runtimes.len()];
         for _ in 0..3 {
             let (native_sum, native) = native_run();
-            let (wasm_sum, wasm) = wasm_run(&rt, &shapes);
-            let (unchecked_sum, unchecked_time) = wasm_run(&unchecked, &unchecked_shapes);
-            assert_eq!(
-                (wasm_sum, unchecked_sum),
-                (native_sum, native_sum),
-                "{shape}: wasm computes what native does"
-            );
             natives.push(native);
-            wasms.push(wasm);
-            uncheckeds.push(unchecked_time);
+            for ((rt, component), times) in runtimes.iter().zip(&mut times) {
+                let (sum, time) = wasm_run(rt, component);
+                assert_eq!(sum, native_sum, "{shape}: wasm computes what native does");
+                times.push(time);
+            }
         }
-        let (native, wasm, bare) = (median(natives), median(wasms), median(uncheckeds));
-        let ratio = wasm.as_secs_f64() / native.as_secs_f64();
-        let bare_ratio = bare.as_secs_f64() / native.as_secs_f64();
+        let native = median(natives).as_secs_f64();
+        let ratios: Vec<f64> = times.into_iter().map(|t| median(t).as_secs_f64() / native).collect();
+        let others: Vec<String> =
+            variants.iter().zip(&ratios[1..]).map(|((label, ..), r)| format!("{label} {r:.2}×")).collect();
         println!(
-            "compute shape {shape}, {tasks} tasks of {} M steps on {threads} threads: wasm {:.3} s, native {:.3} s; wasm/native {ratio:.2}× (target ≤ 1.1×); without epoch checks {bare_ratio:.2}×",
+            "compute shape {shape}, {tasks} tasks of {} M steps on {threads} threads: wasm {:.3} s, native {native:.3} s; wasm/native {:.2}× (target ≤ 1.1×); {}",
             steps / 1_000_000,
-            wasm.as_secs_f64(),
-            native.as_secs_f64()
+            ratios[0] * native,
+            ratios[0],
+            others.join(", ")
         );
-        figures.insert(
-            shape.into(),
-            json!({ "wasm_s": wasm.as_secs_f64(), "native_s": native.as_secs_f64(), "ratio": ratio,
-                    "without_epoch_checks_s": bare.as_secs_f64(), "ratio_without_epoch_checks": bare_ratio }),
-        );
+        let mut figure = json!({ "wasm_s": ratios[0] * native, "native_s": native, "ratio": ratios[0] });
+        for ((_, key, _), ratio) in variants.iter().zip(&ratios[1..]) {
+            figure[format!("ratio_{key}")] = json!(ratio);
+        }
+        figures.insert(shape.into(), figure);
     }
     results.insert("compute_shapes_wasm_vs_native".into(), serde_json::Value::Object(figures));
 }

@@ -68,19 +68,18 @@ impl Runtime {
     /// up front; where it cannot (a small pod's address-space limit), the runtime falls
     /// back to allocating on demand and says so, rather than failing to start.
     pub fn new(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        Runtime::build(config, true)
+        Runtime::build(config, None)
     }
 
-    /// A runtime whose compiled code carries no epoch checks, so that no deadline or
-    /// kill can interrupt a guest that computes: for `make bench`'s figure of what the
-    /// checks cost, never for running jobs.
+    /// A runtime whose engine differs from the shipped one by `variant`: for `make
+    /// bench`'s figure of what each setting is worth, never for running jobs.
     #[doc(hidden)]
-    pub fn without_interruption_for_measurement(config: RuntimeConfig) -> Result<Runtime, RuntimeError> {
-        Runtime::build(config, false)
+    pub fn for_measurement(config: RuntimeConfig, variant: Variant) -> Result<Runtime, RuntimeError> {
+        Runtime::build(config, Some(variant))
     }
 
-    fn build(config: RuntimeConfig, interruptible: bool) -> Result<Runtime, RuntimeError> {
-        let engine_config = |config: &RuntimeConfig, pooling| engine_config(config, pooling, interruptible);
+    fn build(config: RuntimeConfig, variant: Option<Variant>) -> Result<Runtime, RuntimeError> {
+        let engine_config = |config: &RuntimeConfig, pooling| engine_config(config, pooling, variant);
         let pooled = if config.pooling { Some(Engine::new(&engine_config(&config, true))) } else { None };
         let (engine, pooling) = match pooled {
             Some(Ok(engine)) => (engine, true),
@@ -234,10 +233,45 @@ impl Drop for Runtime {
     }
 }
 
-fn engine_config(config: &RuntimeConfig, pooling: bool, interruptible: bool) -> Config {
+/// Engine settings `make bench` sets beside the shipped ones, to say what each is
+/// worth in compute (`Runtime::for_measurement`).
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// No epoch checks on loop back-edges and calls: no deadline or kill can stop a
+    /// guest that computes.
+    NoEpochChecks,
+    /// Cranelift's `speed_and_size` optimisation level instead of `speed`.
+    SpeedAndSize,
+    /// The target's baseline CPU (x86-64: SSE2): none of the features wasmtime detects
+    /// on the host (SSE4, AVX, BMI, LZCNT, …) used.
+    BaselineCpu,
+}
+
+fn engine_config(config: &RuntimeConfig, pooling: bool, variant: Option<Variant>) -> Config {
     let mut c = Config::new();
     c.wasm_component_model(true);
-    c.epoch_interruption(interruptible);
+    c.epoch_interruption(variant != Some(Variant::NoEpochChecks));
+    match variant {
+        Some(Variant::SpeedAndSize) => {
+            c.cranelift_opt_level(wasmtime::OptLevel::SpeedAndSize);
+        }
+        Some(Variant::BaselineCpu) => {
+            // Naming a target turns off the detection of the host's features.
+            let abi = if cfg!(target_env = "musl") {
+                "-musl"
+            } else if cfg!(target_env = "gnu") {
+                "-gnu"
+            } else {
+                ""
+            };
+            let host = format!("{}-unknown-{}{abi}", std::env::consts::ARCH, std::env::consts::OS);
+            if let Err(e) = c.target(&host) {
+                tracing::warn!(error = %e, "cannot name the host's target; the host's features stay on");
+            }
+        }
+        _ => {}
+    }
     c.memory_init_cow(true);
     if pooling {
         // Every instance may grow to the cap; a component holds a few core instances

@@ -16,7 +16,7 @@ mod records;
 mod sandbox;
 
 pub use component::{JobComponent, LoadError};
-pub use engine::{Runtime, RuntimeConfig, RuntimeError};
+pub use engine::{Runtime, RuntimeConfig, RuntimeError, Variant};
 pub use limits::{KillSwitch, RuntimeStats};
 pub use records::{LineSource, PartSink, RECORD_HEADER, RecordSink, RecordSource, Records, ShuffleError};
 pub use sandbox::{Accumulator, Call, Folder, Instance, Outcome, TaskContext, TaskInput};

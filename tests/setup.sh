@@ -59,10 +59,13 @@ fi
 
 # From PyPI, into the repository's own folder: kubernetes-validate checks `flint k8s
 # manifests` offline (tests/k8s.rs); moto's server is the S3 that `s3://` inputs are
-# read from (tests/cluster.rs), with boto3 to fill it.
+# read from (tests/cluster.rs), with boto3 to fill it; componentize-py builds Python
+# jobs (tests/python.rs), the release host/cli/src/python.rs names.
 venv=target/pyvenv
-if [ ! -x $venv/bin/kubernetes-validate ] || [ ! -x $venv/bin/moto_server ]; then
-    echo "setup: installing kubernetes-validate and moto into $venv (PyPI)"
+componentize=$(sed -n 's/^pub const COMPONENTIZE_PY: &str = "\(.*\)";/\1/p' host/cli/src/python.rs)
+if [ ! -x $venv/bin/kubernetes-validate ] || [ ! -x $venv/bin/moto_server ] \
+    || ! $venv/bin/pip show componentize-py 2>/dev/null | grep -x "Version: ${componentize#*==}" >/dev/null; then
+    echo "setup: installing kubernetes-validate, moto and $componentize into $venv (PyPI)"
     python3 -m venv $venv
-    $venv/bin/pip install -q kubernetes-validate 'moto[server]'
+    $venv/bin/pip install -q kubernetes-validate 'moto[server]' "$componentize"
 fi

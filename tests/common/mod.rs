@@ -2,6 +2,8 @@
 //! that are always cleaned up.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -1,5 +1,6 @@
-//! Resolving `<JOB>`: an example's folder (built with cargo), a component file, or a
-//! bundle file made by `flint bundle`.
+//! Resolving `<JOB>`: an example's folder (built with cargo), a Python job (a `.py`
+//! file, or a folder with `app.py`; built with componentize-py), a component file, or
+//! a bundle file made by `flint bundle`.
 
 use anyhow::{Context, Result, bail};
 pub use flint_proto::Bundle;
@@ -10,6 +11,9 @@ use std::process::Command;
 /// Reads `<JOB>`: a folder with `flint.toml` (and a crate to build), a `.wasm`
 /// component, or a bundle file.
 pub fn open(path: &Path) -> Result<Bundle> {
+    if crate::python::is_python_job(path) {
+        return from_python(path);
+    }
     if path.is_dir() {
         return from_folder(path);
     }
@@ -34,6 +38,34 @@ fn from_folder(dir: &Path) -> Result<Bundle> {
     };
     let component = std::fs::read(&component_path)
         .with_context(|| format!("cannot read the built component {}", component_path.display()))?;
+    Ok(Bundle { manifest, component })
+}
+
+/// A Python job: `app.py` in a folder, or the file named; the folder's `flint.toml`
+/// when it has one.
+fn from_python(path: &Path) -> Result<Bundle> {
+    let (dir, module) = if path.is_dir() {
+        (path.to_path_buf(), crate::python::MODULE.to_owned())
+    } else {
+        let module = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        (dir.to_path_buf(), module)
+    };
+    let manifest_path = dir.join("flint.toml");
+    let manifest = match std::fs::read_to_string(&manifest_path) {
+        Ok(text) => Manifest::from_toml(&text)
+            .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let folder = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+            let name = if module == crate::python::MODULE { folder.unwrap_or(module.clone()) } else { module.clone() };
+            Manifest { name, ..Manifest::default() }
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", manifest_path.display())),
+    };
+    if manifest.component.is_some() {
+        bail!("{}: a Python job is built from its source; remove `component`", manifest_path.display());
+    }
+    let component = crate::python::component(&dir, &module)?;
     Ok(Bundle { manifest, component })
 }
 

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 pub struct SubmitArgs {
     #[command(flatten)]
     driver: DriverArgs,
-    /// The job: a job folder, a .wasm component or a bundle (as for `flint run`).
+    /// The job: a job folder, a Python job, a .wasm component or a bundle (as for
+    /// `flint run`).
     job: PathBuf,
     /// An input (repeatable): a file on this machine (sent to the driver with the job,
     /// which serves it to executors), `flint:///path` (a file under the driver's input

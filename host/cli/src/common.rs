@@ -5,7 +5,7 @@ use flint_net::Secret;
 use flint_proto::config::parse_pair;
 use flint_proto::{Conf, ConfError, JobProgress};
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `--conf KEY=VALUE` pairs, later ones winning.
 pub fn parse_confs(pairs: &[String]) -> Result<Conf, ConfError> {
@@ -172,6 +172,17 @@ pub fn hostname() -> String {
         .ok()
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// Where compiled components are kept: `$FLINT_CACHE_DIR`, else the user's cache folder.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("FLINT_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("flint").join("components"))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod common;
 mod k8s;
 mod local;
 mod new;
+mod python;
 mod report;
 mod run;
 mod standalone;

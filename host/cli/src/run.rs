@@ -1,7 +1,7 @@
 //! `flint run`: a job on an embedded driver and in-process executors.
 
 use crate::bundle;
-use crate::common::{fail, output_url, parse_confs, progress_bar, show_progress};
+use crate::common::{cache_dir, fail, output_url, parse_confs, progress_bar, show_progress};
 use crate::exit;
 use crate::local::{LocalCluster, LocalConfig};
 use crate::report;
@@ -15,8 +15,9 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// The job: an example's folder (with flint.toml; built with cargo), a .wasm
-    /// component, or a bundle from `flint bundle`.
+    /// The job: a job folder (with flint.toml; built with cargo), a Python job (a .py
+    /// file, or a folder with app.py; built with componentize-py), a .wasm component,
+    /// or a bundle from `flint bundle`.
     job: PathBuf,
     /// An input, split by byte range into partitions (repeatable): a path (`file://`),
     /// `s3://bucket/key` or `s3://bucket/prefix/`, or `https://…`.
@@ -220,15 +221,4 @@ async fn run_job(local: LocalConfig, request: JobRequest, (json, parts): (bool, 
         return fail(exit::INTERNAL, "the driver stopped before the job ended");
     };
     report::print(&report, json, parts)
-}
-
-/// Where compiled components are kept: `$FLINT_CACHE_DIR`, else the user's cache folder.
-pub fn cache_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("FLINT_CACHE_DIR") {
-        return Some(PathBuf::from(dir));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("flint").join("components"))
 }

@@ -1,0 +1,172 @@
+//! Jobs in Python: a module written against `flint_guest` for Python, built by `flint`
+//! with componentize-py (installed by tests/setup.sh into target/pyvenv) and run as
+//! any component, through `flint run` and through a cluster of real processes.
+
+mod common;
+
+use common::cluster::{Cluster, ok_json};
+use common::{command, corpus_of, lossy, root, wasm};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
+
+/// `flint ARGS` with componentize-py from the repository's venv, in `dir`.
+fn flint_in(dir: &Path, args: &[&str]) -> Output {
+    command(args).current_dir(dir).env("FLINT_COMPONENTIZE_PY", componentize_py()).output().unwrap()
+}
+
+fn componentize_py() -> std::path::PathBuf {
+    let tool = root().join("target/pyvenv/bin/componentize-py");
+    assert!(tool.exists(), "{} is missing: tests/setup.sh installs it", tool.display());
+    tool
+}
+
+/// A job folder outside the repository holding `app.py` with `source`.
+fn job_folder(source: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("app.py"), source).unwrap();
+    dir
+}
+
+#[test]
+fn a_python_word_count_gives_the_rust_one_s_exact_result_through_run_and_a_cluster() {
+    let job = job_folder(&std::fs::read_to_string(root().join("examples/python/word-count/app.py")).unwrap());
+    let mut cluster = Cluster::start(&[]);
+    let input = cluster.dir.path().join("inputs/corpus.txt");
+    corpus_of(&input, 3 << 20, 5000);
+    // The edges of "ASCII whitespace" and of UTF-8: a vertical tab is no separator in
+    // Rust's split, a form feed is; bytes that are not UTF-8 count under their lossy form.
+    let mut text = std::fs::read(&input).unwrap();
+    text.extend_from_slice(b"a\x0bb c\x0cd \xff\xfe w1 \xc3\n\xe2\x82 w1\n");
+    std::fs::write(&input, text).unwrap();
+    let input = input.to_str().unwrap();
+
+    let rust = ok_json(&command(&["run", &wasm("word_count"), "--input", input, "--json"]).output().unwrap());
+    // A cache of this test's own, so that the first run builds.
+    let cache = tempfile::tempdir().unwrap();
+    let flint_in = |dir: &Path, args: &[&str]| {
+        let mut cmd = command(args);
+        cmd.current_dir(dir).env("FLINT_COMPONENTIZE_PY", componentize_py()).env("FLINT_CACHE_DIR", cache.path());
+        cmd.output().unwrap()
+    };
+    let first = flint_in(job.path(), &["run", ".", "--input", input, "--json"]);
+    let python = ok_json(&first);
+    assert!(lossy(&first.stderr).contains("building the Python job"), "{}", lossy(&first.stderr));
+    assert_eq!(python["result"], rust["result"], "Python's count is Rust's");
+    assert!(python["result"]["total_words"].as_u64().unwrap() > 400_000);
+    assert_eq!(python["status"], "succeeded");
+
+    // Built once: the next run takes the component from the cache.
+    let again = flint_in(job.path(), &["run", "app.py", "--input", input, "--json", "--partitions", "5"]);
+    assert!(!lossy(&again.stderr).contains("building"), "{}", lossy(&again.stderr));
+    assert_eq!(ok_json(&again)["result"], rust["result"]);
+
+    // The client builds the job as `flint run` did, and finds it in the same cache.
+    cluster.peer_env.push(("FLINT_COMPONENTIZE_PY".into(), componentize_py().to_string_lossy().into()));
+    cluster.peer_env.push(("FLINT_CACHE_DIR".into(), cache.path().to_string_lossy().into()));
+    cluster.executor(&["--cores", "2"]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(2);
+    let app = job.path().join("app.py");
+    let submitted = cluster.submit(&[app.to_str().unwrap(), "--input", input, "--partitions", "8", "--json"]);
+    assert!(!lossy(&submitted.stderr).contains("building"), "{}", lossy(&submitted.stderr));
+    let submitted = ok_json(&submitted);
+    assert_eq!(submitted["result"], rust["result"], "the cluster's count is Rust's too");
+    let status = cluster.status();
+    let executors = status["executors"].as_array().unwrap();
+    assert!(executors.len() == 2 && executors.iter().all(|e| e["tasks_done"].as_u64() > Some(0)), "{status}");
+}
+
+#[test]
+fn python_pi_counts_exactly_the_points_rust_pi_does() {
+    let args = ["--conf", "points=20000", "--partitions", "6", "--json"];
+    let rust = ok_json(&command(&[&["run", &wasm("pi")][..], &args].concat()).output().unwrap());
+    let examples = root().join("examples/python");
+    let python = ok_json(&flint_in(&examples, &[&["run", "pi"][..], &args].concat()));
+    assert_eq!(python["result"], rust["result"]);
+    assert_eq!(python["result"]["total"], 120_000);
+}
+
+const FAILING: &str = r#"
+import flint_guest
+
+class Failing(flint_guest.Task):
+    def run(self, partition):
+        what = flint_guest.config("what", "none")
+        flint_guest.info(f"task {flint_guest.task_info().task_index} does {what}")
+        if what == "raise":
+            return {"a": 1}["missing key"]
+        if what == "fatal":
+            raise flint_guest.Fatal("the configuration names no table")
+        if what == "loop":
+            while True:
+                pass
+        if what == "grow":
+            kept = []
+            while True:
+                kept.append(bytearray(1 << 20))
+        return [partition.index, flint_guest.config("greeting")]
+"#;
+
+/// The one task failure of a one-task job run with `what`.
+fn failure(job: &Path, what: &str, extra: &[&str]) -> Value {
+    let what = format!("what={what}");
+    let args = [&["run", ".", "--partitions", "1", "--conf", &what, "--json"][..], extra].concat();
+    let out = flint_in(job, &args);
+    assert!(!out.status.success(), "the job fails");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", lossy(&out.stderr)));
+    assert_eq!(report["status"], "failed", "{report}");
+    report["task_failures"][0].clone()
+}
+
+#[test]
+fn python_tasks_end_as_rust_ones_do_past_deadline_and_memory_and_on_an_exception() {
+    let job = job_folder(FAILING);
+    let ok = ok_json(&flint_in(job.path(), &["run", ".", "--partitions", "3", "--conf", "greeting=hi", "--json"]));
+    assert_eq!(ok["result"], serde_json::json!([[0, "hi"], [1, "hi"], [2, "hi"]]), "a Task job's list of outputs");
+
+    let once = ["--conf", "flint.task.maxFailures=1"];
+    let raised = failure(job.path(), "raise", &once);
+    assert_eq!(raised["failure"]["kind"], "guest-error", "{raised}");
+    let message = raised["failure"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Traceback (most recent call last):"), "{message}");
+    assert!(message.contains("app.py\", line 9, in run") && message.ends_with("KeyError: 'missing key'"), "{message}");
+    assert_eq!(raised["failure"]["retryable"], true);
+    assert!(raised["log_tail"].as_str().unwrap().contains("task 0 does raise"), "{raised}");
+
+    // A Fatal is not tried again, whatever maxFailures allows.
+    let fatal = failure(job.path(), "fatal", &[]);
+    assert_eq!(fatal["failure"]["retryable"], false, "{fatal}");
+    assert!(fatal["failure"]["message"].as_str().unwrap().ends_with("Fatal: the configuration names no table"));
+    assert_eq!(fatal["attempt"], 0);
+
+    let looped = failure(job.path(), "loop", &[&once[..], &["--conf", "flint.task.deadline=2s"]].concat());
+    assert_eq!(looped["failure"]["kind"], "deadline", "{looped}");
+    assert_eq!(looped["failure"]["deadline_ms"], 2000);
+
+    let grown = failure(job.path(), "grow", &once);
+    assert_eq!(grown["failure"]["kind"], "memory-limit", "{grown}");
+    assert!(grown["log_tail"].as_str().unwrap().contains("MemoryError"), "{grown}");
+}
+
+#[test]
+fn a_python_job_that_cannot_be_built_says_why() {
+    let job = job_folder("import flint_guest\n\nclass A(flint_guest.Task):\n    def run(self, p)\n        return 1\n");
+    let out = flint_in(job.path(), &["run", "."]);
+    assert!(!out.status.success());
+    let said = lossy(&out.stderr);
+    assert!(said.contains("app.py does not parse") && said.contains("SyntaxError"), "{said}");
+
+    let two = job_folder("import flint_guest\nclass A(flint_guest.Task):\n    pass\nclass B(flint_guest.Task):\n    pass\n");
+    let out = flint_in(two.path(), &["run", "."]);
+    let said = lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("must define one job class") && said.contains("A, B"), "{said}");
+
+    let none = job_folder("import flint_guest\n");
+    let out = command(&["run", none.path().join("app.py").to_str().unwrap()])
+        .env("FLINT_COMPONENTIZE_PY", "/nonexistent/componentize-py")
+        .output()
+        .unwrap();
+    let said = lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("pip install componentize-py=="), "{said}");
+}

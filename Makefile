@@ -50,6 +50,7 @@ lint: setup-build
 
 ## bench: start-up, instantiation and compute figures against same-run references
 bench: build
+	bash tests/setup.sh bench
 	$(CARGO) bench -p flint-tests --bench bench
 
 ## fuzz: every decoder of outside bytes (wire frames, bundles, manifests) under libFuzzer,

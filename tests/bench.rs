@@ -169,7 +169,7 @@ fn pi_parallel(threads: u32, tasks: u32, run: impl Fn(u32) -> u64 + Sync) -> (u6
 
 /// Whether the figure `name` was asked for: `make bench` runs them all;
 /// `cargo bench -p flint-tests --bench bench -- NAME...` runs those named (instantiate,
-/// pi, shapes, wordcount, core, fleet, elastic, cluster, failure, wire, sort, standalone,
+/// pi, shapes, wordcount, core, fleet, python, elastic, cluster, failure, wire, sort, standalone,
 /// speculation).
 fn wanted(name: &str) -> bool {
     let names: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
@@ -195,6 +195,9 @@ fn main() {
     }
     if wanted("fleet") {
         fleet_figures(&mut results);
+    }
+    if wanted("python") {
+        python_figures(&mut results);
     }
     if wanted("scale") {
         scale_figures(&mut results);
@@ -2071,5 +2074,174 @@ fn speculation_figures(results: &mut serde_json::Map<String, serde_json::Value>)
                 "ratio_speculating": with / reference, "ratio_refusing": without / reference,
                 "copies_task_seconds_share": share, "copies_on_healthy_fleet": healthy_copies,
                 "throttled_slowdown": slowdown }),
+    );
+}
+
+/// The word count of `examples/python/word-count/app.py` (a `Counter` updated with each
+/// 1 MiB batch of whole lines split at whitespace, merged), over `path` in `splits`
+/// byte ranges on 2 processes: in a `multiprocessing.Pool(2)`, or with `spark` in
+/// PySpark `local[2]` (its lines, `mapPartitions` with the same counting, `reduce`).
+/// Prints the total words.
+const PYTHON_PEERS: &str = r#"
+import os, sys
+from collections import Counter
+
+path, splits, peer = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+size = os.path.getsize(path)
+
+def count_split(i):
+    # Lines whose first byte is in [start, end), as a Flint split.
+    start, end = size * i // splits, size * (i + 1) // splits
+    counts = Counter()
+    with open(path, "rb") as f:
+        if start > 0:
+            f.seek(start - 1)
+            f.readline()
+        at = f.tell()
+        while at < end:
+            batch = f.read(1 << 20)
+            if not batch:
+                break
+            batch += f.readline()
+            if at + len(batch) > end:
+                # Up to the end of the line holding the split's last byte.
+                cut = batch.find(b"\n", end - 1 - at)
+                batch = batch if cut < 0 else batch[: cut + 1]
+            counts.update(batch.split())
+            at += len(batch)
+    return counts
+
+def merge(a, b):
+    if len(a) < len(b):
+        a, b = b, a
+    a.update(b)
+    return a
+
+if peer == "pool":
+    import multiprocessing
+    with multiprocessing.Pool(2) as pool:
+        total = Counter()
+        for c in pool.imap_unordered(count_split, range(splits)):
+            total = merge(total, c)
+else:
+    from pyspark import SparkContext
+    sc = SparkContext("local[2]", "wc")
+    sc.setLogLevel("ERROR")
+    lines = sc.textFile(path, splits)
+    total = lines.mapPartitions(lambda it: [Counter(w for line in it for w in line.split())]).reduce(merge)
+    sc.stop()
+print(sum(total.values()))
+"#;
+
+/// Python jobs: word count over 64 MiB through `flint run` (whole command) against the
+/// same counting in a `multiprocessing.Pool(2)` and in PySpark `local[2]` (whole
+/// processes); 20,000 no-op tasks of a Python job against a Rust one (reused
+/// instances); Python pi against Rust pi on the same points.
+fn python_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
+    const SIZE: u64 = 64 << 20;
+    let path = corpus(SIZE);
+    let input = path.to_str().unwrap();
+    let mib = SIZE as f64 / f64::from(1 << 20);
+    let componentize = root().join("target/pyvenv/bin/componentize-py");
+    let spark_python = root().join("target/benchvenv/bin/python");
+    assert!(
+        componentize.exists() && spark_python.exists(),
+        "make bench sets up target/pyvenv and target/benchvenv"
+    );
+    let python_job = |job: &str, args: &[&str]| {
+        let started = Instant::now();
+        let out = flint()
+            .args(
+                [&["run", root().join("examples/python").join(job).to_str().unwrap()][..], args, &["--json"]]
+                    .concat(),
+            )
+            .env("FLINT_COMPONENTIZE_PY", &componentize)
+            .output()
+            .unwrap();
+        let whole = started.elapsed();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (report, whole)
+    };
+    let peer = |peer: &str| {
+        let python = if peer == "spark" { spark_python.as_os_str() } else { std::ffi::OsStr::new("python3") };
+        let started = Instant::now();
+        let out = std::process::Command::new(python)
+            .args(["-c", PYTHON_PEERS, input, "16", peer])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{peer}: {}", String::from_utf8_lossy(&out.stderr));
+        let total: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        (total, started.elapsed())
+    };
+    let wc_args = ["--input", input, "--partitions", "16", "--cores", "2"];
+    let (warm, _) = python_job("word-count", &wc_args); // built and compiled once
+    let total = warm["result"]["total_words"].as_u64().unwrap();
+    let (mut flints, mut in_job, mut pools, mut sparks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let (report, whole) = python_job("word-count", &wc_args);
+        assert_eq!(report["result"]["total_words"], total);
+        flints.push(whole);
+        in_job.push(Duration::from_secs_f64(report["elapsed_ms"].as_f64().unwrap() / 1e3));
+        let (pool_total, pool) = peer("pool");
+        assert_eq!(pool_total, total, "the pool counts what Flint does");
+        pools.push(pool);
+        let (spark_total, spark) = peer("spark");
+        assert_eq!(spark_total, total, "PySpark counts what Flint does");
+        sparks.push(spark);
+    }
+    let rate = |d: Duration| mib / d.as_secs_f64();
+    let (flint_rate, job_rate, pool_rate, spark_rate) =
+        (rate(median(flints)), rate(median(in_job)), rate(median(pools)), rate(median(sparks)));
+    println!(
+        "Python word count, {mib:.0} MiB in 16 splits on 2 cores, whole processes: flint run {flint_rate:.1} MiB/s (in-job {job_rate:.1}); multiprocessing.Pool(2) {pool_rate:.1} MiB/s ({:.2}×, target ≥ 0.5); PySpark local[2] {spark_rate:.1} MiB/s ({:.2}×, target ≥ 2)",
+        flint_rate / pool_rate,
+        flint_rate / spark_rate
+    );
+    results.insert(
+        "python_word_count".into(),
+        json!({ "flint_mib_s": flint_rate, "in_job_mib_s": job_rate, "pool_mib_s": pool_rate, "pyspark_mib_s": spark_rate,
+                "ratio_to_pool": flint_rate / pool_rate, "target_to_pool": 0.5,
+                "ratio_to_pyspark": flint_rate / spark_rate, "target_to_pyspark": 2.0 }),
+    );
+
+    // A task's cost: 20,000 no-op tasks, each a call into a live instance.
+    let noop_args = ["--partitions", "20000", "--cores", "2", "--conf", "flint.task.combine=false"];
+    let _ = python_job("noop", &noop_args);
+    let per_task = |report: &serde_json::Value| report["elapsed_ms"].as_f64().unwrap() * 1e3 / 20_000.0;
+    let (python_noop, _) = python_job("noop", &noop_args);
+    assert_eq!(python_noop["result"], 20_000);
+    let rust_noop = root().join("target/wasm32-wasip2/release/noop.wasm");
+    let rust = flint()
+        .args([&["run", rust_noop.to_str().unwrap()][..], &noop_args, &["--json"]].concat())
+        .output()
+        .unwrap();
+    let rust: serde_json::Value = serde_json::from_slice(&rust.stdout).unwrap();
+    let (python_us, rust_us) = (per_task(&python_noop), per_task(&rust));
+    println!(
+        "20,000 no-op tasks on 2 slots, reused instances: Python {python_us:.1} µs a task, Rust {rust_us:.1} µs ({:.2}×)",
+        python_us / rust_us
+    );
+
+    // Pi's same points in Python and in Rust.
+    let pi_args = ["--conf", "points=1000000", "--partitions", "4", "--cores", "2"];
+    let (_, _) = python_job("pi", &pi_args);
+    let (python_pi, python_pi_whole) = python_job("pi", &pi_args);
+    let rust_pi = flint()
+        .args([&["run", root().join("examples/pi").to_str().unwrap()][..], &pi_args, &["--json"]].concat())
+        .output()
+        .unwrap();
+    let rust_pi: serde_json::Value = serde_json::from_slice(&rust_pi.stdout).unwrap();
+    assert_eq!(python_pi["result"], rust_pi["result"], "Python pi counts Rust pi's points");
+    let ratio = python_pi["elapsed_ms"].as_f64().unwrap() / rust_pi["elapsed_ms"].as_f64().unwrap();
+    println!(
+        "pi over 4,000,000 points on 2 slots: Python {:.0} ms in the job ({:.1} s whole command), Rust {:.1} ms: Python takes {ratio:.0}× Rust's time",
+        python_pi["elapsed_ms"].as_f64().unwrap(),
+        python_pi_whole.as_secs_f64(),
+        rust_pi["elapsed_ms"].as_f64().unwrap()
+    );
+    results.insert(
+        "python_tasks".into(),
+        json!({ "noop_task_us": python_us, "rust_noop_task_us": rust_us, "pi_ratio_to_rust": ratio }),
     );
 }

@@ -46,7 +46,9 @@ fn a_python_word_count_gives_the_rust_one_s_exact_result_through_run_and_a_clust
     let cache = tempfile::tempdir().unwrap();
     let flint_in = |dir: &Path, args: &[&str]| {
         let mut cmd = command(args);
-        cmd.current_dir(dir).env("FLINT_COMPONENTIZE_PY", componentize_py()).env("FLINT_CACHE_DIR", cache.path());
+        cmd.current_dir(dir)
+            .env("FLINT_COMPONENTIZE_PY", componentize_py())
+            .env("FLINT_CACHE_DIR", cache.path());
         cmd.output().unwrap()
     };
     let first = flint_in(job.path(), &["run", ".", "--input", input, "--json"]);
@@ -114,7 +116,8 @@ fn failure(job: &Path, what: &str, extra: &[&str]) -> Value {
     let args = [&["run", ".", "--partitions", "1", "--conf", &what, "--json"][..], extra].concat();
     let out = flint_in(job, &args);
     assert!(!out.status.success(), "the job fails");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", lossy(&out.stderr)));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", lossy(&out.stderr)));
     assert_eq!(report["status"], "failed", "{report}");
     report["task_failures"][0].clone()
 }
@@ -122,22 +125,32 @@ fn failure(job: &Path, what: &str, extra: &[&str]) -> Value {
 #[test]
 fn python_tasks_end_as_rust_ones_do_past_deadline_and_memory_and_on_an_exception() {
     let job = job_folder(FAILING);
-    let ok = ok_json(&flint_in(job.path(), &["run", ".", "--partitions", "3", "--conf", "greeting=hi", "--json"]));
-    assert_eq!(ok["result"], serde_json::json!([[0, "hi"], [1, "hi"], [2, "hi"]]), "a Task job's list of outputs");
+    let ok =
+        ok_json(&flint_in(job.path(), &["run", ".", "--partitions", "3", "--conf", "greeting=hi", "--json"]));
+    assert_eq!(
+        ok["result"],
+        serde_json::json!([[0, "hi"], [1, "hi"], [2, "hi"]]),
+        "a Task job's list of outputs"
+    );
 
     let once = ["--conf", "flint.task.maxFailures=1"];
     let raised = failure(job.path(), "raise", &once);
     assert_eq!(raised["failure"]["kind"], "guest-error", "{raised}");
     let message = raised["failure"]["message"].as_str().unwrap();
     assert!(message.starts_with("Traceback (most recent call last):"), "{message}");
-    assert!(message.contains("app.py\", line 9, in run") && message.ends_with("KeyError: 'missing key'"), "{message}");
+    assert!(
+        message.contains("app.py\", line 9, in run") && message.ends_with("KeyError: 'missing key'"),
+        "{message}"
+    );
     assert_eq!(raised["failure"]["retryable"], true);
     assert!(raised["log_tail"].as_str().unwrap().contains("task 0 does raise"), "{raised}");
 
     // A Fatal is not tried again, whatever maxFailures allows.
     let fatal = failure(job.path(), "fatal", &[]);
     assert_eq!(fatal["failure"]["retryable"], false, "{fatal}");
-    assert!(fatal["failure"]["message"].as_str().unwrap().ends_with("Fatal: the configuration names no table"));
+    assert!(
+        fatal["failure"]["message"].as_str().unwrap().ends_with("Fatal: the configuration names no table")
+    );
     assert_eq!(fatal["attempt"], 0);
 
     let looped = failure(job.path(), "loop", &[&once[..], &["--conf", "flint.task.deadline=2s"]].concat());
@@ -151,16 +164,23 @@ fn python_tasks_end_as_rust_ones_do_past_deadline_and_memory_and_on_an_exception
 
 #[test]
 fn a_python_job_that_cannot_be_built_says_why() {
-    let job = job_folder("import flint_guest\n\nclass A(flint_guest.Task):\n    def run(self, p)\n        return 1\n");
+    let job = job_folder(
+        "import flint_guest\n\nclass A(flint_guest.Task):\n    def run(self, p)\n        return 1\n",
+    );
     let out = flint_in(job.path(), &["run", "."]);
     assert!(!out.status.success());
     let said = lossy(&out.stderr);
     assert!(said.contains("app.py does not parse") && said.contains("SyntaxError"), "{said}");
 
-    let two = job_folder("import flint_guest\nclass A(flint_guest.Task):\n    pass\nclass B(flint_guest.Task):\n    pass\n");
+    let two = job_folder(
+        "import flint_guest\nclass A(flint_guest.Task):\n    pass\nclass B(flint_guest.Task):\n    pass\n",
+    );
     let out = flint_in(two.path(), &["run", "."]);
     let said = lossy(&out.stderr);
-    assert!(!out.status.success() && said.contains("must define one job class") && said.contains("A, B"), "{said}");
+    assert!(
+        !out.status.success() && said.contains("must define one job class") && said.contains("A, B"),
+        "{said}"
+    );
 
     let none = job_folder("import flint_guest\n");
     let out = command(&["run", none.path().join("app.py").to_str().unwrap()])

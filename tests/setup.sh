@@ -4,6 +4,7 @@
 #
 #   tests/setup.sh build   the wasm32-wasip2 target the examples compile to
 #   tests/setup.sh test    that, and the tools the test suite drives
+#   tests/setup.sh bench   that, and the peers `make bench` measures against (PySpark)
 #
 # Python tools go into the repository's own folder (target/pyvenv). System packages
 # (podman, chromium, ...) are installed with apt-get when running as root on Debian or
@@ -68,4 +69,24 @@ if [ ! -x $venv/bin/kubernetes-validate ] || [ ! -x $venv/bin/moto_server ] \
     echo "setup: installing kubernetes-validate, moto and $componentize into $venv (PyPI)"
     python3 -m venv $venv
     $venv/bin/pip install -q kubernetes-validate 'moto[server]' "$componentize"
+fi
+[ "$what" = bench ] || exit 0
+
+# PySpark for `make bench`'s Python figures, in a folder of its own (it is large), and
+# the Java it runs on.
+if ! command -v java >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing default-jre-headless (apt-get) for PySpark"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless
+    else
+        echo "setup: make bench needs Java for PySpark: sudo apt-get install default-jre-headless" >&2
+        exit 1
+    fi
+fi
+spark=target/benchvenv
+if [ ! -x $spark/bin/pyspark ]; then
+    echo "setup: installing pyspark into $spark (PyPI)"
+    python3 -m venv $spark
+    $spark/bin/pip install -q pyspark==3.5.3
 fi

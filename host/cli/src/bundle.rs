@@ -56,8 +56,13 @@ fn from_python(path: &Path) -> Result<Bundle> {
         Ok(text) => Manifest::from_toml(&text)
             .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let folder = dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
-            let name = if module == crate::python::MODULE { folder.unwrap_or(module.clone()) } else { module.clone() };
+            let folder =
+                dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+            let name = if module == crate::python::MODULE {
+                folder.unwrap_or(module.clone())
+            } else {
+                module.clone()
+            };
             Manifest { name, ..Manifest::default() }
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", manifest_path.display())),

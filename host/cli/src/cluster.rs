@@ -1,8 +1,8 @@
 //! `flint driver` and `flint executor`: the two halves of a cluster, as processes.
 
+use crate::common::cache_dir;
 use crate::common::{PeerTls, fail, hostname, load_secret, parse_confs, wait_for_shutdown, write_private};
 use crate::exit;
-use crate::common::cache_dir;
 use clap::Args;
 use flint_driver::server::{FrontConfig, serve};
 use flint_driver::{Driver, DriverConfig};

@@ -60,11 +60,10 @@ pub fn component(dir: &Path, module: &str) -> Result<Vec<u8>> {
 /// job's list of outputs is folded by the aggregate world's glue).
 fn world_of(source: &Path) -> Result<String> {
     let python = std::env::var_os("FLINT_PYTHON").unwrap_or_else(|| "python3".into());
-    let output = Command::new(&python)
-        .args(["-c", WORLD])
-        .arg(source)
-        .output()
-        .with_context(|| format!("cannot run {} to read {}", python.to_string_lossy(), source.display()))?;
+    let output =
+        Command::new(&python).args(["-c", WORLD]).arg(source).output().with_context(|| {
+            format!("cannot run {} to read {}", python.to_string_lossy(), source.display())
+        })?;
     if !output.status.success() {
         bail!("{} does not parse:\n{}", source.display(), String::from_utf8_lossy(&output.stderr).trim_end());
     }
@@ -87,7 +86,8 @@ fn digest(dir: &Path, module: &str, world: &str) -> Result<String> {
     python_files(dir, dir, &mut files)?;
     files.sort();
     for file in files {
-        let bytes = std::fs::read(dir.join(&file)).with_context(|| format!("cannot read {}", file.display()))?;
+        let bytes =
+            std::fs::read(dir.join(&file)).with_context(|| format!("cannot read {}", file.display()))?;
         hash.update(file.to_string_lossy().as_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(&bytes);

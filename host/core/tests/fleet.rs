@@ -48,7 +48,10 @@ fn heartbeats(
     for _ in 0..rounds {
         for (id, incarnation) in fleet {
             *now += step;
-            core.handle(*now, Event::Heartbeat { id: id.clone(), incarnation: *incarnation, progress: Vec::new() });
+            core.handle(
+                *now,
+                Event::Heartbeat { id: id.clone(), incarnation: *incarnation, progress: Vec::new() },
+            );
             if core.poll_timeout().is_some_and(|at| *now >= at) {
                 removed += core
                     .handle_timeout(*now)
@@ -116,7 +119,10 @@ fn ten_thousand_executors_heartbeat_for_ten_minutes_run_a_job_and_leave_bounded_
     // The whole fleet goes and another takes its place: the core lists the new fleet
     // and the last few hundred removed, not every executor it ever had.
     for (id, incarnation) in &fleet {
-        core.handle(now, Event::Lost { id: id.clone(), incarnation: *incarnation, reason: "scaled down".into() });
+        core.handle(
+            now,
+            Event::Lost { id: id.clone(), incarnation: *incarnation, reason: "scaled down".into() },
+        );
     }
     assert_eq!(core.live_executors(), 0);
     let next = register(&mut core, now, "next");

@@ -190,3 +190,31 @@ fn a_python_job_that_cannot_be_built_says_why() {
     let said = lossy(&out.stderr);
     assert!(!out.status.success() && said.contains("pip install componentize-py=="), "{said}");
 }
+
+#[test]
+fn flint_new_makes_a_python_job_whose_tests_pass_and_that_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("words.txt");
+    std::fs::write(&input, "the cat saw the dog\nthe end\n").unwrap();
+    for template in ["task", "aggregate", "combine"] {
+        let made = flint_in(dir.path(), &["new", template, "--lang", "python", "--template", template]);
+        assert!(made.status.success(), "{}", lossy(&made.stderr));
+        assert!(lossy(&made.stdout).contains("python3 -m unittest"), "{}", lossy(&made.stdout));
+        let job = dir.path().join(template);
+        // The job's own tests, natively, with the SDK `flint new` wrote beside it.
+        let tested = std::process::Command::new("python3").args(["-m", "unittest", "-q"]).current_dir(&job).output();
+        let tested = tested.unwrap();
+        assert!(tested.status.success(), "{template}: {}", lossy(&tested.stderr));
+        let args = ["run", ".", "--input", input.to_str().unwrap(), "--partitions", "1", "--json"];
+        let ran = ok_json(&flint_in(&job, &args));
+        let expected = match template {
+            "task" => serde_json::json!([2]),
+            "aggregate" => serde_json::json!({"lines": 2}),
+            _ => serde_json::json!({"total_words": 7, "distinct_words": 5,
+                                    "top": [["the", 3], ["cat", 1], ["dog", 1], ["end", 1], ["saw", 1]]}),
+        };
+        assert_eq!(ran["result"], expected, "{template}");
+    }
+    let refused = flint_in(dir.path(), &["new", "mr", "--lang", "python", "--template", "map-reduce"]);
+    assert!(!refused.status.success() && lossy(&refused.stderr).contains("Rust only"), "{}", lossy(&refused.stderr));
+}

@@ -65,8 +65,9 @@ pub type SetLogLevel = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Subcommand)]
 enum Command {
-    /// Make a job crate: a template job with its tests, Flint's guest SDK and WIT
-    /// contract vendored, ready for `cargo test` and `flint run .`.
+    /// Make a job: a crate with a template job, its tests, Flint's guest SDK and WIT
+    /// contract vendored, ready for `cargo test` and `flint run .` (with `--lang
+    /// python`, a Python module with its tests, for `python3 -m unittest`).
     New(new::NewArgs),
     /// Run a job on an embedded driver with in-process executors: no cluster needed.
     Run(run::RunArgs),

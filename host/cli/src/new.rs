@@ -22,7 +22,36 @@ pub struct NewArgs {
     /// kept in the result) for `combine` and `map-reduce`.
     #[arg(long = "value", short = 'v', value_name = "KEY=VALUE")]
     values: Vec<String>,
+    /// The job's language: `rust` (a crate) or `python` (a module built with
+    /// componentize-py; templates `task`, `aggregate` and `combine`).
+    #[arg(long, default_value = "rust", value_parser = ["rust", "python"])]
+    lang: String,
 }
+
+/// A Python job's template: its module, and its tests.
+struct PythonTemplate {
+    name: &'static str,
+    app: &'static str,
+    test: &'static str,
+}
+
+const PYTHON_TEMPLATES: &[PythonTemplate] = &[
+    PythonTemplate {
+        name: "task",
+        app: include_str!("../templates/python/task.py"),
+        test: include_str!("../templates/python/test_task.py"),
+    },
+    PythonTemplate {
+        name: "aggregate",
+        app: include_str!("../templates/python/aggregate.py"),
+        test: include_str!("../templates/python/test_aggregate.py"),
+    },
+    PythonTemplate {
+        name: "combine",
+        app: include_str!("../templates/python/combine.py"),
+        test: include_str!("../templates/python/test_combine.py"),
+    },
+];
 
 /// The WIT contract's package version, which the vendored SDK implements.
 const CONTRACT: &str = flint_runtime::CONTRACT;
@@ -94,8 +123,9 @@ pub fn new(args: NewArgs) -> u8 {
     match make(&args) {
         Ok(dir) => {
             let name = dir.display();
+            let test = if args.lang == "python" { "python3 -m unittest" } else { "cargo test" };
             println!(
-                "Made the {} job {name}. Next:\n  cd {name}\n  cargo test\n  flint run . --input SOME_TEXT_FILE",
+                "Made the {} job {name}. Next:\n  cd {name}\n  {test}\n  flint run . --input SOME_TEXT_FILE",
                 args.template
             );
             0
@@ -150,6 +180,24 @@ fn make(args: &NewArgs) -> Result<PathBuf> {
             .replace("{{template}}", template.name)
             .replace("{{config}}", config.trim_end())
     };
+    if args.lang == "python" {
+        let Some(python) = PYTHON_TEMPLATES.iter().find(|t| t.name == template.name) else {
+            let names: Vec<&str> = PYTHON_TEMPLATES.iter().map(|t| t.name).collect();
+            bail!("a Python job starts from {}; map/reduce jobs are Rust only for now", names.join(", "));
+        };
+        let mut files: Vec<(String, String)> = vec![
+            ("app.py".into(), fill(python.app)),
+            ("test_app.py".into(), python.test.into()),
+            ("flint.toml".into(), fill(include_str!("../templates/flint.toml.in"))),
+            ("README.md".into(), fill(include_str!("../templates/python/README.md.in"))),
+            (".gitignore".into(), "__pycache__/\n".into()),
+        ];
+        files.extend(crate::python::sdk_for_tests().map(|(path, text)| (path.to_owned(), text.to_owned())));
+        for (path, text) in files {
+            write(&dir.join(path), &text)?;
+        }
+        return Ok(dir);
+    }
     let mut files: Vec<(String, String)> = vec![
         ("Cargo.toml".into(), fill(include_str!("../templates/Cargo.toml.in"))),
         ("flint.toml".into(), fill(include_str!("../templates/flint.toml.in"))),

@@ -12,11 +12,20 @@ const SDK: &[(&str, &str)] = &[
     ("flint_guest/__init__.py", include_str!("../../../guest-sdk/python/flint_guest/__init__.py")),
     ("flint_guest/_api.py", include_str!("../../../guest-sdk/python/flint_guest/_api.py")),
     ("flint_guest/_glue.py", include_str!("../../../guest-sdk/python/flint_guest/_glue.py")),
+    ("flint_guest/testing.py", include_str!("../../../guest-sdk/python/flint_guest/testing.py")),
     ("aggregator.py", include_str!("../../../guest-sdk/python/build/aggregator.py")),
     ("wit/task.wit", include_str!("../../../wit/task.wit")),
 ];
 const ENTRY: &str = include_str!("../../../guest-sdk/python/build/flint_entry.py");
 const WORLD: &str = include_str!("../../../guest-sdk/python/build/world.py");
+
+/// The SDK's files a job's own tests import, natively (`flint new --lang python`
+/// writes them beside the job; the build uses this binary's copy, whatever they say).
+pub fn sdk_for_tests() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SDK.iter()
+        .copied()
+        .filter(|(path, _)| path.starts_with("flint_guest/") && *path != "flint_guest/_glue.py")
+}
 
 /// The componentize-py release Flint's Python SDK is built and tested with.
 pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";

@@ -1,0 +1,111 @@
+"""Running a job's hooks natively, without a cluster, as the host would: for a job's
+own tests (``python3 -m unittest`` in its folder).
+
+    from flint_guest.testing import Local
+    from app import WordCount
+
+    def test_counts_words():
+        result = Local(config={"top": "2"}).run(WordCount, ["a b a\\n", "b c\\n"])
+        assert result["total_words"] == 5
+
+Each input is one task's partition: ``str`` or ``bytes`` is a split's text (read in
+batches of whole lines, as the host hands them over), an ``int`` a generated
+partition's index, anything else a value partition (sent as JSON). Outputs and
+partial results are pickled and read back between hooks, and the result goes through
+JSON, as in a cluster, so a value that cannot travel fails here first.
+"""
+
+import json
+import pickle
+from typing import Any, Iterable, Optional
+
+from . import _api
+from ._api import Aggregate, Combine, Partition, TaskInfo, Token
+
+
+def _partition(item, batch_bytes):
+    if isinstance(item, int) and not isinstance(item, bool):
+        return Partition(index=item)
+    if isinstance(item, (str, bytes)):
+        data = item.encode() if isinstance(item, str) else item
+        at = 0
+
+        def next_batch(max_bytes):
+            nonlocal at
+            rest = data[at:]
+            max_bytes = min(max_bytes, batch_bytes)
+            if len(rest) <= max_bytes:
+                cut = len(rest)
+            else:
+                newline = rest.rfind(b"\n", 0, max_bytes)
+                if newline >= 0:
+                    cut = newline + 1
+                else:
+                    newline = rest.find(b"\n")
+                    cut = len(rest) if newline < 0 else newline + 1
+            at += cut
+            return rest[:cut]
+
+        return Partition(path="memory", start=0, end=len(data), reader=next_batch)
+    return Partition(value=json.dumps(item).encode())
+
+
+def _travel(value, what):
+    try:
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as e:  # noqa: BLE001: whatever pickle says
+        raise AssertionError(f"{what} cannot travel between tasks: {e}") from None
+
+
+class Local:
+    """The host, natively: the job's configuration, tokens and task ids, and the log
+    lines its tasks wrote (``logs``, as ``(level, message)``)."""
+
+    def __init__(
+        self,
+        config: Optional[dict] = None,
+        tokens: Optional[dict] = None,
+        app_id: str = "local",
+        job_id: str = "1",
+        batch_bytes: int = _api.BATCH_BYTES,
+    ):
+        self.config = {k: str(v) for k, v in (config or {}).items()}
+        self.tokens = {
+            service: Token(service, secret, 2**63 - 1) if isinstance(secret, str) else secret
+            for service, secret in (tokens or {}).items()
+        }
+        self.app_id, self.job_id, self.batch_bytes = app_id, job_id, batch_bytes
+        self.logs: list = []
+
+    def run(self, job_class, inputs: Iterable[Any]) -> Any:
+        """The job's result over ``inputs``, one task each, as a cluster would give it:
+        a ``Task`` job's list of outputs; an ``Aggregate``'s ``finish`` of the outputs
+        merged left to right; a ``Combine``'s of its tasks added into one value."""
+        job = job_class()
+        inputs = list(inputs)
+        _api._local.update(config=self.config, tokens=self.tokens, logs=self.logs)
+        outputs = []
+        acc = None
+        for index, item in enumerate(inputs):
+            _api._local["task"] = TaskInfo(self.app_id, self.job_id, index, len(inputs), 0)
+            partition = _partition(item, self.batch_bytes)
+            if isinstance(job, Combine):
+                acc = job.add(job.empty() if acc is None else acc, partition)
+            else:
+                outputs.append(_travel(job.run(partition), "the task's output"))
+        if isinstance(job, Combine):
+            total = _travel(job.empty() if acc is None else acc, "the combined value")
+            result = job.finish(total)
+        elif isinstance(job, Aggregate):
+            if not outputs:
+                raise AssertionError("an aggregate job needs at least one input")
+            total = outputs[0]
+            for output in outputs[1:]:
+                total = _travel(job.merge(total, output), "the merged value")
+            result = job.finish(total)
+        else:
+            result = outputs
+        try:
+            return json.loads(json.dumps(result))
+        except (TypeError, ValueError) as e:
+            raise AssertionError(f"the job's result is not JSON: {e}") from None

@@ -202,7 +202,8 @@ fn flint_new_makes_a_python_job_whose_tests_pass_and_that_runs() {
         assert!(lossy(&made.stdout).contains("python3 -m unittest"), "{}", lossy(&made.stdout));
         let job = dir.path().join(template);
         // The job's own tests, natively, with the SDK `flint new` wrote beside it.
-        let tested = std::process::Command::new("python3").args(["-m", "unittest", "-q"]).current_dir(&job).output();
+        let tested =
+            std::process::Command::new("python3").args(["-m", "unittest", "-q"]).current_dir(&job).output();
         let tested = tested.unwrap();
         assert!(tested.status.success(), "{template}: {}", lossy(&tested.stderr));
         let args = ["run", ".", "--input", input.to_str().unwrap(), "--partitions", "1", "--json"];
@@ -216,5 +217,9 @@ fn flint_new_makes_a_python_job_whose_tests_pass_and_that_runs() {
         assert_eq!(ran["result"], expected, "{template}");
     }
     let refused = flint_in(dir.path(), &["new", "mr", "--lang", "python", "--template", "map-reduce"]);
-    assert!(!refused.status.success() && lossy(&refused.stderr).contains("Rust only"), "{}", lossy(&refused.stderr));
+    assert!(
+        !refused.status.success() && lossy(&refused.stderr).contains("Rust only"),
+        "{}",
+        lossy(&refused.stderr)
+    );
 }

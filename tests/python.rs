@@ -182,6 +182,37 @@ fn a_python_job_that_cannot_be_built_says_why() {
         "{said}"
     );
 
+    // A hook left out is said at the build, not in the middle of a job.
+    let hookless = job_folder(
+        "import flint_guest\nclass Sum(flint_guest.Aggregate):\n    def run(self, p):\n        return 1\n",
+    );
+    let out = flint_in(hookless.path(), &["run", "."]);
+    let said = lossy(&out.stderr);
+    assert!(!out.status.success() && said.contains("Sum must define merge(self, a, b)"), "{said}");
+
+    // A module componentize-py cannot find: its traceback, at the author's own path.
+    let missing = job_folder("import not_a_module_anywhere\nimport flint_guest\n");
+    let out = flint_in(missing.path(), &["run", "."]);
+    let said = lossy(&out.stderr);
+    let at = format!("File \"{}/app.py\", line 1", missing.path().canonicalize().unwrap().display());
+    assert!(!out.status.success() && said.contains(&at), "{said}");
+    assert!(
+        said.contains("No module named 'not_a_module_anywhere'") && said.contains("built for WASI"),
+        "{said}"
+    );
+
+    // An exception in merge fails the job with its traceback.
+    let merging = job_folder(
+        "import flint_guest\nclass Sum(flint_guest.Aggregate):\n    def run(self, p):\n        return 1\n    def merge(self, a, b):\n        raise ValueError('cannot merge')\n",
+    );
+    let out = flint_in(merging.path(), &["run", ".", "--partitions", "3"]);
+    let said = lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("File \"app.py\", line 6, in merge") && said.contains("ValueError: cannot merge"),
+        "{said}"
+    );
+
     let none = job_folder("import flint_guest\n");
     let out = command(&["run", none.path().join("app.py").to_str().unwrap()])
         .env("FLINT_COMPONENTIZE_PY", "/nonexistent/componentize-py")

@@ -38,6 +38,14 @@ def bind(module, world):
             f"Aggregate or Combine), found {names}"
         )
     cls = leaves[0]
+    hooks = [("run", Task, "run(self, partition)")]
+    if issubclass(cls, Aggregate):
+        hooks.append(("merge", Aggregate, "merge(self, a, b)"))
+    if issubclass(cls, Combine):
+        hooks.append(("empty", Combine, "empty(self)"))
+    missing = [sig for name, base, sig in hooks if getattr(cls, name) is getattr(base, name)]
+    if missing:
+        raise TypeError(f"{cls.__name__} must define {' and '.join(missing)}")
     combines = issubclass(cls, Combine)
     if combines != (world == "combine"):
         raise TypeError(f"{cls.__name__} was built for the {world} world, which does not fit it")
@@ -52,6 +60,8 @@ def _failure(e):
     while tb is not None and tb.tb_frame.f_code.co_filename.endswith("_glue.py"):
         tb = tb.tb_next
     text = "".join(traceback.format_exception(type(e), e, tb)).rstrip()
+    # The job's folder is the build's second path, /1: its files by their own names.
+    text = text.replace('File "/1/', 'File "')
     return Err(types.TaskError(message=text, retryable=not isinstance(e, Fatal)))
 
 

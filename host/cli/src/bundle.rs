@@ -51,13 +51,14 @@ fn from_python(path: &Path) -> Result<Bundle> {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         (dir.to_path_buf(), module)
     };
+    // Absolute, so that a traceback names the job's files as its author finds them.
+    let dir = dir.canonicalize().with_context(|| format!("cannot open {}", dir.display()))?;
     let manifest_path = dir.join("flint.toml");
     let manifest = match std::fs::read_to_string(&manifest_path) {
         Ok(text) => Manifest::from_toml(&text)
             .with_context(|| format!("{}: invalid manifest", manifest_path.display()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let folder =
-                dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()));
+            let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned());
             let name = if module == crate::python::MODULE {
                 folder.unwrap_or(module.clone())
             } else {

@@ -157,9 +157,34 @@ fn build(dir: &Path, module: &str, world: &str) -> Result<Vec<u8>> {
         Err(e) => return Err(e).with_context(|| format!("cannot run {}", tool.to_string_lossy())),
     };
     if !output.status.success() {
-        let said = String::from_utf8_lossy(&output.stderr);
-        let said = said.trim_end();
-        bail!("componentize-py could not build the Python job in {}:\n{said}", dir.display());
+        // The traceback as it is, lines and all; the error stays one line.
+        let said = explain(&String::from_utf8_lossy(&output.stderr), dir);
+        eprintln!("{said}");
+        let last = said.lines().rfind(|l| !l.starts_with('(')).unwrap_or("").trim();
+        bail!(
+            "componentize-py could not build the Python job in {}: {last} (the traceback above)",
+            dir.display()
+        );
     }
     std::fs::read(&out).context("componentize-py made no component")
+}
+
+/// What componentize-py said, for the job's author: the Python traceback of the build
+/// (the job's module is imported then), its paths as the author knows them, without
+/// componentize-py's own backtrace; and what to do about a module it could not find.
+fn explain(said: &str, dir: &Path) -> String {
+    let traceback = said
+        .split_once("AssertionError: ")
+        .map(|(_, rest)| rest.split_once("\n\nCaused by:").map_or(rest, |(t, _)| t))
+        .unwrap_or(said)
+        .trim_end();
+    let mut text = traceback
+        .replace("File \"/1/", &format!("File \"{}/", dir.display()))
+        .replace("File \"/0/", "File \"<flint>/");
+    if text.contains("ModuleNotFoundError") {
+        text.push_str(
+            "\n(componentize-py bundles the modules it finds in the job's folder and on the Python path it runs with; a package with native code must be one built for WASI)",
+        );
+    }
+    text
 }

@@ -988,21 +988,28 @@ fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) 
     );
 }
 
-/// Launches a second through the control core alone (no IO, no wasm): `executors` of
-/// `slots` slots each, registered; one job of `tasks` tasks whose every launch is
-/// answered at once with a success; a heartbeat from one executor in turn every 100
-/// reports.
-fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
-    use flint_core::{Action, ControlCore, CoreConfig, Event, ExecutorInfo, Policy};
-    let now = Instant::now();
-    let mut core = ControlCore::new(CoreConfig {
+/// The control core the core figures measure: a static fleet, a two-minute heartbeat
+/// timeout.
+fn bench_core() -> flint_core::ControlCore {
+    use flint_core::{ControlCore, CoreConfig, Policy};
+    ControlCore::new(CoreConfig {
         policy: Policy { exclude_after: Some(2), pipeline: 8, max_executor_losses: None, speculation: None },
         heartbeat_timeout: Duration::from_secs(120),
         bootstrap_timeout: Duration::from_secs(60),
         allocation: None,
         backend: "static",
         decommission_timeout: Duration::from_secs(20),
-    });
+    })
+}
+
+/// Launches a second through the control core alone (no IO, no wasm): `executors` of
+/// `slots` slots each, registered; one job of `tasks` tasks whose every launch is
+/// answered at once with a success; a heartbeat from one executor in turn every 100
+/// reports.
+fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
+    use flint_core::{Action, Event, ExecutorInfo};
+    let now = Instant::now();
+    let mut core = bench_core();
     let mut lives = Vec::new();
     for i in 0..executors {
         let (id, incarnation) = core.reserve(now, Some(format!("exec-{i}").into()), None).unwrap();
@@ -1063,16 +1070,9 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
 /// evenly) and the core's timeouts are handled whenever it asks, as the driver does.
 /// Nanoseconds per heartbeat, over `beats` of them.
 fn core_heartbeat_cost(executors: u32, beats: u32) -> f64 {
-    use flint_core::{ControlCore, CoreConfig, Event, ExecutorInfo, Policy};
+    use flint_core::{Event, ExecutorInfo};
     let mut now = Instant::now();
-    let mut core = ControlCore::new(CoreConfig {
-        policy: Policy { exclude_after: Some(2), pipeline: 8, max_executor_losses: None, speculation: None },
-        heartbeat_timeout: Duration::from_secs(120),
-        bootstrap_timeout: Duration::from_secs(60),
-        allocation: None,
-        backend: "static",
-        decommission_timeout: Duration::from_secs(20),
-    });
+    let mut core = bench_core();
     let lives: Vec<_> = (0..executors)
         .map(|i| {
             let (id, incarnation) = core.reserve(now, Some(format!("exec-{i}").into()), None).unwrap();

@@ -57,10 +57,13 @@ pub fn component(dir: &Path, module: &str) -> Result<Vec<u8>> {
     }
     let bytes = build(dir, module, &world)?;
     if let Some(path) = cached {
-        // A cache that cannot be written costs the next run a build, nothing more.
-        let _ = std::fs::create_dir_all(path.parent().expect("a file in a folder"))
-            .and_then(|()| std::fs::write(path.with_extension("tmp"), &bytes))
-            .and_then(|()| std::fs::rename(path.with_extension("tmp"), &path));
+        // A cache that cannot be written costs the next run a build, nothing more; a
+        // file of its own, renamed into place, so that builds at once never mix.
+        let folder = path.parent().expect("a file in a folder");
+        let _ = std::fs::create_dir_all(folder)
+            .and_then(|()| tempfile::NamedTempFile::new_in(folder))
+            .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes).map(|()| file))
+            .and_then(|file| file.persist(&path).map(|_| ()).map_err(|e| e.error));
     }
     Ok(bytes)
 }

@@ -7,3 +7,5 @@ import MODULE as _job_module
 _glue.bind(_job_module, "WORLD")
 Job = _glue.Job
 Combiner = _glue.Combiner
+MapReduceJob = _glue.MapReduceJob
+MapCombiner = _glue.MapCombiner

@@ -1,6 +1,6 @@
 # Which world a Python job is built for, read from its source without running it:
-# "combine" when its job class derives from flint_guest's Combine (through classes of
-# the same module too), else "aggregate". Run by `flint` with the host's python3.
+# "map-reduce" when its job class derives from flint_guest's MapReduce, "combine" when
+# from Combine (through classes of the same module too), else "aggregate". Run by `flint` with the host's python3.
 import ast
 import sys
 
@@ -17,10 +17,15 @@ for node in ast.walk(tree):
         bases[node.name] = names
 
 
-def combines(name, seen=()):
-    if name == "Combine":
+def derives(name, base, seen=()):
+    if name == base:
         return True
-    return name not in seen and any(combines(b, seen + (name,)) for b in bases.get(name, []))
+    return name not in seen and any(derives(b, base, seen + (name,)) for b in bases.get(name, []))
 
 
-print("combine" if any(combines(c) for c in bases) else "aggregate")
+if any(derives(c, "MapReduce") for c in bases):
+    print("map-reduce")
+elif any(derives(c, "Combine") for c in bases):
+    print("combine")
+else:
+    print("aggregate")

@@ -11,7 +11,9 @@ from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import types
 
+from . import _shuffle
 from ._api import Aggregate, Combine, Fatal, Partition, Task
+from ._shuffle import MapReduce
 
 # The job's one instance, made when the component is built (and so already there in
 # every instance of it).
@@ -23,7 +25,7 @@ _collect = False
 def bind(module, world):
     """Finds the job class in ``module`` (the one subclass of ``Task``, ``Aggregate`` or
     ``Combine`` defined there that no other subclasses) and makes it the component's
-    job, for ``world`` (``aggregate`` or ``combine``)."""
+    job, for ``world`` (``aggregate``, ``combine`` or ``map-reduce``)."""
     global _job, _collect
     defined = [
         c
@@ -35,19 +37,27 @@ def bind(module, world):
         names = ", ".join(sorted(c.__name__ for c in leaves)) or "none"
         raise TypeError(
             f"{module.__name__}.py must define one job class (a subclass of flint_guest.Task, "
-            f"Aggregate or Combine), found {names}"
+            f"Aggregate, Combine or MapReduce), found {names}"
         )
     cls = leaves[0]
-    hooks = [("run", Task, "run(self, partition)")]
+    if issubclass(cls, MapReduce):
+        hooks = [
+            ("map", MapReduce, "map(self, partition, out)"),
+            ("reduce", MapReduce, "reduce(self, key, values, out)"),
+            ("empty", MapReduce, "empty(self)"),
+            ("merge", Aggregate, "merge(self, a, b)"),
+        ]
+    else:
+        hooks = [("run", Task, "run(self, partition)")]
     if issubclass(cls, Aggregate):
         hooks.append(("merge", Aggregate, "merge(self, a, b)"))
     if issubclass(cls, Combine):
         hooks.append(("empty", Combine, "empty(self)"))
-    missing = [sig for name, base, sig in hooks if getattr(cls, name) is getattr(base, name)]
+    missing = list(dict.fromkeys(sig for name, base, sig in hooks if getattr(cls, name) is getattr(base, name)))
     if missing:
         raise TypeError(f"{cls.__name__} must define {' and '.join(missing)}")
-    combines = issubclass(cls, Combine)
-    if combines != (world == "combine"):
+    fits = "map-reduce" if issubclass(cls, MapReduce) else "combine" if issubclass(cls, Combine) else "aggregate"
+    if fits != world:
         raise TypeError(f"{cls.__name__} was built for the {world} world, which does not fit it")
     _job = cls()
     _collect = not issubclass(cls, Aggregate)
@@ -172,3 +182,20 @@ class Combiner(getattr(exports, "Combiner", object)):  # the combine world only
             return _encode(acc, "the combined value")
 
         return _call(take)
+
+
+class MapReduceJob(getattr(exports, "MapReduceJob", object)):  # the map-reduce world only
+    def map(self, input, out):
+        _call(lambda: _shuffle.map_task(_job, _partition(input), out.partitions(), out.emit))
+
+    def reduce(self, partition, input, part):
+        def reduce():
+            write = None if part is None else part.write
+            return _encode(_shuffle.reduce_task(_job, input.next, write), "the reduce task's output")
+
+        return _call(reduce)
+
+
+class MapCombiner(getattr(exports, "MapCombiner", object)):  # the map-reduce world only
+    def combine_sorted(self, batch):
+        return _call(lambda: _shuffle.combine_sorted(_job, batch))

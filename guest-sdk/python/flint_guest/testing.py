@@ -13,13 +13,16 @@ batches of whole lines, as the host hands them over), an ``int`` a generated
 partition's index, anything else a value partition (sent as JSON). Outputs and
 partial results are pickled and read back between hooks, and the result goes through
 JSON, as in a cluster, so a value that cannot travel fails here first.
+
+A ``MapReduce`` job runs with ``map_reduce``: each input is one map task, and its
+records move to ``partitions`` reduce tasks, sorted and grouped as the host does it.
 """
 
 import json
 import pickle
 from typing import Any, Iterable, Optional
 
-from . import _api
+from . import _api, _shuffle
 from ._api import Aggregate, Combine, Partition, TaskInfo, Token
 
 
@@ -77,17 +80,68 @@ class Local:
         self.app_id, self.job_id, self.batch_bytes = app_id, job_id, batch_bytes
         self.logs: list = []
 
+    def _task(self, index: int, count: int) -> None:
+        _api._local.update(config=self.config, tokens=self.tokens, logs=self.logs)
+        _api._local["task"] = TaskInfo(self.app_id, self.job_id, index, count, 0)
+
+    def map_reduce(self, job_class, inputs: Iterable[Any], partitions: int = 2, parts: bool = False) -> Any:
+        """A ``MapReduce`` job's result over ``inputs``, one map task each, with
+        ``partitions`` reduce tasks; with ``parts``, the reduce tasks' part files are
+        kept in ``self.parts`` (their bytes, by partition), as ``--output`` writes them.
+
+        As the host does it: each map's records are sorted by key and, for a job that
+        combines, folded with ``combine``; a reduce task sees its keys in order, each
+        key's values in the order of the maps that emitted them; outputs are merged
+        left to right."""
+        if partitions < 1:
+            raise ValueError("a map/reduce job needs at least one reduce partition")
+        job = job_class()
+        inputs = list(inputs)
+        by_partition: list = [[] for _ in range(partitions)]
+        for index, item in enumerate(inputs):
+            self._task(index, len(inputs))
+            batches: list = []
+            _shuffle.map_task(job, _partition(item, self.batch_bytes), partitions, batches.append)
+            emitted = [r for batch in batches for r in _shuffle.records(batch)]
+            for p, _, _ in emitted:
+                if not 0 <= p < partitions:
+                    raise AssertionError(f"a record went to partition {p} of {partitions}")
+            emitted.sort(key=lambda r: (r[0], r[1]))
+            flat = b"".join(_shuffle.HEADER.pack(p, len(k), len(v)) + k + v for p, k, v in emitted)
+            combined = _shuffle.combine_sorted(job, flat)
+            for p, k, v in _shuffle.records(flat if combined is None else combined):
+                by_partition[p].append((k, index, v))
+        outputs = []
+        self.parts: list = []
+        for p, records in enumerate(by_partition):
+            self._task(p, partitions)
+            records.sort(key=lambda r: (r[0], r[1]))
+            sorted_batch = b"".join(_shuffle.HEADER.pack(p, len(k), len(v)) + k + v for k, _, v in records)
+            pending = [sorted_batch] if sorted_batch else []
+            written: list = []
+            output = _shuffle.reduce_task(
+                job, lambda _max: pending.pop() if pending else b"", written.append if parts else None
+            )
+            outputs.append(_travel(output, "the reduce task's output"))
+            if parts:
+                self.parts.append(b"".join(written))
+        total = outputs[0]
+        for output in outputs[1:]:
+            total = _travel(job.merge(total, output), "the merged value")
+        return _json(job.finish(total))
+
     def run(self, job_class, inputs: Iterable[Any]) -> Any:
         """The job's result over ``inputs``, one task each, as a cluster would give it:
         a ``Task`` job's list of outputs; an ``Aggregate``'s ``finish`` of the outputs
         merged left to right; a ``Combine``'s of its tasks added into one value."""
+        if isinstance(job_class, type) and issubclass(job_class, _shuffle.MapReduce):
+            raise TypeError(f"{job_class.__name__} is a MapReduce job: run it with map_reduce()")
         job = job_class()
         inputs = list(inputs)
-        _api._local.update(config=self.config, tokens=self.tokens, logs=self.logs)
         outputs = []
         acc = None
         for index, item in enumerate(inputs):
-            _api._local["task"] = TaskInfo(self.app_id, self.job_id, index, len(inputs), 0)
+            self._task(index, len(inputs))
             partition = _partition(item, self.batch_bytes)
             if isinstance(job, Combine):
                 acc = job.add(job.empty() if acc is None else acc, partition)
@@ -105,7 +159,11 @@ class Local:
             result = job.finish(total)
         else:
             result = outputs
-        try:
-            return json.loads(json.dumps(result))
-        except (TypeError, ValueError) as e:
-            raise AssertionError(f"the job's result is not JSON: {e}") from None
+        return _json(result)
+
+
+def _json(result):
+    try:
+        return json.loads(json.dumps(result))
+    except (TypeError, ValueError) as e:
+        raise AssertionError(f"the job's result is not JSON: {e}") from None

@@ -51,6 +51,11 @@ const PYTHON_TEMPLATES: &[PythonTemplate] = &[
         app: include_str!("../templates/python/combine.py"),
         test: include_str!("../templates/python/test_combine.py"),
     },
+    PythonTemplate {
+        name: "map-reduce",
+        app: include_str!("../templates/python/map_reduce.py"),
+        test: include_str!("../templates/python/test_map_reduce.py"),
+    },
 ];
 
 /// The WIT contract's package version, which the vendored SDK implements.
@@ -181,10 +186,8 @@ fn make(args: &NewArgs) -> Result<PathBuf> {
             .replace("{{config}}", config.trim_end())
     };
     if args.lang == "python" {
-        let Some(python) = PYTHON_TEMPLATES.iter().find(|t| t.name == template.name) else {
-            let names: Vec<&str> = PYTHON_TEMPLATES.iter().map(|t| t.name).collect();
-            bail!("a Python job starts from {}; map/reduce jobs are Rust only for now", names.join(", "));
-        };
+        let python =
+            PYTHON_TEMPLATES.iter().find(|t| t.name == template.name).expect("every template in Python too");
         let mut files: Vec<(String, String)> = vec![
             ("app.py".into(), fill(python.app)),
             ("test_app.py".into(), python.test.into()),

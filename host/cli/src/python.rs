@@ -12,6 +12,7 @@ const SDK: &[(&str, &str)] = &[
     ("flint_guest/__init__.py", include_str!("../../../guest-sdk/python/flint_guest/__init__.py")),
     ("flint_guest/_api.py", include_str!("../../../guest-sdk/python/flint_guest/_api.py")),
     ("flint_guest/_glue.py", include_str!("../../../guest-sdk/python/flint_guest/_glue.py")),
+    ("flint_guest/_shuffle.py", include_str!("../../../guest-sdk/python/flint_guest/_shuffle.py")),
     ("flint_guest/testing.py", include_str!("../../../guest-sdk/python/flint_guest/testing.py")),
     ("aggregator.py", include_str!("../../../guest-sdk/python/build/aggregator.py")),
     ("wit/task.wit", include_str!("../../../wit/task.wit")),
@@ -68,8 +69,9 @@ pub fn component(dir: &Path, module: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// `combine` when the job class derives from `Combine`, else `aggregate` (a `Task`
-/// job's list of outputs is folded by the aggregate world's glue).
+/// `map-reduce` when the job class derives from `MapReduce`, `combine` when from
+/// `Combine`, else `aggregate` (a `Task` job's list of outputs is folded by the
+/// aggregate world's glue).
 fn world_of(source: &Path) -> Result<String> {
     let python = std::env::var_os("FLINT_PYTHON").unwrap_or_else(|| "python3".into());
     let output =

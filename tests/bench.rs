@@ -2082,6 +2082,18 @@ fn speculation_figures(results: &mut serde_json::Map<String, serde_json::Value>)
 /// byte ranges on 2 processes: in a `multiprocessing.Pool(2)`, or with `spark` in
 /// PySpark `local[2]` (its lines, `mapPartitions` with the same counting, `reduce`).
 /// Prints the total words.
+/// Python pi's own `count_inside` over `points` points for each of `tasks` seeds, in
+/// `multiprocessing.Pool(2)`: prints the points inside.
+const PI_POOL: &str = r#"
+import sys
+from multiprocessing import Pool
+from app import count_inside
+
+points, tasks = int(sys.argv[1]), int(sys.argv[2])
+with Pool(2) as pool:
+    print(sum(pool.starmap(count_inside, [(t, points) for t in range(tasks)])))
+"#;
+
 const PYTHON_PEERS: &str = r#"
 import os, sys
 from collections import Counter
@@ -2176,7 +2188,8 @@ fn python_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     };
     let wc_args = ["--input", input, "--partitions", "16", "--cores", "2"];
     let (warm, _) = python_job("word-count", &wc_args); // built and compiled once
-    let total = warm["result"]["total_words"].as_u64().unwrap();
+    let python_result = warm["result"].clone();
+    let total = python_result["total_words"].as_u64().unwrap();
     let (mut flints, mut in_job, mut pools, mut sparks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
         let (report, whole) = python_job("word-count", &wc_args);
@@ -2203,6 +2216,18 @@ fn python_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
         json!({ "flint_mib_s": flint_rate, "in_job_mib_s": job_rate, "pool_mib_s": pool_rate, "pyspark_mib_s": spark_rate,
                 "ratio_to_pool": flint_rate / pool_rate, "target_to_pool": 0.5,
                 "ratio_to_pyspark": flint_rate / spark_rate, "target_to_pyspark": 2.0 }),
+    );
+
+    // The same count through the shuffle: maps count, reducers sum by word.
+    let mr_args = ["--input", input, "--partitions", "16", "--reduce-partitions", "4", "--cores", "2"];
+    let (warm, _) = python_job("word-count-mr", &mr_args);
+    assert_eq!(warm["result"], python_result, "map/reduce counts what the combining job does");
+    let mrs: Vec<Duration> = (0..3).map(|_| python_job("word-count-mr", &mr_args).1).collect();
+    let mr_rate = rate(median(mrs));
+    println!(
+        "Python map/reduce word count, {mib:.0} MiB, 16 maps to 4 reduces, whole process: {mr_rate:.1} MiB/s ({:.2}× the combining job, {:.2}× the pool)",
+        mr_rate / flint_rate,
+        mr_rate / pool_rate
     );
 
     // A task's cost: 20,000 no-op tasks, each a call into a live instance.
@@ -2233,6 +2258,32 @@ fn python_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
         .unwrap();
     let rust_pi: serde_json::Value = serde_json::from_slice(&rust_pi.stdout).unwrap();
     assert_eq!(python_pi["result"], rust_pi["result"], "Python pi counts Rust pi's points");
+    // The job's own count_inside, natively, in multiprocessing.Pool(2): CPython against
+    // the CPython inside the component, whole processes.
+    let started = Instant::now();
+    let pool = std::process::Command::new("python3")
+        .args(["-c", PI_POOL, "1000000", "4"])
+        .env(
+            "PYTHONPATH",
+            format!(
+                "{}:{}",
+                root().join("examples/python/pi").display(),
+                root().join("guest-sdk/python").display()
+            ),
+        )
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let pool_pi_whole = started.elapsed();
+    assert!(pool.status.success(), "{}", String::from_utf8_lossy(&pool.stderr));
+    let pool_inside: u64 = String::from_utf8_lossy(&pool.stdout).trim().parse().unwrap();
+    assert_eq!(Some(pool_inside), python_pi["result"]["inside"].as_u64(), "the pool counts Flint's points");
+    println!(
+        "pi over 4,000,000 points in Python, whole processes: flint run {:.2} s, multiprocessing.Pool(2) {:.2} s ({:.2}× the pool's time)",
+        python_pi_whole.as_secs_f64(),
+        pool_pi_whole.as_secs_f64(),
+        python_pi_whole.as_secs_f64() / pool_pi_whole.as_secs_f64()
+    );
     let ratio = python_pi["elapsed_ms"].as_f64().unwrap() / rust_pi["elapsed_ms"].as_f64().unwrap();
     println!(
         "pi over 4,000,000 points on 2 slots: Python {:.0} ms in the job ({:.1} s whole command), Rust {:.1} ms: Python takes {ratio:.0}× Rust's time",
@@ -2242,6 +2293,8 @@ fn python_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     );
     results.insert(
         "python_tasks".into(),
-        json!({ "noop_task_us": python_us, "rust_noop_task_us": rust_us, "pi_ratio_to_rust": ratio }),
+        json!({ "noop_task_us": python_us, "rust_noop_task_us": rust_us, "pi_ratio_to_rust": ratio,
+                "pi_ratio_to_pool": python_pi_whole.as_secs_f64() / pool_pi_whole.as_secs_f64(),
+                "map_reduce_word_count_mib_s": mr_rate }),
     );
 }

@@ -103,6 +103,8 @@ class Failing(flint_guest.Task):
         if what == "loop":
             while True:
                 pass
+        if what == "lazy":
+            import fractions
         if what == "grow":
             kept = []
             while True:
@@ -156,6 +158,15 @@ fn python_tasks_end_as_rust_ones_do_past_deadline_and_memory_and_on_an_exception
     let looped = failure(job.path(), "loop", &[&once[..], &["--conf", "flint.task.deadline=2s"]].concat());
     assert_eq!(looped["failure"]["kind"], "deadline", "{looped}");
     assert_eq!(looped["failure"]["deadline_ms"], 2000);
+
+    // A module first imported as the task runs was not there when the job was built.
+    let lazy = failure(job.path(), "lazy", &once);
+    let message = lazy["failure"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("No module named 'fractions'")
+            && message.contains("import fractions at the top of the job's module"),
+        "{message}"
+    );
 
     let grown = failure(job.path(), "grow", &once);
     assert_eq!(grown["failure"]["kind"], "memory-limit", "{grown}");

@@ -72,6 +72,11 @@ def _failure(e):
     text = "".join(traceback.format_exception(type(e), e, tb)).rstrip()
     # The job's folder is the build's second path, /1: its files by their own names.
     text = text.replace('File "/1/', 'File "')
+    if isinstance(e, ModuleNotFoundError):
+        text += (
+            f"\n(a Python job holds the modules imported while it was built: "
+            f"import {e.name} at the top of the job's module)"
+        )
     return Err(types.TaskError(message=text, retryable=not isinstance(e, Fatal)))
 
 

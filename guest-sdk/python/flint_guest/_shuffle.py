@@ -78,6 +78,7 @@ _NONE, _NEG, _INT, _FLOAT, _BYTES, _STR, _TUPLE = 0x05, 0x10, 0x11, 0x20, 0x30, 
 _DOUBLE = struct.Struct(">Q")
 _SIGN = 1 << 63
 _KEYS = "str, bytes, int, float, None or a tuple of them"
+_MISSING = object()
 
 
 def encode_key(key: Any) -> bytes:
@@ -131,6 +132,11 @@ def _encode_into(out: bytearray, key: Any, nested: bool) -> None:
 def decode_key(data: bytes) -> Any:
     """The key ``encode_key`` made ``data`` from."""
     try:
+        tag = data[0]
+        if tag == _BYTES:
+            return data[1:]
+        if tag == _STR:
+            return data[1:].decode("utf-8", "surrogatepass")
         key, end = _decode_at(data, 0, False)
     except (IndexError, ValueError, struct.error):
         end = -1
@@ -181,8 +187,9 @@ def _decode_at(data: bytes, at: int, nested: bool):
 
 
 def _value(value: Any) -> bytes:
+    """A value's bytes in the shuffle: pickled (protocol 5)."""
     try:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(value, 5)
     except (pickle.PicklingError, TypeError, AttributeError) as e:
         raise Fatal(f"a value cannot be sent on ({e}): it must pickle") from None
 
@@ -207,15 +214,31 @@ class Emitter:
         table = self._table
         if table is None:
             self._push(key, value)
-        elif key in table:
-            table[key] = self._combine(table[key], value)
-        else:
+            return
+        held = table.get(key, _MISSING)
+        if held is _MISSING:
             table[key] = value
             if len(table) >= COMBINE_KEYS:
                 self._drain()
+        else:
+            table[key] = self._combine(held, value)
 
     def _push(self, key: Any, value: Any) -> None:
-        encoded = encode_key(key)
+        header, encoded, data = self._record(key, value)
+        self._parts += (header, encoded, data)
+        self._size += len(header) + len(encoded) + len(data)
+        if self._size >= BATCH:
+            self._flush()
+
+    def _record(self, key: Any, value: Any) -> tuple:
+        """One record's header, key and value, encoded."""
+        kind = type(key)
+        if kind is bytes:
+            encoded = b"\x30" + key
+        elif kind is str:
+            encoded = b"\x31" + key.encode("utf-8", "surrogatepass")
+        else:
+            encoded = encode_key(key)
         if self._hashed:
             partition = zlib.crc32(encoded) % self.partitions
         else:
@@ -225,17 +248,19 @@ class Emitter:
                     f"partition() gave {partition!r} for a job of {self.partitions} reduce partitions"
                 )
         data = _value(value)
-        self._parts += (HEADER.pack(partition, len(encoded), len(data)), encoded, data)
-        self._size += 12 + len(encoded) + len(data)
-        if self._size >= BATCH:
-            self._flush()
+        return HEADER.pack(partition, len(encoded), len(data)), encoded, data
 
     def _drain(self) -> None:
         table = self._table
         if table:
             self._table = {}
+            record = self._record
             for key, value in table.items():
-                self._push(key, value)
+                header, encoded, data = record(key, value)
+                self._parts += (header, encoded, data)
+                self._size += len(header) + len(encoded) + len(data)
+                if self._size >= BATCH:
+                    self._flush()
 
     def _flush(self) -> None:
         if self._parts:
@@ -255,10 +280,12 @@ def map_task(job: MapReduce, partition: Partition, partitions: int, send: Callab
     out._close()
 
 
-def records(batch: bytes) -> Iterator[tuple]:
+def records(batch: bytes) -> list:
     """A flat batch's records: (partition, key, value), encoded."""
-    at, end = 0, len(batch)
+    out = []
+    add = out.append
     unpack = HEADER.unpack_from
+    at, end = 0, len(batch)
     while at < end:
         if at + 12 > end:
             raise Fatal("the host sent a cut record")
@@ -268,7 +295,8 @@ def records(batch: bytes) -> Iterator[tuple]:
         at = value_at + vlen
         if at > end:
             raise Fatal("the host sent a cut record")
-        yield partition, batch[key_at:value_at], batch[value_at:at]
+        add((partition, batch[key_at:value_at], batch[value_at:at]))
+    return out
 
 
 def combine_sorted(job: MapReduce, batch: bytes) -> Optional[bytes]:
@@ -342,8 +370,8 @@ def reduce_task(job: MapReduce, read: Callable[[int], bytes], write: Optional[Ca
     part._begin(write)
     try:
         out = job.empty()
-        for key, run in itertools.groupby(_sorted_records(read), key=itemgetter(0)):
-            out = job.reduce(decode_key(key), (pickle.loads(v) for _, v in run), out)
+        for key, run in itertools.groupby(_sorted_records(read), key=itemgetter(1)):
+            out = job.reduce(decode_key(key), (pickle.loads(v) for _, _, v in run), out)
         part._flush()
         return out
     finally:
@@ -351,9 +379,10 @@ def reduce_task(job: MapReduce, read: Callable[[int], bytes], write: Optional[Ca
 
 
 def _sorted_records(read: Callable[[int], bytes]) -> Iterator[tuple]:
+    """A reduce task's records, (partition, key, value) encoded, read in batches as
+    they are asked for."""
     while True:
         batch = read(READ)
         if not batch:
             return
-        for _, key, value in records(batch):
-            yield key, value
+        yield from records(batch)

@@ -2248,6 +2248,48 @@ fn python_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
         python_us / rust_us
     );
 
+    // What a Python component costs an executor: its first use (compiled, or loaded
+    // from the executor's disk cache), a fresh instance with its first call, a call in a
+    // reused instance; the Rust no-op's beside it.
+    let built = tempfile::tempdir().unwrap();
+    let made = flint()
+        .args(["run", root().join("examples/python/noop").to_str().unwrap(), "--partitions", "1"])
+        .env("FLINT_COMPONENTIZE_PY", &componentize)
+        .env("FLINT_CACHE_DIR", built.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let python_wasm = std::fs::read_dir(built.path().join("python"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .expect("the Python component in the cache");
+    let python_bytes = std::fs::read(&python_wasm).unwrap();
+    let compiled = tempfile::tempdir().unwrap();
+    let first_use = |cache: bool| {
+        let rt =
+            Runtime::new(RuntimeConfig { cache_dir: cache.then(|| compiled.path().to_owned()), ..config(2) })
+                .unwrap();
+        let started = Instant::now();
+        rt.load(&python_bytes).unwrap();
+        started.elapsed()
+    };
+    let compile = first_use(true); // fills the disk cache
+    let from_disk = median((0..3).map(|_| first_use(true)).collect());
+    let rt = runtime(2);
+    let (fresh, reused) =
+        (instantiate_median(&rt, &python_bytes, 200), reused_call_median(&rt, &python_bytes, 2000));
+    let rust_fresh = instantiate_median(&rt, &component("noop"), 2000);
+    println!(
+        "a Python component ({:.1} MB): first use on an executor {:.1} s compiled, {:.0} ms from its disk cache; a fresh instance and its first call {:.0} µs (Rust's no-op {:.0} µs); a call in a reused instance {:.1} µs",
+        python_bytes.len() as f64 / 1e6,
+        compile.as_secs_f64(),
+        from_disk.as_secs_f64() * 1e3,
+        us(fresh),
+        us(rust_fresh),
+        us(reused)
+    );
+
     // Pi's same points in Python and in Rust.
     let pi_args = ["--conf", "points=1000000", "--partitions", "4", "--cores", "2"];
     let (_, _) = python_job("pi", &pi_args);
@@ -2294,6 +2336,9 @@ fn python_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     results.insert(
         "python_tasks".into(),
         json!({ "noop_task_us": python_us, "rust_noop_task_us": rust_us, "pi_ratio_to_rust": ratio,
+                "component_mb": python_bytes.len() as f64 / 1e6, "first_use_compiled_s": compile.as_secs_f64(),
+                "first_use_from_disk_ms": from_disk.as_secs_f64() * 1e3, "fresh_instance_call_us": us(fresh),
+                "reused_instance_call_us": us(reused),
                 "pi_ratio_to_pool": python_pi_whole.as_secs_f64() / pool_pi_whole.as_secs_f64(),
                 "map_reduce_word_count_mib_s": mr_rate }),
     );

@@ -103,6 +103,12 @@ class Failing(flint_guest.Task):
         if what == "loop":
             while True:
                 pass
+        if what == "flood":
+            line = "x" * 1000
+            for _ in range(50_000):
+                flint_guest.error(line)
+                print(line)
+            raise ValueError("y" * 20_000_000)
         if what == "lazy":
             import fractions
         if what == "grow":
@@ -158,6 +164,36 @@ fn python_tasks_end_as_rust_ones_do_past_deadline_and_memory_and_on_an_exception
     let looped = failure(job.path(), "loop", &[&once[..], &["--conf", "flint.task.deadline=2s"]].concat());
     assert_eq!(looped["failure"]["kind"], "deadline", "{looped}");
     assert_eq!(looped["failure"]["deadline_ms"], 2000);
+
+    // 50 MB of log lines and printed lines, then a 20 MB exception: cut, and said so,
+    // within what a Rust task's flood may put on the process's output.
+    let flood = flint_in(
+        job.path(),
+        &[
+            "run",
+            ".",
+            "--partitions",
+            "1",
+            "--conf",
+            "what=flood",
+            "--conf",
+            "flint.task.maxFailures=1",
+            "--json",
+        ],
+    );
+    assert_eq!(flood.status.code(), Some(1), "{}", lossy(&flood.stderr[..flood.stderr.len().min(4096)]));
+    assert!(flood.stdout.len() < common::FLOOD_BOUND, "stdout {} bytes", flood.stdout.len());
+    assert!(flood.stderr.len() < common::FLOOD_BOUND, "stderr {} bytes", flood.stderr.len());
+    let report: Value = serde_json::from_slice(&flood.stdout).unwrap();
+    let message = report["failure"]["reason"]["message"].as_str().unwrap();
+    assert!(message.starts_with("Traceback") && message.ends_with(" bytes dropped]"), "{}", &message[..200]);
+    let tail = report["task_failures"][0]["log_tail"].as_str().unwrap();
+    assert!(
+        tail.contains("more bytes of task output dropped"),
+        "{}",
+        &tail[tail.len().saturating_sub(300)..]
+    );
+    assert!(lossy(&flood.stderr).contains("the rest go to its task log only"));
 
     // A module first imported as the task runs was not there when the job was built.
     let lazy = failure(job.path(), "lazy", &once);

@@ -388,11 +388,6 @@ fn a_job_result_may_exceed_the_per_task_limit() {
     );
 }
 
-/// What a flooding task may put on the process's own output: 200 echoed log lines of
-/// at most a KiB, a warning, the failure (messages cut to 16 KiB), as documented in
-/// ARCHITECTURE.md.
-pub const FLOOD_BOUND: usize = 512 << 10;
-
 #[test]
 fn a_task_that_floods_its_log_and_errors_at_length_is_cut_and_says_so() {
     // 200 MB of log lines through the host import, then a 50 MB error message.
@@ -412,8 +407,8 @@ fn a_task_that_floods_its_log_and_errors_at_length_is_cut_and_says_so() {
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", lossy(&out.stderr[..out.stderr.len().min(4096)]));
-    assert!(out.stdout.len() < FLOOD_BOUND, "stdout {} bytes", out.stdout.len());
-    assert!(out.stderr.len() < FLOOD_BOUND, "stderr {} bytes", out.stderr.len());
+    assert!(out.stdout.len() < common::FLOOD_BOUND, "stdout {} bytes", out.stdout.len());
+    assert!(out.stderr.len() < common::FLOOD_BOUND, "stderr {} bytes", out.stderr.len());
     let report = json(&out);
     let message = report["failure"]["reason"]["message"].as_str().unwrap();
     assert!(message.ends_with(" bytes dropped]"), "{}", &message[message.len() - 60..]);

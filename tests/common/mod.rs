@@ -60,6 +60,11 @@ pub fn flint_peak_memory(args: &[&str]) -> (Output, u64) {
     (out, usage.ru_maxrss as u64 * 1024)
 }
 
+/// What a flooding task may put on the process's own output: 200 echoed log lines of
+/// at most a KiB, a warning, the failure (messages cut to 16 KiB), as documented in
+/// ARCHITECTURE.md.
+pub const FLOOD_BOUND: usize = 512 << 10;
+
 pub fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

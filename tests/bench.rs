@@ -1817,6 +1817,8 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let transfer = |path: &str| transfer_figures(&ui, path);
     let noop = root().join("target/wasm32-wasip2/release/noop.wasm");
     let noop = noop.to_str().unwrap();
+    let chaos = root().join("target/wasm32-wasip2/release/chaos.wasm");
+    let chaos = chaos.to_str().unwrap();
     let (local, served) = (format!("file://{input}"), format!("flint://{input}"));
     let submit = |job: &str, input: &str, rounds: usize| {
         whole_command(
@@ -1824,15 +1826,39 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
             rounds,
         )
     };
-    // A no-op job over the corpus: its tasks do nothing with the bytes but read them.
-    let read_local = submit(noop, &local, 3);
-    let read_served = submit(noop, &served, 3);
+    // A job over the corpus whose tasks do nothing with the bytes but read them all:
+    // each says how many it read, and they must add up to the file.
+    let read_all = |input: &str| {
+        median(
+            (0..3)
+                .map(|_| {
+                    let t = Instant::now();
+                    let args =
+                        ["submit", "--driver-url", &url, chaos, "--input", input, "--partitions", "32"];
+                    let out = flint().args(args).args(["--conf", "mode=read", "--json"]).output().unwrap();
+                    let took = t.elapsed();
+                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+                    let read: u64 = report["result"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|n| n.as_str().unwrap().parse::<u64>().unwrap())
+                        .sum();
+                    assert_eq!(read, SIZE, "the tasks read the whole corpus");
+                    took
+                })
+                .collect(),
+        )
+    };
+    let read_local = read_all(&local);
+    let read_served = read_all(&served);
     let uploads_before = transfer("upload");
-    let read_uploaded = submit(noop, input, 3);
+    let read_uploaded = read_all(input);
     let (upload_bytes, upload_seconds) = delta(uploads_before, transfer("upload"));
     let upload = upload_bytes / f64::from(1 << 20) / upload_seconds;
     println!(
-        "256 MiB through a no-op job, whole flint submit: read by the executor from its disk {:.0} MiB/s; served by the driver (flint://) {:.0} MiB/s ({:.2}× raw QUIC); sent by the client with the job {:.0} MiB/s, of which the upload alone (as the driver received it, while the job ran) {upload:.0} MiB/s ({:.2}× raw QUIC) (targets ≥ 0.5×)",
+        "256 MiB read by a job that does nothing else, whole flint submit: read by the executor from its disk {:.0} MiB/s; served by the driver (flint://) {:.0} MiB/s ({:.2}× raw QUIC); sent by the client with the job {:.0} MiB/s, of which the upload alone (as the driver received it, while the job ran) {upload:.0} MiB/s ({:.2}× raw QUIC) (targets ≥ 0.5×)",
         mib / read_local.as_secs_f64(),
         mib / read_served.as_secs_f64(),
         mib / read_served.as_secs_f64() / quinn,
@@ -1841,14 +1867,13 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     );
 
     // A 200 MB result block, fetched by the driver from the executor that made it.
-    let chaos = root().join("target/wasm32-wasip2/release/chaos.wasm");
     let fetches_before = transfer("block_fetch");
     let big = whole_command(
         &[
             "submit",
             "--driver-url",
             &url,
-            chaos.to_str().unwrap(),
+            chaos,
             "--partitions",
             "1",
             "--conf",
@@ -1902,7 +1927,7 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
         "wire".into(),
         json!({
             "quinn_mib_per_s": { "one_stream": quinn1, "four_streams": quinn4 },
-            "noop_over_corpus_mib_per_s": { "file": mib / read_local.as_secs_f64(), "flint": mib / read_served.as_secs_f64(),
+            "read_corpus_mib_per_s": { "file": mib / read_local.as_secs_f64(), "flint": mib / read_served.as_secs_f64(),
                 "uploaded": mib / read_uploaded.as_secs_f64(), "upload_alone": upload },
             "block_fetch_mib_per_s": block, "big_result_submit_s": big.as_secs_f64(),
             "ratio_to_quinn": { "flint": mib / read_served.as_secs_f64() / quinn, "upload": upload / quinn, "block_fetch": block / quinn, "target": 0.5 },

@@ -27,6 +27,8 @@
 //!   `bytes`-long zeroed allocation are not zero; then dirty both
 //! - `flood`: log `bytes` bytes through the host's log import at error level, in lines
 //!   of a KiB, then fail with a message of `error_bytes` bytes
+//! - `read`: read the file split in batches of `batch` bytes (default 1 MiB) and output
+//!   how many bytes it held, doing nothing else with them
 //! - `swallow-input`: read the file split, drop any read error on the floor and
 //!   succeed (the host must fail the task all the same)
 //!
@@ -151,6 +153,14 @@ impl Task for Chaos {
                 let nanos = config_or::<u64>("secs", 3600)?.saturating_mul(1_000_000_000);
                 let clock = wasi::clocks::monotonic_clock::subscribe_duration(nanos);
                 wasi::io::poll::poll(&[&clock]);
+            }
+            "read" => {
+                let mut split = input.lines()?;
+                let mut read = 0;
+                while let Some(batch) = split.next_batch(config_or("batch", 1 << 20)?)? {
+                    read += batch.len();
+                }
+                return Ok(vec![serde_json_value::Output::Bytes(read.to_string())]);
             }
             "swallow-input" => {
                 let _ignored = input.read_all();

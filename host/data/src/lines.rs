@@ -171,7 +171,7 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
             return Err(InputError::LineTooLong { end: self.end, max: MAX_LINE });
         }
         let len = if pos < self.end {
-            (self.end + LOOKAHEAD - pos).min(BLOCK)
+            within_split(pos, self.end, self.size)
         } else {
             self.step = (self.step * 2).min(MAX_STEP);
             self.step
@@ -186,6 +186,63 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
         }
         self.buf.extend_from_slice(&more);
         Ok(())
+    }
+}
+
+/// What [`SplitLines`] asks for in one read at `pos`, before its split's `end`: up to
+/// [`BLOCK`], and the [`LOOKAHEAD`] past the end with the last block.
+fn within_split(pos: u64, end: u64, size: u64) -> u64 {
+    (end + LOOKAHEAD - pos).min(BLOCK).min(size - pos)
+}
+
+/// A split's reads from a source across the network (the driver's data service, an
+/// object store), fetching the block after each one on a blocking thread while the
+/// task works on this one: the read [`SplitLines`] asks for next, as long as its split
+/// goes on. The next block's wait is hidden behind the task's compute, for one more
+/// block held. A read that was not foreseen (a long last line) is made as it is asked.
+pub struct ReadAhead {
+    read: std::sync::Arc<dyn Fn(u64, u64) -> Result<Vec<u8>, InputError> + Send + Sync>,
+    handle: tokio::runtime::Handle,
+    end: u64,
+    size: u64,
+    /// The read begun ahead: its offset, its length, and the bytes when they come.
+    next: Option<(u64, u64, Fetch)>,
+}
+
+/// A read running on a blocking thread.
+type Fetch = tokio::task::JoinHandle<Result<Vec<u8>, InputError>>;
+
+impl ReadAhead {
+    /// Reads of the split `..end` of an input `size` bytes long through `read`, on
+    /// `handle`'s blocking threads.
+    pub fn new(
+        read: impl Fn(u64, u64) -> Result<Vec<u8>, InputError> + Send + Sync + 'static,
+        handle: tokio::runtime::Handle,
+        end: u64,
+        size: u64,
+    ) -> ReadAhead {
+        ReadAhead { read: std::sync::Arc::new(read), handle, end: end.min(size), size, next: None }
+    }
+
+    /// The `len` bytes at `offset` (the block fetched ahead, when it is that one), and
+    /// the next block's fetch begun.
+    pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, InputError> {
+        let data = match self.next.take() {
+            Some((at, ahead, fetch)) if (at, ahead) == (offset, len) => self
+                .handle
+                .block_on(fetch)
+                .unwrap_or_else(|e| Err(InputError::Driver(format!("the read ahead was lost: {e}"))))?,
+            // Not the one foreseen: it ends on its own (reads are bounded by the task's
+            // deadline), and nobody waits for it.
+            _ => (self.read)(offset, len)?,
+        };
+        let next = offset + len;
+        if next < self.end {
+            let ahead = within_split(next, self.end, self.size);
+            let read = self.read.clone();
+            self.next = Some((next, ahead, self.handle.spawn_blocking(move || read(next, ahead))));
+        }
+        Ok(data)
     }
 }
 
@@ -306,5 +363,62 @@ mod tests {
         assert_eq!(total, text.len());
         assert_eq!(largest, BLOCK);
         assert!(reads <= 6, "{reads} reads");
+    }
+
+    #[test]
+    fn the_next_block_is_fetched_while_the_task_works_on_this_one_and_every_split_reads_the_same() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let text: std::sync::Arc<Vec<u8>> =
+            std::sync::Arc::new(b"a line of some words\n".repeat((3 * BLOCK as usize) / 21 + 7));
+        let size = text.len() as u64;
+        let started = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (from, seen) = (text.clone(), started.clone());
+        let read = move |offset: u64, len: u64| {
+            seen.lock().unwrap().push(offset);
+            Ok::<_, InputError>(from[offset as usize..(offset + len) as usize].to_vec())
+        };
+        let mut ahead = ReadAhead::new(read, rt.handle().clone(), size, size);
+        let mut lines = SplitLines::new(move |o, l| ahead.read(o, l), 0, size, size);
+        let mut all = lines.next_batch(1 << 20).unwrap();
+        // The task holds its first batch, and the block after it is already coming.
+        let waited = std::time::Instant::now();
+        while started.lock().unwrap().len() < 2 {
+            assert!(waited.elapsed() < std::time::Duration::from_secs(10), "no read ahead");
+            std::thread::yield_now();
+        }
+        assert_eq!(started.lock().unwrap()[1], BLOCK, "the next block's read begun before it was asked");
+        loop {
+            let batch = lines.next_batch(1 << 20).unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            all.extend(batch);
+        }
+        assert_eq!(all, *text, "the split's lines, each once, in order");
+        assert_eq!(
+            *started.lock().unwrap(),
+            [0, BLOCK, 2 * BLOCK, 3 * BLOCK],
+            "one read a block, none twice"
+        );
+
+        // Cut anywhere, read ahead or not, splits hold the same lines.
+        for cut in [1, 1000, BLOCK - 3, BLOCK + LOOKAHEAD + 5, size - 2] {
+            let mut whole = Vec::new();
+            for (start, end) in [(0, cut), (cut, size)] {
+                let from = text.clone();
+                let read =
+                    move |o: u64, l: u64| Ok::<_, InputError>(from[o as usize..(o + l) as usize].to_vec());
+                let mut ahead = ReadAhead::new(read, rt.handle().clone(), end, size);
+                let mut lines = SplitLines::new(move |o, l| ahead.read(o, l), start, end, size);
+                loop {
+                    let batch = lines.next_batch(300_000).unwrap();
+                    if batch.is_empty() {
+                        break;
+                    }
+                    whole.extend(batch);
+                }
+            }
+            assert_eq!(whole, *text, "cut at {cut}");
+        }
     }
 }

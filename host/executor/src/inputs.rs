@@ -5,6 +5,7 @@
 //! guest sees only the bytes.
 
 use crate::source::DriverSource;
+use flint_data::lines::ReadAhead;
 use flint_data::{InputError, ObjectReader, SplitLines, StreamLines};
 use flint_proto::{FLINT_SERVICE, JobDescriptor, Settings, Source, TaskFailure, Token};
 use flint_runtime::LineSource;
@@ -82,9 +83,11 @@ impl InputReader {
                     .max_by_key(|t| t.expires_at_ms)
                     .cloned();
                 let (driver, job, path) = (driver.clone(), job.job, path.clone());
-                Box::new(move |offset, len| {
+                let read = move |offset, len| {
                     chunked(offset, len, |o, l| driver.read_input(token.as_ref(), job, &path, o, l, deadline))
-                })
+                };
+                let mut ahead = ReadAhead::new(read, self.handle.clone(), end, size);
+                Box::new(move |offset, len| ahead.read(offset, len))
             }
             Source::HttpWhole(url) => {
                 let mut whole = self.objects.whole(url)?;
@@ -100,7 +103,7 @@ impl InputReader {
             Source::S3 { .. } | Source::Http(_) => {
                 let (objects, handle, tokens, source) =
                     (self.objects.clone(), self.handle.clone(), tokens.to_vec(), source.clone());
-                Box::new(move |offset, len| {
+                let read = move |offset, len| {
                     chunked(offset, len, |o, l| {
                         let read = objects.read(&source, o, l, &tokens);
                         handle.block_on(async {
@@ -109,7 +112,9 @@ impl InputReader {
                                 .unwrap_or(Err(InputError::Deadline))
                         })
                     })
-                })
+                };
+                let mut ahead = ReadAhead::new(read, self.handle.clone(), end, size);
+                Box::new(move |offset, len| ahead.read(offset, len))
             }
         };
         // A compressed input is planned as one split, read whole and decompressed.

@@ -23,9 +23,9 @@ _collect = False
 
 
 def bind(module, world):
-    """Finds the job class in ``module`` (the one subclass of ``Task``, ``Aggregate`` or
-    ``Combine`` defined there that no other subclasses) and makes it the component's
-    job, for ``world`` (``aggregate``, ``combine`` or ``map-reduce``)."""
+    """Finds the job class in ``module`` (the one subclass of ``Task``, ``Aggregate``,
+    ``Combine`` or ``MapReduce`` defined there that no other subclasses) and makes it
+    the component's job, for ``world`` (``aggregate``, ``combine`` or ``map-reduce``)."""
     global _job, _collect
     defined = [
         c
@@ -45,7 +45,6 @@ def bind(module, world):
             ("map", MapReduce, "map(self, partition, out)"),
             ("reduce", MapReduce, "reduce(self, key, values, out)"),
             ("empty", MapReduce, "empty(self)"),
-            ("merge", Aggregate, "merge(self, a, b)"),
         ]
     else:
         hooks = [("run", Task, "run(self, partition)")]
@@ -53,7 +52,7 @@ def bind(module, world):
         hooks.append(("merge", Aggregate, "merge(self, a, b)"))
     if issubclass(cls, Combine):
         hooks.append(("empty", Combine, "empty(self)"))
-    missing = list(dict.fromkeys(sig for name, base, sig in hooks if getattr(cls, name) is getattr(base, name)))
+    missing = [sig for name, base, sig in hooks if getattr(cls, name) is getattr(base, name)]
     if missing:
         raise TypeError(f"{cls.__name__} must define {' and '.join(missing)}")
     fits = "map-reduce" if issubclass(cls, MapReduce) else "combine" if issubclass(cls, Combine) else "aggregate"
@@ -72,7 +71,7 @@ def _failure(e):
     text = "".join(traceback.format_exception(type(e), e, tb)).rstrip()
     # The job's folder is the build's second path, /1: its files by their own names.
     text = text.replace('File "/1/', 'File "')
-    if isinstance(e, ModuleNotFoundError):
+    if isinstance(e, ModuleNotFoundError) and e.name:
         text += (
             f"\n(a Python job holds the modules imported while it was built: "
             f"import {e.name} at the top of the job's module)"

@@ -215,7 +215,11 @@ class Emitter:
         if table is None:
             self._push(key, value)
             return
-        held = table.get(key, _MISSING)
+        try:
+            held = table.get(key, _MISSING)
+        except TypeError:
+            encode_key(key)  # says what a key may be
+            raise
         if held is _MISSING:
             table[key] = value
             if len(table) >= COMBINE_KEYS:

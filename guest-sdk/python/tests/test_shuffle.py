@@ -124,6 +124,15 @@ class Jobs(unittest.TestCase):
         result = Local().map_reduce(Grouped, ["b a b\n", "z a\n"], partitions=3)
         self.assertEqual(result, [["a", [[0, 1], [1, 1]]], ["b", [[0, 0], [0, 2]]], ["z", [[1, 0]]]])
 
+    def test_an_unhashable_key_in_a_combining_job_says_what_a_key_may_be(self):
+        class Lists(Sum):
+            def map(self, partition, out):
+                out.emit(["a"], 1)
+
+        with self.assertRaises(Fatal) as said:
+            Local().map_reduce(Lists, ["a\n"], partitions=2)
+        self.assertIn("a key must be str, bytes, int, float, None or a tuple of them", str(said.exception))
+
     def test_a_partition_out_of_range_fails_the_map(self):
         class Wrong(Grouped):
             def partition(self, key, partitions):

@@ -205,8 +205,10 @@ fn display(roots: &[PathBuf]) -> String {
     roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
+/// `len` bytes of `file` at `offset`, into a block buffer its split hands back.
 fn pread(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-    let mut data = vec![0; len as usize];
+    let mut data = flint_data::lines::BLOCKS.take();
+    data.resize(len as usize, 0);
     file.read_exact_at(&mut data, offset)?;
     Ok(data)
 }

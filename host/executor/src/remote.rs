@@ -11,7 +11,7 @@ use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, WhenRefused, connect_as, hello, read_frame,
-    read_payload, read_payload_exact, server_endpoint, write_frame, write_payload,
+    read_payload, read_payload_into, server_endpoint, write_frame, write_payload,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
@@ -366,7 +366,10 @@ impl DriverSource for RemoteSource {
             let _ = send.finish();
             match read_frame::<InputReply>(&mut recv).await.map_err(|e| lost(&e))? {
                 Some(InputReply::Data { size }) if size == len => {
-                    read_payload_exact(&mut recv, len).await.map_err(|e| lost(&e))
+                    // Into a block buffer its split hands back: pages already mapped.
+                    let mut block = flint_data::lines::BLOCKS.take();
+                    read_payload_into(&mut recv, len, &mut block).await.map_err(|e| lost(&e))?;
+                    Ok(block)
                 }
                 Some(InputReply::Data { size }) => Err(InputError::Changed { offset: start, len, got: size }),
                 Some(InputReply::Refused(refusal)) => Err(InputError::Refused(refusal)),

@@ -2,6 +2,7 @@
 //! [`MAX_FRAME`] bytes. Bad bytes are an error, never a panic; a length over the limit
 //! is refused before anything is allocated.
 
+use flint_proto::recycle::Recycler;
 use flint_proto::wire::{CHUNK, MAX_FRAME};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -84,23 +85,23 @@ pub async fn write_payload(out: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) ->
 
 /// Sends `len` bytes of `file` from `start` as a payload, in bounded memory: pieces are
 /// read on a blocking thread straight out of the page cache (`pread`, one copy) while the
-/// last one goes out, and their buffers come back to be filled again. A file shorter
-/// than `start + len` sends what it holds: the count returned says how much.
+/// last one goes out. A QUIC stream takes each piece as it is, and its buffer comes back
+/// to [`PIECES`] once the peer has acknowledged it. A file shorter than `start + len`
+/// sends what it holds: the count returned says how much.
 pub async fn write_payload_from_file(
-    out: &mut (impl AsyncWrite + Unpin),
+    out: &mut impl PieceSink,
     file: std::fs::File,
     start: u64,
     len: u64,
 ) -> Result<u64, FrameError> {
     use std::os::unix::fs::FileExt;
-    // Two pieces ahead of the wire, and their buffers back for the next reads.
-    let (filled, mut to_send) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(2);
-    let (spent, mut empty) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    // Two pieces ahead of the wire.
+    let (filled, mut to_send) = tokio::sync::mpsc::channel::<std::io::Result<Piece>>(2);
     tokio::task::spawn_blocking(move || {
         let end = start.saturating_add(len);
         let mut at = start;
         while at < end {
-            let mut piece = empty.try_recv().unwrap_or_default();
+            let mut piece = PIECES.take();
             let want = (end - at).min(CHUNK as u64) as usize;
             piece.resize(want, 0);
             let mut got = 0;
@@ -118,7 +119,7 @@ pub async fn write_payload_from_file(
             piece.truncate(got);
             at += got as u64;
             // A closed channel: the sender stopped (its peer went, say).
-            if got == 0 || filled.blocking_send(Ok(piece)).is_err() || got < want {
+            if got == 0 || filled.blocking_send(Ok(Piece(piece))).is_err() || got < want {
                 return;
             }
         }
@@ -126,28 +127,79 @@ pub async fn write_payload_from_file(
     let mut sent = 0;
     while let Some(piece) = to_send.recv().await {
         let piece = piece?;
-        write_chunk(out, &piece).await?;
-        sent += piece.len() as u64;
-        let _ = spent.try_send(piece);
+        let size = piece.0.len();
+        out.send_piece(&chunk_header(size)?, bytes::Bytes::from_owner(piece)).await?;
+        sent += size as u64;
     }
     write_chunk(out, &[]).await?;
     Ok(sent)
+}
+
+/// The buffers of payloads read from files, kept between pieces and between transfers:
+/// 16 MiB idle at most.
+pub static PIECES: Recycler = Recycler::new(16, CHUNK);
+
+/// A piece of a payload on its way out; its buffer goes back to [`PIECES`] when the
+/// stream lets go of it.
+struct Piece(Vec<u8>);
+
+impl AsRef<[u8]> for Piece {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Piece {
+    fn drop(&mut self) {
+        PIECES.give(std::mem::take(&mut self.0));
+    }
+}
+
+/// Where a payload's pieces go. A QUIC stream keeps each piece as it is until the peer
+/// has it, without a copy; a byte buffer (tests, a file) copies it.
+pub trait PieceSink: AsyncWrite + Unpin + Send {
+    fn send_piece(
+        &mut self,
+        header: &[u8],
+        piece: bytes::Bytes,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+impl PieceSink for quinn::SendStream {
+    async fn send_piece(&mut self, header: &[u8], piece: bytes::Bytes) -> std::io::Result<()> {
+        self.write_all(header).await?;
+        Ok(self.write_chunk(piece).await?)
+    }
+}
+
+impl PieceSink for Vec<u8> {
+    async fn send_piece(&mut self, header: &[u8], piece: bytes::Bytes) -> std::io::Result<()> {
+        self.extend_from_slice(header);
+        self.extend_from_slice(&piece);
+        Ok(())
+    }
 }
 
 /// One [`Chunk`] frame, written as postcard would encode it (the frame's length, the
 /// piece's length as a varint, the bytes) without copying the piece into a message
 /// first: payloads are most of what crosses the wire.
 async fn write_chunk(out: &mut (impl AsyncWrite + Unpin), piece: &[u8]) -> Result<(), FrameError> {
+    out.write_all(&chunk_header(piece.len())?).await?;
+    out.write_all(piece).await?;
+    Ok(())
+}
+
+/// What goes before a piece of `len` bytes in its [`Chunk`] frame: the frame's length
+/// and the piece's, as a varint.
+fn chunk_header(len: usize) -> Result<Vec<u8>, FrameError> {
     let mut header = [0u8; 4 + 10];
-    let varint = encode_varint(piece.len() as u64, &mut header[4..]);
-    let body = varint + piece.len();
+    let varint = encode_varint(len as u64, &mut header[4..]);
+    let body = varint + len;
     if body > MAX_FRAME {
         return Err(FrameError::TooLarge(body));
     }
     header[..4].copy_from_slice(&(body as u32).to_le_bytes());
-    out.write_all(&header[..4 + varint]).await?;
-    out.write_all(piece).await?;
-    Ok(())
+    Ok(header[..4 + varint].to_vec())
 }
 
 /// Reads a payload sent by [`write_payload`], refusing more than `limit` bytes.
@@ -163,13 +215,26 @@ pub async fn read_payload_exact(
     input: &mut (impl AsyncRead + Unpin),
     size: u64,
 ) -> Result<Vec<u8>, FrameError> {
-    let size = usize::try_from(size).map_err(|_| FrameError::Oversized)?;
-    let mut bytes = Vec::with_capacity(size.min(64 << 20));
-    read_chunks(input, size, &mut bytes).await?;
-    if bytes.len() == size { Ok(bytes) } else { Err(FrameError::Truncated) }
+    let mut bytes = Vec::new();
+    read_payload_into(input, size, &mut bytes).await?;
+    Ok(bytes)
 }
 
-/// A payload's chunks appended to `bytes`, refusing more than `limit` bytes in all.
+/// Appends a payload announced as `size` bytes to `bytes` (a buffer kept for reuse,
+/// say); any other length is an error.
+pub async fn read_payload_into(
+    input: &mut (impl AsyncRead + Unpin),
+    size: u64,
+    bytes: &mut Vec<u8>,
+) -> Result<(), FrameError> {
+    let size = usize::try_from(size).map_err(|_| FrameError::Oversized)?;
+    let had = bytes.len();
+    bytes.reserve(size.min(64 << 20));
+    read_chunks(input, had + size, bytes).await?;
+    if bytes.len() == had + size { Ok(()) } else { Err(FrameError::Truncated) }
+}
+
+/// A payload's chunks appended to `bytes`, until it holds at most `limit` bytes.
 async fn read_chunks(
     input: &mut (impl AsyncRead + Unpin),
     limit: usize,
@@ -183,9 +248,7 @@ async fn read_chunks(
         if bytes.len() + len > limit {
             return Err(FrameError::Oversized);
         }
-        let at = bytes.len();
-        bytes.resize(at + len, 0);
-        read_chunk_body(input, &mut bytes[at..]).await?;
+        read_chunk_body(input, len, bytes).await?;
     }
 }
 
@@ -201,8 +264,7 @@ pub async fn read_piece(
     if len == 0 {
         return Ok(false);
     }
-    piece.resize(len, 0);
-    read_chunk_body(input, piece).await?;
+    read_chunk_body(input, len, piece).await?;
     Ok(true)
 }
 
@@ -235,8 +297,20 @@ async fn read_chunk_header(input: &mut (impl AsyncRead + Unpin)) -> Result<usize
     }
 }
 
-async fn read_chunk_body(input: &mut (impl AsyncRead + Unpin), into: &mut [u8]) -> Result<(), FrameError> {
-    input.read_exact(into).await.map_err(truncated)?;
+/// A chunk's `len` bytes appended to `into`, read into its spare room (nothing zeroed
+/// first).
+async fn read_chunk_body(
+    input: &mut (impl AsyncRead + Unpin),
+    len: usize,
+    into: &mut Vec<u8>,
+) -> Result<(), FrameError> {
+    into.reserve(len);
+    let mut body = input.take(len as u64);
+    while body.limit() > 0 {
+        if body.read_buf(into).await? == 0 {
+            return Err(FrameError::Truncated);
+        }
+    }
     Ok(())
 }
 
@@ -336,6 +410,9 @@ mod tests {
         let whole = write_payload_from_file(&mut resent, stored.try_clone().unwrap(), 0, data.len() as u64);
         assert_eq!(whole.await.unwrap(), data.len() as u64);
         assert_eq!(resent, buf, "a payload from a file is framed as one from memory");
+        let piece = PIECES.take();
+        assert!(piece.is_empty() && piece.capacity() >= CHUNK, "a piece's buffer comes back once sent");
+        PIECES.give(piece);
         // A range, then one past the file's end: what it holds, and the count says so.
         let (start, len) = (CHUNK as u64 - 3, CHUNK as u64 + 10);
         let (mut range, mut past) = (Vec::new(), Vec::new());

@@ -1,6 +1,6 @@
 //! Flint's domain and wire types, shared by driver, executors and clients: ids,
 //! configuration, job manifests and plans, tasks, reports, typed failures, and the
-//! messages peers exchange. Nothing here does IO.
+//! messages peers exchange, and the buffers they are carried in. Nothing here does IO.
 
 pub mod bundle;
 pub mod config;
@@ -8,6 +8,7 @@ pub mod failure;
 pub mod ids;
 pub mod job;
 pub mod plan;
+pub mod recycle;
 pub mod report;
 pub mod standalone;
 pub mod task;

@@ -1,0 +1,68 @@
+//! Large buffers kept for the next use instead of freed. `flint` sets glibc to give
+//! every buffer of a MiB or more back to the system when it is freed (so that memory
+//! does not pile up in per-thread arenas); the price is that the next such buffer
+//! costs a page fault and a zeroed page every 4 KiB it is written. On the paths every
+//! input byte crosses (a file's pieces going out on the wire, a split's blocks coming
+//! in) that cost was most of the work: a few buffers kept here pay it once.
+
+use std::sync::Mutex;
+
+/// Up to `keep` buffers of `size` bytes or so, kept empty with their capacity for
+/// whoever takes one next: memory held idle is at most `keep × 2 × size`.
+pub struct Recycler {
+    free: Mutex<Vec<Vec<u8>>>,
+    keep: usize,
+    size: usize,
+}
+
+impl Recycler {
+    pub const fn new(keep: usize, size: usize) -> Recycler {
+        Recycler { free: Mutex::new(Vec::new()), keep, size }
+    }
+
+    /// An empty buffer with room for `size` bytes: one given back before (its pages
+    /// already mapped), else a new one (whose pages are mapped as they are written).
+    pub fn take(&self) -> Vec<u8> {
+        let kept = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        kept.unwrap_or_else(|| Vec::with_capacity(self.size))
+    }
+
+    /// `buffer`, emptied, kept for the next [`take`](Self::take) if fewer than `keep`
+    /// are and its room is between `size` and twice that; else freed.
+    pub fn give(&self, mut buffer: Vec<u8>) {
+        if !(self.size..=2 * self.size).contains(&buffer.capacity()) {
+            return;
+        }
+        buffer.clear();
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if free.len() < self.keep {
+            free.push(buffer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_buffer_given_back_is_taken_again_empty_and_only_so_many_of_its_size_are_held() {
+        let pool = Recycler::new(2, 1000);
+        let mut first = pool.take();
+        assert!(first.capacity() >= 1000, "a new one has the room");
+        first.extend_from_slice(&[1; 1000]);
+        let at = first.as_ptr();
+        pool.give(first);
+        let again = pool.take();
+        assert!(again.is_empty() && again.as_ptr() == at, "the same memory, emptied");
+        for _ in 0..5 {
+            pool.give(vec![0; 1500]);
+        }
+        pool.give(again);
+        assert_eq!(pool.free.lock().unwrap().len(), 2, "at most keep are held");
+        let other = Recycler::new(2, 1000);
+        other.give(Vec::with_capacity(2001));
+        other.give(Vec::with_capacity(999));
+        assert!(other.free.lock().unwrap().is_empty(), "ones far from the size are freed");
+    }
+}

@@ -207,6 +207,7 @@ fn display(roots: &[PathBuf]) -> String {
 
 /// `len` bytes of `file` at `offset`, into a block buffer its split hands back.
 fn pread(file: &File, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    // Resized over what it held: nothing zeroed that the read writes.
     let mut data = flint_data::lines::BLOCKS.take();
     data.resize(len as usize, 0);
     file.read_exact_at(&mut data, offset)?;

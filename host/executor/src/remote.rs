@@ -368,6 +368,7 @@ impl DriverSource for RemoteSource {
                 Some(InputReply::Data { size }) if size == len => {
                     // Into a block buffer its split hands back: pages already mapped.
                     let mut block = flint_data::lines::BLOCKS.take();
+                    block.clear();
                     read_payload_into(&mut recv, len, &mut block).await.map_err(|e| lost(&e))?;
                     Ok(block)
                 }

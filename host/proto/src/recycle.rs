@@ -7,8 +7,8 @@
 
 use std::sync::Mutex;
 
-/// Up to `keep` buffers of `size` bytes or so, kept empty with their capacity for
-/// whoever takes one next: memory held idle is at most `keep × 2 × size`.
+/// Up to `keep` buffers of `size` bytes or so, kept with their capacity for whoever
+/// takes one next: memory held idle is at most `keep × 2 × size`.
 pub struct Recycler {
     free: Mutex<Vec<Vec<u8>>>,
     keep: usize,
@@ -20,20 +20,22 @@ impl Recycler {
         Recycler { free: Mutex::new(Vec::new()), keep, size }
     }
 
-    /// An empty buffer with room for `size` bytes: one given back before (its pages
-    /// already mapped), else a new one (whose pages are mapped as they are written).
+    /// A buffer with room for `size` bytes: one given back before (its pages already
+    /// mapped), else a new one (whose pages are mapped as they are written). A kept one
+    /// still holds what it last held, so that resizing it over that costs no zeroing:
+    /// clear it to append. What it held may be another job's bytes: a taker hands on
+    /// only what it wrote.
     pub fn take(&self) -> Vec<u8> {
         let kept = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
         kept.unwrap_or_else(|| Vec::with_capacity(self.size))
     }
 
-    /// `buffer`, emptied, kept for the next [`take`](Self::take) if fewer than `keep`
-    /// are and its room is between `size` and twice that; else freed.
-    pub fn give(&self, mut buffer: Vec<u8>) {
+    /// `buffer`, kept for the next [`take`](Self::take) if fewer than `keep` are and its
+    /// room is between `size` and twice that; else freed.
+    pub fn give(&self, buffer: Vec<u8>) {
         if !(self.size..=2 * self.size).contains(&buffer.capacity()) {
             return;
         }
-        buffer.clear();
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if free.len() < self.keep {
             free.push(buffer);
@@ -54,7 +56,7 @@ mod tests {
         let at = first.as_ptr();
         pool.give(first);
         let again = pool.take();
-        assert!(again.is_empty() && again.as_ptr() == at, "the same memory, emptied");
+        assert!(again.len() == 1000 && again.as_ptr() == at, "the same memory, as it was left");
         for _ in 0..5 {
             pool.give(vec![0; 1500]);
         }

@@ -319,7 +319,8 @@ impl LineReader {
             LineReader::Host(reader) => reader.next(max).map_err(Error::from_wit),
             LineReader::Memory(bytes, at) => {
                 let rest = &bytes[*at..];
-                let max = max as usize;
+                // As the host: at most a batch, whatever is asked.
+                let max = max.min(Split::BATCH) as usize;
                 // Whole lines, about `max` bytes of them; a longer line whole.
                 let cut = if rest.len() <= max {
                     rest.len()
@@ -343,11 +344,12 @@ impl Split {
         Split { path, start, end, reader: LineReader::Memory(bytes, 0) }
     }
 
-    /// What [`Split::for_each_batch`] and [`Split::for_each_line`] ask for at a time.
-    pub const BATCH: u32 = 4 << 20;
+    /// What [`Split::for_each_batch`] and [`Split::for_each_line`] ask for at a time:
+    /// the most the host hands out in one batch (960 KiB).
+    pub const BATCH: u32 = 960 << 10;
 
-    /// The next whole lines, about `max` bytes of them (a longer line comes whole, up to
-    /// 64 MiB); `None` at the end. A failed read fails the task whatever it does next.
+    /// The next whole lines, about `max` bytes of them and at most [`Split::BATCH`] (a
+    /// longer line comes whole, up to 64 MiB); `None` at the end. A failed read fails the task whatever it does next.
     ///
     /// ```
     /// # use flint_guest::testing::{Input, Local};

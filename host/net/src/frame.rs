@@ -411,9 +411,7 @@ mod tests {
         let whole = write_payload_from_file(&mut resent, stored.try_clone().unwrap(), 0, data.len() as u64);
         assert_eq!(whole.await.unwrap(), data.len() as u64);
         assert_eq!(resent, buf, "a payload from a file is framed as one from memory");
-        let piece = PIECES.take();
-        assert!(piece.capacity() >= CHUNK, "a piece's buffer comes back once sent");
-        PIECES.give(piece);
+        assert!(PIECES.kept() > 0, "a piece's buffer comes back once sent");
         // A range, then one past the file's end: what it holds, and the count says so.
         let (start, len) = (CHUNK as u64 - 3, CHUNK as u64 + 10);
         let (mut range, mut past) = (Vec::new(), Vec::new());

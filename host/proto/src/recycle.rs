@@ -30,6 +30,11 @@ impl Recycler {
         kept.unwrap_or_else(|| Vec::with_capacity(self.size))
     }
 
+    /// How many buffers are kept now.
+    pub fn kept(&self) -> usize {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// `buffer`, kept for the next [`take`](Self::take) if fewer than `keep` are and its
     /// room is between `size` and twice that; else freed.
     pub fn give(&self, buffer: Vec<u8>) {
@@ -61,10 +66,10 @@ mod tests {
             pool.give(vec![0; 1500]);
         }
         pool.give(again);
-        assert_eq!(pool.free.lock().unwrap().len(), 2, "at most keep are held");
+        assert_eq!(pool.kept(), 2, "at most keep are held");
         let other = Recycler::new(2, 1000);
         other.give(Vec::with_capacity(2001));
         other.give(Vec::with_capacity(999));
-        assert!(other.free.lock().unwrap().is_empty(), "ones far from the size are freed");
+        assert_eq!(other.kept(), 0, "ones far from the size are freed");
     }
 }

@@ -14,6 +14,7 @@ pub const RECORD_HEADER: usize = 12;
 /// `main`): a batch's buffer, freed once the guest has its copy, is then reused from
 /// the heap by the next call, where a mapped one would cost a page fault and a zeroed
 /// page every 4 KiB, every call (measured: half the time of reading a local split).
+/// The guest SDK's `Split::BATCH` says the same.
 pub(crate) const MAX_NEXT: usize = 960 << 10;
 
 /// Why a batch could not be taken or given: the task fails with it.

@@ -32,7 +32,8 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> Read for Ranged<R> {
             match (self.read_at)(self.at, len) {
                 Ok(block) => {
                     self.at += len;
-                    self.block = block;
+                    // The block read before goes back for the next read.
+                    crate::lines::BLOCKS.give(std::mem::replace(&mut self.block, block));
                     self.head = 0;
                 }
                 Err(e) => {

@@ -53,7 +53,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_buffer_given_back_is_taken_again_empty_and_only_so_many_of_its_size_are_held() {
+    fn a_buffer_given_back_is_taken_again_as_it_was_left_and_only_so_many_of_its_size_are_held() {
         let pool = Recycler::new(2, 1000);
         let mut first = pool.take();
         assert!(first.capacity() >= 1000, "a new one has the room");

@@ -133,12 +133,12 @@ fn transport(idle_timeout: Duration) -> quinn::TransportConfig {
 /// What each endpoint asks the kernel for as its UDP socket's receive and send buffers.
 /// Linux's default (208 KiB) overflows in bursts once a connection runs at loopback or
 /// LAN speed, and QUIC takes each burst of drops as congestion: on this machine raw
-/// QUIC moved 540–660 MiB/s with the default and 750–970 MiB/s with this. The kernel
-/// grants at most `net.core.rmem_max` / `wmem_max` (see the README's operations notes).
+/// QUIC moved 540–660 MiB/s with the default and 610–970 MiB/s with this. The kernel
+/// grants at most `net.core.rmem_max` / `wmem_max` (see the README's "Running a cluster").
 pub const SOCKET_BUFFER: usize = 4 << 20;
 
 /// A UDP socket on `bind` for a QUIC endpoint: buffers of [`SOCKET_BUFFER`] where the
-/// kernel allows, and dual-stack when bound to IPv6 (as quinn's own constructor does).
+/// kernel allows, and dual-stack when bound to IPv6 (as quinn's client constructor makes it).
 fn udp_socket(bind: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     use socket2::{Domain, Protocol, Socket, Type};
     let socket = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(Protocol::UDP))?;
@@ -150,7 +150,9 @@ fn udp_socket(bind: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
     // Best effort: a kernel that grants less (or refuses) still carries QUIC, slower.
     let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
     let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
-    let granted = socket.recv_buffer_size().unwrap_or(0).min(socket.send_buffer_size().unwrap_or(0));
+    // Linux reports twice what it grants (its own bookkeeping included).
+    let reported = socket.recv_buffer_size().unwrap_or(0).min(socket.send_buffer_size().unwrap_or(0));
+    let granted = if cfg!(target_os = "linux") { reported / 2 } else { reported };
     static SAID: std::sync::Once = std::sync::Once::new();
     if granted < SOCKET_BUFFER {
         SAID.call_once(|| {

@@ -14,6 +14,13 @@ pub const LOOKAHEAD: u64 = 64 << 10;
 /// The most one read asks for: what a reader holds, beside one batch, at most.
 pub const BLOCK: u64 = 8 << 20;
 
+/// A split's first read. The task computes on nothing until it is in, so it is small;
+/// each read after it asks for twice the one before, up to [`BLOCK`], and comes in
+/// behind the task's work on the one before ([`ReadAhead`]). At one whole block, every
+/// task of a job over the driver's data service waited for 8 MiB to cross the wire
+/// before its first word, and its slot's core idled meanwhile.
+pub const FIRST_READ: u64 = 1 << 20;
+
 /// The most one further read asks for while a long last line goes on.
 const MAX_STEP: u64 = 16 << 20;
 
@@ -30,9 +37,10 @@ pub static BLOCKS: Recycler = Recycler::new(4, (BLOCK + LOOKAHEAD) as usize);
 
 /// The lines of a split of an input `size` bytes long, read through `read_at(offset,
 /// len)`, which must return exactly `len` bytes (it is never asked past `size`). A
-/// split no larger than [`BLOCK`] whose last line ends within [`LOOKAHEAD`] of its end
-/// costs one read: the split, the byte before it and the lookahead. Memory is one
-/// block and the batch being handed out, whatever the split's size.
+/// split no larger than [`FIRST_READ`] whose last line ends within [`LOOKAHEAD`] of its
+/// end costs one read: the split, the byte before it and the lookahead; a longer one is
+/// read in reads that double up to [`BLOCK`]. Memory is one block and the batch being
+/// handed out, whatever the split's size.
 pub struct SplitLines<R> {
     read_at: R,
     start: u64,
@@ -51,6 +59,8 @@ pub struct SplitLines<R> {
     scanned: u64,
     /// The next read past `end` asks for this much.
     step: u64,
+    /// The last read before `end` asked for this much (0: none yet).
+    last_read: u64,
     done: bool,
 }
 
@@ -70,6 +80,7 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
             stop: None,
             scanned: end.saturating_sub(1),
             step: LOOKAHEAD,
+            last_read: 0,
             done: start >= end,
         }
     }
@@ -178,7 +189,8 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
             return Err(InputError::LineTooLong { end: self.end, max: MAX_LINE });
         }
         let len = if pos < self.end {
-            within_split(pos, self.end, self.size)
+            self.last_read = within_split(pos, self.end, self.size, self.last_read);
+            self.last_read
         } else {
             self.step = (self.step * 2).min(MAX_STEP);
             self.step
@@ -209,10 +221,12 @@ impl<R> Drop for SplitLines<R> {
     }
 }
 
-/// What [`SplitLines`] asks for in one read at `pos`, before its split's `end`: up to
-/// [`BLOCK`], and the [`LOOKAHEAD`] past the end with the last block.
-fn within_split(pos: u64, end: u64, size: u64) -> u64 {
-    (end + LOOKAHEAD - pos).min(BLOCK).min(size - pos)
+/// What [`SplitLines`] asks for in one read at `pos`, before its split's `end`, after a
+/// read of `previous` bytes (0: the split's first): [`FIRST_READ`], then twice the read
+/// before up to [`BLOCK`], and the [`LOOKAHEAD`] past the end with the last block.
+fn within_split(pos: u64, end: u64, size: u64, previous: u64) -> u64 {
+    let step = if previous == 0 { FIRST_READ } else { previous.saturating_mul(2).min(BLOCK) };
+    (end + LOOKAHEAD - pos).min(step).min(size - pos)
 }
 
 /// A split's reads from a source across the network (the driver's data service, an
@@ -258,7 +272,7 @@ impl ReadAhead {
         };
         let next = offset + len;
         if next < self.end {
-            let ahead = within_split(next, self.end, self.size);
+            let ahead = within_split(next, self.end, self.size, len);
             let read = self.read.clone();
             self.next = Some((next, ahead, self.handle.spawn_blocking(move || read(next, ahead))));
         }
@@ -361,12 +375,11 @@ mod tests {
     }
 
     #[test]
-    fn a_split_many_blocks_long_is_read_a_block_at_a_time() {
+    fn a_split_many_blocks_long_is_read_in_reads_that_double_up_to_a_block() {
         let text = b"a line of some words\n".repeat((5 * BLOCK as usize) / 21);
-        let (mut reads, mut largest) = (0, 0);
+        let mut asked = Vec::new();
         let counting = |offset: u64, len: u64| {
-            reads += 1;
-            largest = largest.max(len);
+            asked.push(len);
             Ok::<_, InputError>(text[offset as usize..(offset + len) as usize].to_vec())
         };
         let mut lines = SplitLines::new(counting, 0, text.len() as u64, text.len() as u64);
@@ -381,8 +394,10 @@ mod tests {
         }
         drop(lines);
         assert_eq!(total, text.len());
-        assert_eq!(largest, BLOCK);
-        assert!(reads <= 6, "{reads} reads");
+        // The first read, twice it, four times it, then whole blocks to the end.
+        assert_eq!(asked[..5], [FIRST_READ, 2 * FIRST_READ, 4 * FIRST_READ, BLOCK, BLOCK], "{asked:?}");
+        assert_eq!(asked.iter().sum::<u64>(), text.len() as u64, "each byte read once");
+        assert!(asked.len() <= 9 && asked.iter().all(|len| *len <= BLOCK), "{asked:?}");
     }
 
     #[test]
@@ -422,7 +437,7 @@ mod tests {
             assert!(waited.elapsed() < std::time::Duration::from_secs(10), "no read ahead");
             std::thread::yield_now();
         }
-        assert_eq!(started.lock().unwrap()[1], BLOCK, "the next block's read begun before it was asked");
+        assert_eq!(started.lock().unwrap()[1], FIRST_READ, "the next block's read begun before it was asked");
         loop {
             let batch = lines.next_batch(1 << 20).unwrap();
             if batch.is_empty() {
@@ -431,11 +446,14 @@ mod tests {
             all.extend(batch);
         }
         assert_eq!(all, *text, "the split's lines, each once, in order");
-        assert_eq!(
-            *started.lock().unwrap(),
-            [0, BLOCK, 2 * BLOCK, 3 * BLOCK],
-            "one read a block, none twice"
-        );
+        // Reads of 1, 2, 4 MiB, then blocks of 8: each begun once, ahead of its ask.
+        let mut offsets = vec![0];
+        let mut len = FIRST_READ;
+        while offsets.last().unwrap() + len < size {
+            offsets.push(offsets.last().unwrap() + len);
+            len = (len * 2).min(BLOCK);
+        }
+        assert_eq!(*started.lock().unwrap(), offsets, "one read each, none twice");
 
         // Cut anywhere, read ahead or not, splits hold the same lines.
         for cut in [1, 1000, BLOCK - 3, BLOCK + LOOKAHEAD + 5, size - 2] {

@@ -16,9 +16,8 @@ pub const BLOCK: u64 = 8 << 20;
 
 /// A split's first read. The task computes on nothing until it is in, so it is small;
 /// each read after it asks for twice the one before, up to [`BLOCK`], and comes in
-/// behind the task's work on the one before ([`ReadAhead`]). At one whole block, every
-/// task of a job over the driver's data service waited for 8 MiB to cross the wire
-/// before its first word, and its slot's core idled meanwhile.
+/// behind the task's work on the one before ([`ReadAhead`]). A whole block first would
+/// leave the slot's core idle while 8 MiB crossed the wire, once per task.
 pub const FIRST_READ: u64 = 1 << 20;
 
 /// The most one further read asks for while a long last line goes on.
@@ -230,10 +229,10 @@ fn within_split(pos: u64, end: u64, size: u64, previous: u64) -> u64 {
 }
 
 /// A split's reads from a source across the network (the driver's data service, an
-/// object store), fetching the block after each one on a blocking thread while the
-/// task works on this one: the read [`SplitLines`] asks for next, as long as its split
-/// goes on. The next block's wait is hidden behind the task's compute, for one more
-/// block held. A read that was not foreseen (a long last line) is made as it is asked.
+/// object store), fetching the read after each one on a blocking thread while the
+/// task works on this one: the read [`SplitLines`] asks for next (twice this one, up to
+/// [`BLOCK`]), as long as its split goes on. The next read's wait is hidden behind the
+/// task's compute, for one more block held at most. A read that was not foreseen (a long last line) is made as it is asked.
 pub struct ReadAhead {
     read: std::sync::Arc<dyn Fn(u64, u64) -> Result<Vec<u8>, InputError> + Send + Sync>,
     handle: tokio::runtime::Handle,

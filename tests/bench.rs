@@ -1044,6 +1044,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
                 period: None,
                 shuffle: None,
                 speculate: false,
+                remote_input: false,
             },
         ),
         &mut pending,

@@ -270,7 +270,7 @@ impl ControlCore {
             Event::Lost { id, incarnation, reason } => {
                 self.remove(now, id, incarnation, reason, &mut actions)
             }
-            Event::JobSubmitted { job, tasks, max_failures, period, shuffle, speculate } => {
+            Event::JobSubmitted { job, tasks, max_failures, period, shuffle, speculate, remote_input } => {
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.jobs.entry(job) {
                     slot.insert(JobCounts { tasks, ..JobCounts::default() });
                     if let Some(period) = period {
@@ -290,9 +290,9 @@ impl ControlCore {
                                 StagePlan { tasks: maps, parents: Vec::new() },
                                 StagePlan { tasks: reduces, parents: vec![0] },
                             ];
-                            Input::StagedJobSubmitted { job, stages, max_failures, speculate }
+                            Input::StagedJobSubmitted { job, stages, max_failures, speculate, remote_input }
                         }
-                        None => Input::JobSubmitted { job, tasks, max_failures, speculate },
+                        None => Input::JobSubmitted { job, tasks, max_failures, speculate, remote_input },
                     };
                     self.step(now, input, &mut actions);
                     // No executor and none coming: the job cannot run.

@@ -11,7 +11,8 @@ pub use job::StagePlan;
 use job::{Job, Stage};
 use room::{Executor, Ix, Room};
 pub use state::{
-    Decided, Input, Output, Policy, SHORT_TASK, Scheduler, Speculation, Straggling, TINY_DEPTH, TINY_TASK,
+    AHEAD_TASK, Decided, Input, Output, Policy, SHORT_TASK, Scheduler, Speculation, Straggling, TINY_DEPTH,
+    TINY_TASK,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, VecDeque};
@@ -144,16 +145,17 @@ impl Scheduler {
                 }
             }
             Input::Progress { id, progress } => self.progress_heard(now, &id, progress),
-            Input::JobSubmitted { job, tasks, max_failures, speculate } => {
+            Input::JobSubmitted { job, tasks, max_failures, speculate, remote_input } => {
                 let stage = Stage::new(0, tasks, Vec::new());
-                self.jobs.insert(job, Job::new(tasks, max_failures, vec![stage], speculate));
+                let state = Job::new(tasks, max_failures, vec![stage], speculate, remote_input);
+                self.jobs.insert(job, state);
                 self.queue.push_back(job, 0..tasks);
                 if tasks == 0 {
                     self.jobs.remove(&job);
                     out.push(Output::JobSucceeded { job });
                 }
             }
-            Input::StagedJobSubmitted { job, stages, max_failures, speculate } => {
+            Input::StagedJobSubmitted { job, stages, max_failures, speculate, remote_input } => {
                 let mut planned = Vec::with_capacity(stages.len());
                 let mut start = 0u32;
                 for (i, plan) in stages.iter().enumerate() {
@@ -163,7 +165,7 @@ impl Scheduler {
                     planned.push(Stage::new(start, end, parents));
                     start = end;
                 }
-                let state = Job::new(start, max_failures, planned, speculate);
+                let state = Job::new(start, max_failures, planned, speculate, remote_input);
                 let roots: Vec<std::ops::Range<u32>> = state
                     .stages
                     .iter()
@@ -255,18 +257,25 @@ impl Scheduler {
         self.executors.iter().flatten().map(|e| e.free(1)).sum()
     }
 
-    /// Attempts per slot at each level: one; the pipeline depth for short tasks; deeper
-    /// for tiny ones.
-    fn depths(&self) -> [u32; 3] {
+    /// Attempts per slot at each level: one; one ahead for tasks that read across the
+    /// network; the pipeline depth for short tasks; deeper for tiny ones. A policy
+    /// that does not pipeline (depth 1) sends nothing ahead either.
+    fn depths(&self) -> [u32; 4] {
         let pipeline = self.policy.pipeline.max(1);
-        [1, pipeline, pipeline.saturating_mul(TINY_DEPTH)]
+        [1, pipeline.min(2), pipeline, pipeline.saturating_mul(TINY_DEPTH)]
     }
 
-    /// The depth level (an index into `depths`) for `job`'s tasks, by their mean time.
-    fn level(&self, job: JobId) -> usize {
-        match self.jobs.get(&job).and_then(|j| j.mean_secs) {
-            Some(mean) if mean < TINY_TASK.as_secs_f64() => 2,
-            Some(mean) if mean < SHORT_TASK.as_secs_f64() => 1,
+    /// The depth level (an index into `depths`) for task `index` of `job`, by the
+    /// job's mean task time and where the task reads: only a first stage's tasks read
+    /// splits, later ones read shuffles. Until a task ends, the mean is unknown: one
+    /// per slot.
+    fn level(&self, job: JobId, index: u32) -> usize {
+        let Some(job) = self.jobs.get(&job) else { return 0 };
+        let reads_split = || job.stages.get(job.stage_of(index)).is_none_or(|s| s.parents.is_empty());
+        match job.mean_secs {
+            Some(mean) if mean < TINY_TASK.as_secs_f64() => 3,
+            Some(mean) if mean < SHORT_TASK.as_secs_f64() => 2,
+            Some(mean) if job.remote_input && mean < AHEAD_TASK.as_secs_f64() && reads_split() => 1,
             _ => 0,
         }
     }
@@ -624,7 +633,7 @@ impl Scheduler {
         // First in, first out: when the head of the queue cannot be placed for want of
         // room, nothing behind it jumps ahead.
         while let Some((job, index)) = self.queue.front() {
-            let level = self.level(job);
+            let level = self.level(job, index);
             let Some(best) = self.room(level).best() else { break };
             self.queue.pop_front();
             let Some(task) = self.jobs.get(&job).and_then(|j| j.tasks.get(index)) else {
@@ -794,5 +803,7 @@ mod state;
 pub use speculation::MAX_SLOT_FRACTION;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_depth;
 #[cfg(test)]
 mod tests_scale;

@@ -97,6 +97,7 @@ fn ten_thousand_executors_heartbeat_for_ten_minutes_run_a_job_and_leave_bounded_
         period: None,
         shuffle: None,
         speculate: false,
+        remote_input: false,
     };
     launches(core.handle(now, submitted), &mut running);
     assert_eq!(running.len(), (FLEET * 8) as usize, "every slot of the fleet is given a task");

@@ -41,6 +41,7 @@ fn submit(core: &mut ControlCore, now: Instant) -> Vec<Action> {
             period: None,
             shuffle,
             speculate: false,
+            remote_input: false,
         },
     )
 }

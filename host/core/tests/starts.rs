@@ -40,6 +40,7 @@ fn asked(core: &mut ControlCore, now: Instant) -> ExecutorId {
             period: None,
             shuffle: None,
             speculate: false,
+            remote_input: false,
         },
     );
     for s in 0..5 {

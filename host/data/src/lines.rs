@@ -240,10 +240,21 @@ pub struct ReadAhead {
     size: u64,
     /// The read begun ahead: its offset, its length, and the bytes when they come.
     next: Option<(u64, u64, Fetch)>,
+    /// It was begun before the task ran ([`ReadAhead::begin`]), within a bound that
+    /// ran from then, not from the task's start.
+    early: bool,
 }
 
 /// A read running on a blocking thread.
 type Fetch = tokio::task::JoinHandle<Result<Vec<u8>, InputError>>;
+
+/// A split's first read, begun before its task runs. Dropped unused (the task killed
+/// while it waited), the read ends on its own: reads are bounded by a deadline.
+pub struct Begun {
+    at: u64,
+    len: u64,
+    fetch: Fetch,
+}
 
 impl ReadAhead {
     /// Reads of the split `..end` of an input `size` bytes long through `read`, on
@@ -254,17 +265,64 @@ impl ReadAhead {
         end: u64,
         size: u64,
     ) -> ReadAhead {
-        ReadAhead { read: std::sync::Arc::new(read), handle, end: end.min(size), size, next: None }
+        ReadAhead {
+            read: std::sync::Arc::new(read),
+            handle,
+            end: end.min(size),
+            size,
+            next: None,
+            early: false,
+        }
+    }
+
+    /// Begins, on `handle`'s blocking threads, the first read a [`SplitLines`] of
+    /// `start..end` asks for, before its task runs (while it waits for a slot): the
+    /// task that opens the split with it ([`ReadAhead::with_begun`]) then starts on
+    /// bytes already here. `None` for a split with nothing to read.
+    pub fn begin(
+        read: impl FnOnce(u64, u64) -> Result<Vec<u8>, InputError> + Send + 'static,
+        handle: &tokio::runtime::Handle,
+        start: u64,
+        end: u64,
+        size: u64,
+    ) -> Option<Begun> {
+        let end = end.min(size);
+        if start >= end {
+            return None;
+        }
+        // Where `SplitLines` reads first: the byte before the split says whether a
+        // line starts at `start`.
+        let at = start.saturating_sub(1);
+        let len = within_split(at, end, size, 0);
+        Some(Begun { at, len, fetch: handle.spawn_blocking(move || read(at, len)) })
+    }
+
+    /// This reader with its split's first read already begun ([`ReadAhead::begin`]).
+    pub fn with_begun(mut self, begun: Option<Begun>) -> ReadAhead {
+        if let Some(Begun { at, len, fetch }) = begun {
+            self.next = Some((at, len, fetch));
+            self.early = true;
+        }
+        self
     }
 
     /// The `len` bytes at `offset` (the block fetched ahead, when it is that one), and
     /// the next block's fetch begun.
     pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, InputError> {
+        let early = std::mem::take(&mut self.early);
         let data = match self.next.take() {
-            Some((at, ahead, fetch)) if (at, ahead) == (offset, len) => self
-                .handle
-                .block_on(fetch)
-                .unwrap_or_else(|e| Err(InputError::Driver(format!("the read ahead was lost: {e}"))))?,
+            Some((at, ahead, fetch)) if (at, ahead) == (offset, len) => {
+                let fetched = self
+                    .handle
+                    .block_on(fetch)
+                    .unwrap_or_else(|e| Err(InputError::Driver(format!("the read ahead was lost: {e}"))));
+                match fetched {
+                    // Begun before the task ran, it failed under a bound of its own:
+                    // the task makes it again under its own, and any failure is that one.
+                    Err(_) if early => (self.read)(offset, len)?,
+                    fetched => fetched?,
+                }
+            }
             // Not the one foreseen: it ends on its own (reads are bounded by the task's
             // deadline), and nobody waits for it.
             _ => (self.read)(offset, len)?,
@@ -473,5 +531,59 @@ mod tests {
             }
             assert_eq!(whole, *text, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_first_read_begun_while_the_task_waits_is_the_one_its_split_asks_for_and_is_not_made_again() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let text: std::sync::Arc<Vec<u8>> =
+            std::sync::Arc::new(b"a line of some words\n".repeat((3 * FIRST_READ as usize) / 21 + 7));
+        let size = text.len() as u64;
+        for (start, end) in [(0, size), (0, 100), (5, size / 2), (size / 2, size), (size - 3, size + 10)] {
+            let made = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (from, log) = (text.clone(), made.clone());
+            let read = move |offset: u64, len: u64| {
+                log.lock().unwrap().push((offset, len));
+                Ok::<_, InputError>(from[offset as usize..(offset + len) as usize].to_vec())
+            };
+            let begun =
+                ReadAhead::begin(read.clone(), rt.handle(), start, end, size).expect("a split to read");
+            let waited = std::time::Instant::now();
+            while made.lock().unwrap().is_empty() {
+                assert!(waited.elapsed() < std::time::Duration::from_secs(10), "the first read not begun");
+                std::thread::yield_now();
+            }
+            let mut ahead = ReadAhead::new(read, rt.handle().clone(), end, size).with_begun(Some(begun));
+            let mut lines = SplitLines::new(move |o, l| ahead.read(o, l), start, end, size);
+            let mut got = Vec::new();
+            loop {
+                let batch = lines.next_batch(300_000).unwrap();
+                if batch.is_empty() {
+                    break;
+                }
+                got.extend(batch);
+            }
+            assert_eq!(got, read_split(&text, start, end, 300_000).unwrap(), "{start}..{end}");
+            let made = made.lock().unwrap();
+            let mut once = made.clone();
+            once.dedup();
+            assert_eq!(*made, once, "{start}..{end}: the begun read served the split's first ask");
+        }
+        // A begun read that failed (its own bound ran out while the task waited) is made
+        // again when the task asks: what the task meets is its own read's outcome.
+        let tries = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (from, count) = (text.clone(), tries.clone());
+        let flaky = move |offset: u64, len: u64| match count.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        {
+            0 => Err(InputError::Deadline),
+            _ => Ok(from[offset as usize..(offset + len) as usize].to_vec()),
+        };
+        let begun = ReadAhead::begin(flaky.clone(), rt.handle(), 0, size, size);
+        let mut ahead = ReadAhead::new(flaky, rt.handle().clone(), size, size).with_begun(begun);
+        assert_eq!(ahead.read(0, FIRST_READ).unwrap(), text[..FIRST_READ as usize]);
+        assert!(tries.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the failed read made again");
+        let nothing =
+            |_: u64, _: u64| -> Result<Vec<u8>, InputError> { unreachable!("an empty split reads nothing") };
+        assert!(ReadAhead::begin(nothing, rt.handle(), size, size, size).is_none());
     }
 }

@@ -3,6 +3,8 @@
 //! blocks, combines the tasks of jobs with a commutative merge into one live instance
 //! per slot, and kills attempts, queued or running, on request.
 
+mod slots;
+
 use crate::blocks::{BlockStore, NotKept};
 use crate::inputs::{InputReader, SplitAt};
 use crate::meter::{InputMeter, Metered};
@@ -10,13 +12,15 @@ use crate::shuffle::files::ShuffleFiles;
 use crate::shuffle::merge::SortedRuns;
 use crate::shuffle::read::ShuffleFetch;
 use crate::source::DriverSource;
+use flint_data::lines::Begun;
 use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
     TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
 };
 use flint_runtime::{Instance, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
+use slots::{Queued, SlotQueue, Work};
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, Once, RwLock, Weak};
+use std::sync::{Arc, Mutex, Once, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Outputs up to this size ride in the status report; larger ones stay on the executor
@@ -147,80 +151,6 @@ impl Drop for Taken<'_> {
     }
 }
 
-/// Work for a slot thread.
-enum Work {
-    /// An attempt, its kill switch and the meter its input is counted on (both also in
-    /// `ExecutorCore::running`, for kills and heartbeats).
-    Attempt(TaskLaunch, KillSwitch, Arc<InputMeter>, Reporter),
-    /// Hand over the job's partial results.
-    Collect(JobId),
-}
-
-/// What reports an attempt's end.
-type Reporter = Box<dyn FnOnce(StatusUpdate) + Send>;
-
-/// The attempts waiting for a slot; one thread per slot pulls from it. A thread runs
-/// one attempt to its end and reports it itself: no task is spawned and no thread
-/// handed over per attempt.
-#[derive(Default)]
-struct SlotQueue {
-    state: Mutex<QueueState>,
-    ready: Condvar,
-}
-
-#[derive(Default)]
-struct QueueState {
-    waiting: VecDeque<Work>,
-    /// Slot threads asleep on `ready`: a push wakes one only if there is one, so a
-    /// busy executor makes no wake-up call per attempt.
-    idle: usize,
-    closed: bool,
-}
-
-impl SlotQueue {
-    fn push(&self, item: Work) {
-        let mut state = self.state.lock().expect("slot queue lock");
-        state.waiting.push_back(item);
-        if state.idle > 0 {
-            self.ready.notify_one();
-        }
-    }
-
-    /// A collect of `job`, unless one waits already.
-    fn push_collect(&self, job: JobId) {
-        let waiting = {
-            let state = self.state.lock().expect("slot queue lock");
-            state.waiting.iter().any(|work| matches!(work, Work::Collect(j) if *j == job))
-        };
-        if !waiting {
-            self.push(Work::Collect(job));
-        }
-    }
-
-    /// The next attempt, waiting for one; `None` once the executor is gone.
-    fn pop(&self) -> Option<Work> {
-        let mut state = self.state.lock().expect("slot queue lock");
-        loop {
-            if state.closed {
-                return None;
-            }
-            if let Some(item) = state.waiting.pop_front() {
-                return Some(item);
-            }
-            state.idle += 1;
-            state = self.ready.wait(state).expect("slot queue lock");
-            state.idle -= 1;
-        }
-    }
-
-    fn close(&self) {
-        let mut state = self.state.lock().expect("slot queue lock");
-        state.closed = true;
-        state.waiting.clear();
-        self.ready.notify_all();
-    }
-}
-
 impl Drop for ExecutorCore {
     fn drop(&mut self) {
         self.queue.close();
@@ -328,7 +258,28 @@ impl ExecutorCore {
         let kill = KillSwitch::default();
         let meter = Arc::new(InputMeter::default());
         self.running.lock().expect("running lock").insert(launch.attempt, (kill.clone(), meter.clone()));
-        self.queue.push(Work::Attempt(launch, kill, meter, Box::new(report)));
+        let remote = reads_ahead(&launch);
+        self.queue.push(Work::Attempt(Queued { launch, kill, meter, report: Box::new(report), first: None }));
+        if remote {
+            self.begin_first_reads();
+        }
+    }
+
+    /// Begins the first reads of the attempts next in line for a slot, where their
+    /// splits cross the network: a queued attempt starts on bytes already here.
+    fn begin_first_reads(&self) {
+        let mut tokens = None;
+        self.queue.begin_ahead(self.runtime.slots() as usize, |launch| {
+            let PartitionSpec::Split { source, start, end, size } = &launch.partition else { return None };
+            if !source.reads_ahead() {
+                return None;
+            }
+            // The read's own bound; the task's deadline runs from its start.
+            let deadline = Instant::now() + launch.job.deadline;
+            let at = SplitAt { job: &launch.job, source, start: *start, end: *end, size: *size, deadline };
+            let tokens = tokens.get_or_insert_with(|| self.tokens());
+            self.inputs.begin_first_read(&self.source, tokens, at)
+        });
     }
 
     /// Where this executor reads inputs from and may write part files.
@@ -424,6 +375,7 @@ impl ExecutorCore {
         launch: &TaskLaunch,
         kill: KillSwitch,
         meter: Arc<InputMeter>,
+        first: Option<Begun>,
     ) -> (StatusUpdate, Vec<Partial>) {
         let started = Instant::now();
         let mut partials = Vec::new();
@@ -432,7 +384,7 @@ impl ExecutorCore {
             let failure = TaskFailure::Killed { reason: "killed before it started".into() };
             (TaskState::Failed(failure), String::new())
         } else {
-            match self.prepare(launch, &meter) {
+            match self.prepare(launch, &meter, first) {
                 Ok((component, input, spent)) => {
                     gathering = spent;
                     let mut ctx = self.context(launch, kill);
@@ -725,6 +677,7 @@ impl ExecutorCore {
         &self,
         launch: &TaskLaunch,
         meter: &Arc<InputMeter>,
+        first: Option<Begun>,
     ) -> Result<(Arc<JobComponent>, Prepared, Duration), TaskFailure> {
         let component = self.component(&launch.job.component)?;
         let reading = Instant::now();
@@ -746,7 +699,7 @@ impl ExecutorCore {
                 let at =
                     SplitAt { job: &launch.job, source, start: *start, end: *end, size: *size, deadline };
                 let source_name = source.to_string();
-                let lines = self.inputs.open_split(&self.source, &tokens, at).map_err(|error| {
+                let lines = self.inputs.open_split(&self.source, &tokens, at, first).map_err(|error| {
                     TaskFailure::Input { retryable: error.retryable(), message: error.to_string() }
                 })?;
                 meter.expect(end.saturating_sub(*start));
@@ -809,6 +762,11 @@ impl ExecutorCore {
     }
 }
 
+/// Whether `launch` reads a split across the network, its reads begun ahead.
+fn reads_ahead(launch: &TaskLaunch) -> bool {
+    matches!(&launch.partition, PartitionSpec::Split { source, .. } if source.reads_ahead())
+}
+
 /// What an attempt runs on, once read.
 enum Prepared {
     Input(TaskInput),
@@ -823,8 +781,8 @@ enum Prepared {
 fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
     while let Some(work) = queue.pop() {
         let Some(core) = core.upgrade() else { return };
-        let (launch, kill, meter, report) = match work {
-            Work::Attempt(launch, kill, meter, report) => (launch, kill, meter, report),
+        let Queued { launch, kill, meter, report, first } = match work {
+            Work::Attempt(queued) => queued,
             Work::Collect(job) => {
                 let span = tracing::debug_span!("collect", job_id = job.0);
                 let _entered = span.enter();
@@ -832,6 +790,10 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
                 continue;
             }
         };
+        // The attempt after it is read while it runs.
+        if reads_ahead(&launch) {
+            core.begin_first_reads();
+        }
         let attempt = launch.attempt;
         let span = tracing::debug_span!(
             "task",
@@ -841,7 +803,7 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
         );
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _entered = span.enter();
-            core.run_attempt(&launch, kill, meter)
+            core.run_attempt(&launch, kill, meter, first)
         }));
         // A panic in host code fails the attempt; the executor and its slot go on.
         let (update, partials) = run.unwrap_or_else(|panic| {

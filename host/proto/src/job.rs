@@ -276,6 +276,13 @@ impl Source {
     pub fn whole_only(&self) -> bool {
         matches!(self, Source::HttpWhole(_)) || Compression::of(self).is_some()
     }
+
+    /// A split of it is read across the network in ranged reads (the driver's data
+    /// service, an object store), each begun before the task asks for it: the first
+    /// one too, when the task waits for a slot.
+    pub fn reads_ahead(&self) -> bool {
+        matches!(self, Source::Driver(_) | Source::S3 { .. } | Source::Http(_)) && !self.whole_only()
+    }
 }
 
 impl std::fmt::Display for Source {

@@ -43,6 +43,9 @@ pub enum Event {
         /// Its straggling tasks may get copies, when the policy speculates (its
         /// manifest can say no: its tasks must not run twice).
         speculate: bool,
+        /// Its tasks read their splits across the network (the driver's data service,
+        /// an object store): short ones are sent one ahead, their first read begun.
+        remote_input: bool,
     },
     /// A map task's attempt succeeded: its output is on the executor, `status` says
     /// what it holds.

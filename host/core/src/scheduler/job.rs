@@ -240,10 +240,18 @@ pub(super) struct Job {
     pub(super) stages: Vec<Stage>,
     /// Its slow tasks may get copies.
     pub(super) speculate: bool,
+    /// Its tasks read across the network: they may be sent one ahead.
+    pub(super) remote_input: bool,
 }
 
 impl Job {
-    pub(super) fn new(tasks: u32, max_failures: u32, stages: Vec<Stage>, speculate: bool) -> Job {
+    pub(super) fn new(
+        tasks: u32,
+        max_failures: u32,
+        stages: Vec<Stage>,
+        speculate: bool,
+        remote_input: bool,
+    ) -> Job {
         Job {
             tasks: Tasks::new(tasks),
             mean_secs: None,
@@ -255,6 +263,7 @@ impl Job {
             collecting: None,
             stages,
             speculate,
+            remote_input,
         }
     }
 

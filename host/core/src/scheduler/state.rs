@@ -38,6 +38,8 @@ pub enum Input {
         max_failures: u32,
         /// Its slow tasks may get copies, when the policy speculates.
         speculate: bool,
+        /// Its tasks read their input across the network: see [`AHEAD_TASK`].
+        remote_input: bool,
     },
     /// A job of several stages, its tasks numbered stage after stage: a stage's tasks
     /// wait until every task of its parents is done, and wait again while one of those
@@ -47,6 +49,7 @@ pub enum Input {
         stages: Vec<StagePlan>,
         max_failures: u32,
         speculate: bool,
+        remote_input: bool,
     },
     /// Done tasks whose outputs are gone (map outputs on a lost executor, or that a
     /// reducer could not read): they run again, without counting as failures, and the
@@ -167,6 +170,13 @@ pub const TINY_TASK: Duration = Duration::from_millis(1);
 /// How much deeper than [`Policy::pipeline`] tiny tasks are queued.
 pub const TINY_DEPTH: u32 = 8;
 
+/// Tasks that read their input across the network (the driver's data service, an
+/// object store) and whose mean run time is below this are sent one ahead: two per
+/// slot, so that an executor begins the next task's first read while the one before
+/// computes (a first byte from S3 takes tens of milliseconds, one per task otherwise).
+/// Longer tasks gain too little from it to queue one behind another.
+pub const AHEAD_TASK: Duration = Duration::from_secs(1);
+
 /// Scheduling policy.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
@@ -176,10 +186,11 @@ pub struct Policy {
     pub exclude_after: Option<u32>,
     /// Attempts an executor may hold per slot for a job whose tasks are short (a mean
     /// under [`SHORT_TASK`]), and [`TINY_DEPTH`] times as many when they are tiny (under
-    /// [`TINY_TASK`]); other jobs get one per slot, as in Spark, so that long tasks are
-    /// never queued behind each other while a slot elsewhere is free. Above 1, an
-    /// executor has the next short task at hand when one ends instead of waiting a
-    /// round trip to the driver.
+    /// [`TINY_TASK`]); two, one ahead, for a job whose tasks read across the network
+    /// and run under [`AHEAD_TASK`]; other jobs get one per slot, as in Spark, so that
+    /// long tasks are never queued behind each other while a slot elsewhere is free.
+    /// Above 1, an executor has the next short task at hand when one ends instead of
+    /// waiting a round trip to the driver; 1 sends nothing ahead.
     pub pipeline: u32,
     /// A task whose running attempts were on this many executors that were lost fails
     /// its job (`flint.task.maxExecutorLosses`): a task that takes its executor down
@@ -204,7 +215,7 @@ pub struct Scheduler {
     /// Usable executors by room at each depth of [`Scheduler::depths`], so that placing
     /// an attempt costs a lookup, not a pass over the fleet. Kept by `reindex` whenever
     /// an executor's room or usability changes.
-    pub(super) rooms: [Room; 3],
+    pub(super) rooms: [Room; 4],
     /// Attempts placed so far (the clock of `Room::last_used`).
     pub(super) placed: u64,
     pub(super) next_seq: u64,

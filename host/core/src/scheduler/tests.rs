@@ -4,7 +4,7 @@ use super::*;
 use flint_proto::wire::Progress;
 use std::time::{Duration, Instant};
 
-fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
+pub(super) fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
     out.iter()
         .flat_map(|o| match o {
             Output::Launch { executor, attempts } => {
@@ -13,6 +13,11 @@ fn launches(out: &[Output]) -> Vec<(ExecutorId, u32, u32)> {
             _ => Vec::new(),
         })
         .collect()
+}
+
+/// Job `job` of `tasks` independent tasks, its inputs local.
+pub(super) fn submitted(job: JobId, tasks: u32, max_failures: u32, speculate: bool) -> Input {
+    Input::JobSubmitted { job, tasks, max_failures, speculate, remote_input: false }
 }
 
 /// A task time well past `SHORT_TASK`: no pipelining.
@@ -45,8 +50,7 @@ fn ok(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32) -> V
 #[test]
 fn fills_free_slots_spread_over_executors_then_queues() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 2)]);
-    let out =
-        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 6, max_failures: 4, speculate: false });
+    let out = s.handle(now, submitted(JobId(1), 6, 4, false));
     let l = launches(&out);
     assert_eq!(l.len(), 4, "{out:?}");
     assert_eq!(l.iter().filter(|(e, ..)| e == "a").count(), 2);
@@ -59,7 +63,7 @@ fn fills_free_slots_spread_over_executors_then_queues() {
 #[test]
 fn job_succeeds_when_every_task_has() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 2, 4, false));
     assert!(!ok(&mut s, now, "a", 0, 0).contains(&Output::JobSucceeded { job: JobId(1) }));
     assert!(ok(&mut s, now, "a", 1, 0).contains(&Output::JobSucceeded { job: JobId(1) }));
     assert_eq!(s.free_slots(), 2);
@@ -68,17 +72,14 @@ fn job_succeeds_when_every_task_has() {
 #[test]
 fn empty_job_succeeds_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    let out =
-        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 0, max_failures: 4, speculate: false });
+    let out = s.handle(now, submitted(JobId(1), 0, 4, false));
     assert_eq!(out, vec![Output::JobSucceeded { job: JobId(1) }]);
 }
 
 #[test]
 fn failed_task_is_retried_on_another_executor() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    let l = launches(
-        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false }),
-    );
+    let l = launches(&s.handle(now, submitted(JobId(1), 1, 4, false)));
     let first = l[0].0.clone();
     let other = if first == "a" { "b" } else { "a" };
     let out = s.handle(
@@ -96,7 +97,7 @@ fn failed_task_is_retried_on_another_executor() {
 #[test]
 fn retry_waits_for_a_clean_executor_rather_than_the_one_that_failed() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 2, 4, false));
     // Task 0 on a (the tie-break picks the lower id first), task 1 on b.
     let out = s.handle(
         now,
@@ -113,7 +114,7 @@ fn retry_waits_for_a_clean_executor_rather_than_the_one_that_failed() {
 #[test]
 fn job_fails_after_max_failures_and_its_running_tasks_are_killed() {
     let (mut s, now) = cluster(&[("a", 2)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 2, speculate: false });
+    s.handle(now, submitted(JobId(1), 2, 2, false));
     let fail = |s: &mut Scheduler, number| {
         s.handle(
             now,
@@ -147,7 +148,7 @@ fn job_fails_after_max_failures_and_its_running_tasks_are_killed() {
 #[test]
 fn a_fatal_failure_fails_the_job_at_once() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 1, 4, false));
     let out = s.handle(
         now,
         Input::TaskFailed {
@@ -165,7 +166,7 @@ fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
     let policy = Policy { max_executor_losses: Some(3), ..Policy::default() };
     let mut s = Scheduler::new(policy);
     s.handle(now, Input::ExecutorAdded { id: "e0".into(), slots: 1 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 1, 4, false));
     for n in 0..3 {
         // Each new executor takes the task; each is lost while it runs it.
         let next = ExecutorId::from(format!("e{}", n + 1));
@@ -192,7 +193,7 @@ fn a_task_that_keeps_losing_its_executors_fails_its_job_naming_the_losses() {
 #[test]
 fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1, speculate: false });
+    s.handle(now, submitted(JobId(1), 2, 1, false));
     let out = s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "heartbeat timed out".into() });
     assert!(out.is_empty(), "b is busy: {out:?}");
     // b finishes task 1 and takes task 0's next attempt; max_failures=1 was not used up.
@@ -204,7 +205,7 @@ fn losing_an_executor_requeues_its_tasks_without_counting_a_failure() {
 #[test]
 fn stale_reports_are_ignored() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 1, 4, false));
     s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
     // Attempt 0 was on a and has been replaced by attempt 1 on b.
     let stale = s.handle(
@@ -230,9 +231,7 @@ fn stale_reports_are_ignored() {
 fn decommissioning_executor_takes_no_new_tasks() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
     s.handle(now, Input::ExecutorDecommissioning { id: "a".into() });
-    let l = launches(
-        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: false }),
-    );
+    let l = launches(&s.handle(now, submitted(JobId(1), 2, 4, false)));
     assert_eq!(l, vec![(ExecutorId::from("b"), 0, 0)]);
     assert_eq!(s.live_executors(), 1);
 }
@@ -240,12 +239,11 @@ fn decommissioning_executor_takes_no_new_tasks() {
 #[test]
 fn cancel_kills_running_and_drops_queued_tasks() {
     let (mut s, now) = cluster(&[("a", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 3, 4, false));
     let out = s.handle(now, Input::CancelJob { job: JobId(1), reason: "user asked".into() });
     assert_eq!(out.len(), 2, "{out:?}");
     assert!(matches!(&out[1], Output::JobFailed { reason: JobError::Cancelled(_), .. }));
-    let out =
-        s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 1, max_failures: 4, speculate: false });
+    let out = s.handle(now, submitted(JobId(2), 1, 4, false));
     assert_eq!(launches(&out).len(), 1, "the slot was freed");
 }
 
@@ -261,9 +259,7 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
     for id in ["a", "b"] {
         s.handle(now, Input::ExecutorAdded { id: id.into(), slots: 2 });
     }
-    let placed = launches(
-        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4, speculate: false }),
-    );
+    let placed = launches(&s.handle(now, submitted(JobId(1), 4, 4, false)));
     let on =
         |exec: &str| -> Vec<u32> { placed.iter().filter(|(e, ..)| e == exec).map(|(_, i, _)| *i).collect() };
     let (on_a, on_b) = (on("a"), on("b"));
@@ -296,60 +292,9 @@ fn an_executor_failing_distinct_tasks_is_excluded_but_never_the_last() {
 }
 
 #[test]
-fn short_tasks_are_pipelined_and_long_ones_are_not() {
-    let now = Instant::now();
-    let mut s = Scheduler::new(Policy {
-        exclude_after: None,
-        pipeline: 4,
-        max_executor_losses: None,
-        speculation: None,
-    });
-    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    let out =
-        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4, speculate: false });
-    assert_eq!(launches(&out).len(), 2, "one per slot until the job's tasks prove short");
-    let done = |s: &mut Scheduler, index, elapsed| {
-        let attempt = Attempt { job: JobId(1), index, number: 0 };
-        launches(&s.handle(now, Input::TaskSucceeded { attempt, executor: "a".into(), elapsed }))
-    };
-    assert_eq!(
-        done(&mut s, 0, Duration::from_millis(2)).len(),
-        7,
-        "short: two slots, four deep, one running"
-    );
-
-    let mut s = Scheduler::new(Policy {
-        exclude_after: None,
-        pipeline: 4,
-        max_executor_losses: None,
-        speculation: None,
-    });
-    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4, speculate: false });
-    assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
-
-    let mut s = Scheduler::new(Policy {
-        exclude_after: None,
-        pipeline: 4,
-        max_executor_losses: None,
-        speculation: None,
-    });
-    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 200, max_failures: 4, speculate: false });
-    assert_eq!(
-        done(&mut s, 0, Duration::from_micros(20)).len(),
-        2 * 4 * crate::scheduler::TINY_DEPTH as usize - 1,
-        "tiny: two slots, {} deep, one running",
-        4 * crate::scheduler::TINY_DEPTH
-    );
-}
-
-#[test]
 fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    let placed = launches(
-        &s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1, speculate: false }),
-    );
+    let placed = launches(&s.handle(now, submitted(JobId(1), 2, 1, false)));
     let (holder, index, _) = placed[0].clone();
     let other = if holder == "a" { "b" } else { "a" };
     // The wrong executor, an attempt never given, an index out of range, another job.
@@ -380,8 +325,7 @@ fn reports_from_executors_that_do_not_hold_the_attempt_change_nothing() {
 fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
     let tasks = 3 * ROOM_DORMANT_AFTER as u32;
-    let mut out =
-        s.handle(now, Input::JobSubmitted { job: JobId(1), tasks, max_failures: 4, speculate: false });
+    let mut out = s.handle(now, submitted(JobId(1), tasks, 4, false));
     let mut answered = 0;
     while !out.contains(&Output::JobSucceeded { job: JobId(1) }) {
         let mut next = Vec::new();
@@ -395,11 +339,10 @@ fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
     }
     assert_eq!(answered, tasks);
     // Tiny tasks placed from the deepest room only: the shallow one stopped being kept.
-    assert!(!s.rooms[0].live && s.rooms[2].live);
+    assert!(!s.rooms[0].live && s.rooms[3].live);
     assert!(s.room_index_is_true());
     // A job of long tasks needs it again: most room first, as if it had been kept.
-    let out =
-        s.handle(now, Input::JobSubmitted { job: JobId(2), tasks: 4, max_failures: 4, speculate: false });
+    let out = s.handle(now, submitted(JobId(2), 4, 4, false));
     let placed: Vec<(ExecutorId, u32, u32)> = launches(&out);
     assert_eq!(placed.iter().filter(|(e, ..)| e == "a").count(), 2, "{out:?}");
     assert_eq!(placed.iter().filter(|(e, ..)| e == "b").count(), 1, "{out:?}");
@@ -409,7 +352,7 @@ fn a_depth_no_job_placed_from_lately_is_rebuilt_when_a_job_needs_it() {
 #[test]
 fn a_place_left_by_a_lost_executor_is_taken_by_the_next_without_its_history() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 4, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 4, 4, false));
     s.handle(now, Input::ExecutorLost { id: "a".into(), reason: "gone".into() });
     // "c" takes a's place in the table; a's attempt went back to the queue and a report
     // naming "a" is not c's.
@@ -442,7 +385,7 @@ fn collects(out: &[Output]) -> Vec<ExecutorId> {
 #[test]
 fn combined_outputs_are_collected_from_their_executors_once_every_task_is_done() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 3, 4, false));
     assert!(collects(&combined(&mut s, now, "a", 0, 0)).is_empty());
     assert!(!s.is_idle(&"a".into()), "a holds an output the driver has not got");
     assert!(collects(&combined(&mut s, now, "b", 1, 0)).is_empty());
@@ -461,7 +404,7 @@ fn combined_outputs_are_collected_from_their_executors_once_every_task_is_done()
 #[test]
 fn outputs_held_by_a_lost_executor_run_again_without_counting_as_failures() {
     let (mut s, now) = cluster(&[("a", 1), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 1, speculate: false });
+    s.handle(now, submitted(JobId(1), 2, 1, false));
     combined(&mut s, now, "a", 0, 0);
     let out = combined(&mut s, now, "b", 1, 0);
     assert_eq!(collects(&out).len(), 2);
@@ -479,7 +422,7 @@ fn outputs_held_by_a_lost_executor_run_again_without_counting_as_failures() {
 #[test]
 fn a_partial_that_does_not_match_what_its_executor_holds_is_refused_and_those_tasks_rerun() {
     let (mut s, now) = cluster(&[("a", 2), ("b", 1)]);
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 3, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 3, 4, false));
     combined(&mut s, now, "a", 0, 0);
     combined(&mut s, now, "a", 1, 0);
     combined(&mut s, now, "b", 2, 0);
@@ -506,7 +449,7 @@ fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_time
     let now = Instant::now();
     let mut s = Scheduler::new(Policy::default()).with_collect_timeout(Duration::from_secs(5));
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 1 });
-    s.handle(now, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: false });
+    s.handle(now, submitted(JobId(1), 1, 4, false));
     assert_eq!(collects(&combined(&mut s, now, "a", 0, 0)), vec![ExecutorId::from("a")]);
     assert_eq!(s.poll_timeout(), Some(now + Duration::from_secs(5)));
     assert!(s.handle_timeout(now + Duration::from_secs(4)).is_empty());
@@ -520,8 +463,16 @@ fn an_executor_that_does_not_deliver_when_asked_loses_its_outputs_after_the_time
 fn map_reduce() -> (Scheduler, Instant, Vec<Output>) {
     let (mut s, now) = cluster(&[("a", 4)]);
     let stages = vec![StagePlan { tasks: 3, parents: vec![] }, StagePlan { tasks: 2, parents: vec![0] }];
-    let out =
-        s.handle(now, Input::StagedJobSubmitted { job: JobId(1), stages, max_failures: 2, speculate: false });
+    let out = s.handle(
+        now,
+        Input::StagedJobSubmitted {
+            job: JobId(1),
+            stages,
+            max_failures: 2,
+            speculate: false,
+            remote_input: false,
+        },
+    );
     (s, now, out)
 }
 
@@ -622,7 +573,7 @@ fn done_in(s: &mut Scheduler, now: Instant, exec: &str, index: u32, number: u32,
 #[test]
 fn a_straggler_gets_one_copy_elsewhere_and_the_first_success_wins() {
     let (mut s, t0) = speculating(&["a", "b", "c"]);
-    let spec = Input::JobSubmitted { job: JobId(1), tasks: 10, max_failures: 4, speculate: true };
+    let spec = submitted(JobId(1), 10, 4, true);
     let placed = launches(&s.handle(t0, spec));
     assert_eq!(placed.len(), 3);
     // a and b run tasks 0..9 at 100 ms each; c holds task 2 and never ends it.
@@ -674,7 +625,7 @@ fn a_straggler_gets_one_copy_elsewhere_and_the_first_success_wins() {
 fn uniform_tasks_and_jobs_that_refuse_get_no_copy() {
     for speculate in [true, false] {
         let (mut s, t0) = speculating(&["a", "b"]);
-        let out = s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4, speculate });
+        let out = s.handle(t0, submitted(JobId(1), 20, 4, speculate));
         // Two slots, each ending a 100 ms task every 100 ms, the check every 50 ms.
         let mut running = launches(&out);
         let mut now = t0;
@@ -702,9 +653,7 @@ fn uniform_tasks_and_jobs_that_refuse_get_no_copy() {
 #[test]
 fn a_failed_original_leaves_its_copy_running_as_the_task() {
     let (mut s, t0) = speculating_after(&["a", "b"], 0.5);
-    launches(
-        &s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: true }),
-    );
+    launches(&s.handle(t0, submitted(JobId(1), 2, 4, true)));
     // Task 0 on a ends at 100 ms; task 1 on b straggles.
     let a: ExecutorId = "a".into();
     let placed_0_on =
@@ -736,7 +685,7 @@ fn a_failed_original_leaves_its_copy_running_as_the_task() {
 fn a_lost_executor_takes_only_its_own_attempt_of_a_copied_task() {
     for lose_original in [false, true] {
         let (mut s, t0) = speculating_after(&["a", "b"], 0.5);
-        s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 2, max_failures: 4, speculate: true });
+        s.handle(t0, submitted(JobId(1), 2, 4, true));
         let first =
             if s.holds(&"a".into(), Attempt { job: JobId(1), index: 0, number: 0 }) { "a" } else { "b" };
         let other = if first == "a" { "b" } else { "a" };
@@ -766,7 +715,10 @@ fn a_hundred_runs_of_a_uniform_job_start_no_copy() {
     for run in 0..100u64 {
         let (mut s, t0) = speculating(&["a", "b", "c", "d"]);
         let job = JobId(run + 1);
-        let out = s.handle(t0, Input::JobSubmitted { job, tasks: 40, max_failures: 4, speculate: true });
+        let out = s.handle(
+            t0,
+            Input::JobSubmitted { job, tasks: 40, max_failures: 4, speculate: true, remote_input: false },
+        );
         // (ends at, executor, attempt)
         let mut running: Vec<(Instant, ExecutorId, Attempt)> = Vec::new();
         let mut launch = |out: &[Output], now: Instant, running: &mut Vec<(Instant, ExecutorId, Attempt)>| {
@@ -809,7 +761,7 @@ fn tasks_queued_behind_others_count_their_time_from_their_start() {
     let mut s = Scheduler::new(Policy { pipeline: 4, speculation: Some(speculation), ..Policy::default() });
     s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 1 });
     s.handle(now, Input::ExecutorAdded { id: "b".into(), slots: 1 });
-    let job = Input::JobSubmitted { job: JobId(1), tasks: 40, max_failures: 4, speculate: true };
+    let job = submitted(JobId(1), 40, 4, true);
     let mut running: std::collections::VecDeque<(ExecutorId, u32, u32)> =
         launches(&s.handle(now, job)).into();
     // Each executor ends one 40 ms task every 40 ms: short tasks, pipelined four deep,
@@ -836,7 +788,7 @@ fn tasks_queued_behind_others_count_their_time_from_their_start() {
 #[test]
 fn the_copy_goes_to_the_straggler_with_the_most_time_left_by_its_input_read() {
     let (mut s, t0) = speculating_after(&["a", "b", "s1", "s2"], 0.5);
-    let out = s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 6, max_failures: 4, speculate: true });
+    let out = s.handle(t0, submitted(JobId(1), 6, 4, true));
     let placed = launches(&out);
     let on = |exec: &str| placed.iter().find(|(e, ..)| e.as_str() == exec).unwrap().1;
     let (first, second) = (on("s1"), on("s2"));
@@ -882,7 +834,7 @@ fn the_copy_goes_to_the_straggler_with_the_most_time_left_by_its_input_read() {
 #[test]
 fn progress_from_the_wire_is_bounded_to_the_attempts_an_executor_holds() {
     let (mut s, t0) = speculating(&["a"]);
-    s.handle(t0, Input::JobSubmitted { job: JobId(1), tasks: 1, max_failures: 4, speculate: true });
+    s.handle(t0, submitted(JobId(1), 1, 4, true));
     let flood: Vec<Progress> = (0..10_000)
         .map(|i| Progress { attempt: Attempt { job: JobId(7), index: i, number: 0 }, read: 1, of: u64::MAX })
         .collect();

@@ -215,7 +215,17 @@ impl EventLoop {
         );
         let max_failures = job.settings.task_max_failures;
         let (period, shuffle, speculate) = (job.every, job.shuffle, job.speculate);
-        self.feed(now, CoreEvent::JobSubmitted { job: id, tasks, max_failures, period, shuffle, speculate });
+        let remote_input = self.jobs[&id].plan.sources().any(Source::reads_ahead);
+        let submitted = CoreEvent::JobSubmitted {
+            job: id,
+            tasks,
+            max_failures,
+            period,
+            shuffle,
+            speculate,
+            remote_input,
+        };
+        self.feed(now, submitted);
     }
 
     pub(super) fn refresh_progress(&mut self) {

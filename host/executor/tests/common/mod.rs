@@ -12,8 +12,16 @@ fn component(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e} (run `make build` first)"))
 }
 
-/// A driver that serves components by digest and has no inputs.
-struct Components(HashMap<Digest, Vec<u8>>);
+/// A driver that serves components by digest and, if it has one, an input.
+struct Components(HashMap<Digest, Vec<u8>>, Option<Arc<Served>>);
+
+/// A `flint://` input the stand-in driver serves (whatever its path), and the reads
+/// asked of it, in order.
+#[allow(dead_code)] // Not every test binary reads inputs.
+pub struct Served {
+    pub text: Vec<u8>,
+    pub reads: std::sync::Mutex<Vec<(u64, u64)>>,
+}
 
 impl DriverSource for Components {
     fn fetch(&self, digest: &Digest) -> Result<Vec<u8>, flint_executor::SourceError> {
@@ -25,19 +33,33 @@ impl DriverSource for Components {
         _: Option<&Token>,
         _: JobId,
         _: &str,
-        _: u64,
-        _: u64,
+        offset: u64,
+        len: u64,
         _: std::time::Instant,
     ) -> Result<Vec<u8>, flint_data::InputError> {
-        Err(flint_data::InputError::Driver("no inputs here".into()))
+        let Some(served) = &self.1 else {
+            return Err(flint_data::InputError::Driver("no inputs here".into()));
+        };
+        served.reads.lock().unwrap().push((offset, len));
+        Ok(served.text[offset as usize..(offset + len) as usize].to_vec())
     }
 }
 
 /// An executor of one slot (64 MiB instances) whose driver serves the named examples,
 /// and their digests by name.
+#[allow(dead_code)] // Not every test binary needs it.
 pub fn one_slot_executor(
     names: &[&'static str],
     pooling: bool,
+) -> (Arc<ExecutorCore>, HashMap<&'static str, Digest>) {
+    one_slot_executor_serving(names, pooling, None)
+}
+
+/// The same, its driver serving `input` too.
+pub fn one_slot_executor_serving(
+    names: &[&'static str],
+    pooling: bool,
+    input: Option<Arc<Served>>,
 ) -> (Arc<ExecutorCore>, HashMap<&'static str, Digest>) {
     let mut digests = HashMap::new();
     let mut bytes = HashMap::new();
@@ -59,7 +81,7 @@ pub fn one_slot_executor(
     let core = ExecutorCore::new(
         "e".into(),
         Arc::new(runtime),
-        Arc::new(Components(bytes)),
+        Arc::new(Components(bytes, input)),
         inputs,
         (usize::MAX, u64::MAX),
     );

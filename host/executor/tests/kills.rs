@@ -19,25 +19,7 @@ fn one_slot_executor() -> (Arc<ExecutorCore>, Digest) {
 
 /// A job whose task 0 spins and whose other tasks succeed at once.
 fn job(digest: Digest, tasks: u32) -> Arc<JobDescriptor> {
-    let config: flint_proto::Conf = [("mode", "loop"), ("only_task", "0"), ("other_mode", "ok")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    Arc::new(JobDescriptor {
-        job: JobId(1),
-        app_id: "a".into(),
-        name: "chaos".into(),
-        component: digest,
-        task_count: tasks,
-        config: Arc::new(config),
-        token_services: Vec::new(),
-        memory_limit: None,
-        deadline: Duration::from_secs(60),
-        max_result_size: 1 << 20,
-        combine: false,
-        instance_reuse: 100,
-        shuffle: None,
-    })
+    common::job(digest, tasks, &[("mode", "loop"), ("only_task", "0"), ("other_mode", "ok")])
 }
 
 fn launch(

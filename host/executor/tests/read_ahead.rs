@@ -10,7 +10,7 @@ use common::Served;
 use flint_data::lines::FIRST_READ;
 use flint_executor::ExecutorCore;
 use flint_proto::{
-    Attempt, JobDescriptor, JobId, PartitionSpec, Source, StatusUpdate, TaskFailure, TaskLaunch, TaskOutput,
+    Attempt, JobDescriptor, PartitionSpec, Source, StatusUpdate, TaskFailure, TaskLaunch, TaskOutput,
     TaskState,
 };
 use std::sync::{Arc, Mutex};
@@ -22,25 +22,7 @@ const LINE: &[u8] = b"a line of some words\n";
 /// A job whose task 0 spins and whose other tasks read their split and say how many
 /// bytes they read.
 fn job(digest: flint_proto::Digest) -> Arc<JobDescriptor> {
-    let config: flint_proto::Conf = [("mode", "loop"), ("only_task", "0"), ("other_mode", "read")]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    Arc::new(JobDescriptor {
-        job: JobId(1),
-        app_id: "a".into(),
-        name: "chaos".into(),
-        component: digest,
-        task_count: 4,
-        config: Arc::new(config),
-        token_services: Vec::new(),
-        memory_limit: None,
-        deadline: Duration::from_secs(60),
-        max_result_size: 1 << 20,
-        combine: false,
-        instance_reuse: 100,
-        shuffle: None,
-    })
+    common::job(digest, 4, &[("mode", "loop"), ("only_task", "0"), ("other_mode", "read")])
 }
 
 fn launch(

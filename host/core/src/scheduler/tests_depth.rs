@@ -8,16 +8,17 @@ use std::time::{Duration, Instant};
 /// A task time well past `SHORT_TASK` and `AHEAD_TASK`: no pipelining.
 const SLOW: Duration = Duration::from_secs(1);
 
+/// A scheduler pipelining `pipeline` deep, with one executor of two slots.
+fn two_slots(pipeline: u32) -> Scheduler {
+    let mut s = Scheduler::new(Policy { pipeline, ..Policy::default() });
+    s.handle(Instant::now(), Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    s
+}
+
 #[test]
 fn short_tasks_are_pipelined_and_long_ones_are_not() {
     let now = Instant::now();
-    let mut s = Scheduler::new(Policy {
-        exclude_after: None,
-        pipeline: 4,
-        max_executor_losses: None,
-        speculation: None,
-    });
-    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    let mut s = two_slots(4);
     let out = s.handle(now, submitted(JobId(1), 20, 4, false));
     assert_eq!(launches(&out).len(), 2, "one per slot until the job's tasks prove short");
     let done = |s: &mut Scheduler, index, elapsed| {
@@ -30,23 +31,11 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
         "short: two slots, four deep, one running"
     );
 
-    let mut s = Scheduler::new(Policy {
-        exclude_after: None,
-        pipeline: 4,
-        max_executor_losses: None,
-        speculation: None,
-    });
-    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    let mut s = two_slots(4);
     s.handle(now, submitted(JobId(1), 20, 4, false));
     assert_eq!(done(&mut s, 0, SLOW).len(), 1, "long: one per slot");
 
-    let mut s = Scheduler::new(Policy {
-        exclude_after: None,
-        pipeline: 4,
-        max_executor_losses: None,
-        speculation: None,
-    });
-    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    let mut s = two_slots(4);
     s.handle(now, submitted(JobId(1), 200, 4, false));
     assert_eq!(
         done(&mut s, 0, Duration::from_micros(20)).len(),
@@ -64,8 +53,7 @@ fn short_tasks_are_pipelined_and_long_ones_are_not() {
 fn tasks_that_read_across_the_network_go_one_ahead_while_they_are_short_of_a_second() {
     let now = Instant::now();
     let placed_after_one_ends = |remote_input, pipeline, elapsed| {
-        let mut s = Scheduler::new(Policy { pipeline, ..Policy::default() });
-        s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+        let mut s = two_slots(pipeline);
         let submitted =
             Input::JobSubmitted { job: JobId(1), tasks: 20, max_failures: 4, speculate: false, remote_input };
         assert_eq!(launches(&s.handle(now, submitted)).len(), 2, "one per slot until a task's time is known");
@@ -83,8 +71,7 @@ fn tasks_that_read_across_the_network_go_one_ahead_while_they_are_short_of_a_sec
 
     // A map/reduce job over the network: its maps read splits and go one ahead, its
     // reducers read the shuffle and get one per slot.
-    let mut s = Scheduler::new(Policy { pipeline: 8, ..Policy::default() });
-    s.handle(now, Input::ExecutorAdded { id: "a".into(), slots: 2 });
+    let mut s = two_slots(8);
     let stages = vec![StagePlan { tasks: 6, parents: vec![] }, StagePlan { tasks: 8, parents: vec![0] }];
     let submitted = Input::StagedJobSubmitted {
         job: JobId(1),

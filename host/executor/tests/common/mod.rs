@@ -2,7 +2,7 @@
 //! driver, on a one-slot executor.
 
 use flint_executor::{DriverSource, ExecutorCore, InputReader};
-use flint_proto::{Digest, JobId, Settings, Token};
+use flint_proto::{Digest, JobDescriptor, JobId, Settings, Token};
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -86,4 +86,24 @@ pub fn one_slot_executor_serving(
         (usize::MAX, u64::MAX),
     );
     (Arc::new(core), digests)
+}
+
+/// Job 1: `tasks` tasks of the component `digest` under `config`, a minute's deadline.
+#[allow(dead_code)] // Not every test binary needs it.
+pub fn job(digest: Digest, tasks: u32, config: &[(&str, &str)]) -> Arc<JobDescriptor> {
+    Arc::new(JobDescriptor {
+        job: JobId(1),
+        app_id: "a".into(),
+        name: "chaos".into(),
+        component: digest,
+        task_count: tasks,
+        config: Arc::new(config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        token_services: Vec::new(),
+        memory_limit: None,
+        deadline: std::time::Duration::from_secs(60),
+        max_result_size: 1 << 20,
+        combine: false,
+        instance_reuse: 100,
+        shuffle: None,
+    })
 }

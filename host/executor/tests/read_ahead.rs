@@ -30,17 +30,17 @@ fn launch(
     job: &Arc<JobDescriptor>,
     index: u32,
     partition: PartitionSpec,
-    reports: &mpsc::UnboundedSender<StatusUpdate>,
+    reports: &mpsc::Sender<StatusUpdate>,
 ) -> Attempt {
     let attempt = Attempt { job: job.job, index, number: 0 };
     let reports = reports.clone();
     core.launch(TaskLaunch { attempt, job: job.clone(), partition }, move |u| {
-        let _ = reports.send(u);
+        reports.try_send(u).expect("room for every report");
     });
     attempt
 }
 
-async fn report(rx: &mut mpsc::UnboundedReceiver<StatusUpdate>) -> StatusUpdate {
+async fn report(rx: &mut mpsc::Receiver<StatusUpdate>) -> StatusUpdate {
     tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.unwrap().unwrap()
 }
 
@@ -68,7 +68,8 @@ async fn the_split_next_in_line_has_its_first_read_made_while_the_slot_is_busy_a
     let job = job(digests["chaos"]);
     let split =
         |start, end| PartitionSpec::Split { source: Source::Driver("/in.txt".into()), start, end, size };
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Room for the four reports the test waits for.
+    let (tx, mut rx) = mpsc::channel(4);
 
     // Warm: the component compiled and an instance kept, so the spinner starts at once.
     launch(&core, &job, 3, split(0, 100), &tx);

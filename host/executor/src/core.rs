@@ -274,8 +274,9 @@ impl ExecutorCore {
             if !source.reads_ahead() {
                 return None;
             }
-            // The read's own bound; the task's deadline runs from its start.
-            let deadline = Instant::now() + launch.job.deadline;
+            // The read's own bound; the task's deadline runs from its start. Called off
+            // the slot threads, it must not panic on a deadline past the clock's range.
+            let deadline = Instant::now().checked_add(launch.job.deadline)?;
             let at = SplitAt { job: &launch.job, source, start: *start, end: *end, size: *size, deadline };
             let tokens = tokens.get_or_insert_with(|| self.tokens());
             self.inputs.begin_first_read(&self.source, tokens, at)

@@ -115,3 +115,20 @@ async fn the_split_next_in_line_has_its_first_read_made_while_the_slot_is_busy_a
     assert_eq!(second.iter().map(|(_, len)| len).sum::<u64>(), size - (half - 1), "{second:?}");
     assert_eq!(core.running(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deadline_past_the_clocks_range_fails_its_task_not_the_executor() {
+    let text = LINE.repeat(100);
+    let size = text.len() as u64;
+    let served = Arc::new(Served { text: text.clone(), reads: Mutex::new(Vec::new()) });
+    let (core, digests) = common::one_slot_executor_serving(&["chaos"], false, Some(served));
+    let split = PartitionSpec::Split { source: Source::Driver("/in.txt".into()), start: 0, end: size, size };
+    let endless = Arc::new(JobDescriptor { deadline: Duration::MAX, ..(*job(digests["chaos"])).clone() });
+    let (tx, mut rx) = mpsc::channel(4);
+    launch(&core, &endless, 1, split.clone(), &tx);
+    let update = report(&mut rx).await;
+    assert!(matches!(update.state, TaskState::Failed(_)), "{:?}", update.state);
+    // The executor goes on: the same split under a sane deadline is read whole.
+    launch(&core, &job(digests["chaos"]), 1, split, &tx);
+    assert_eq!(read_by(&report(&mut rx).await), size);
+}

@@ -96,7 +96,10 @@ impl SlotQueue {
         });
         for queued in waiting.take(ahead) {
             if queued.first.is_none() && !queued.kill.is_killed() {
-                queued.first = begin(&queued.launch);
+                // Under the queue's lock: a panic here would poison it for every slot.
+                // A read that cannot begin is made by the task itself, which fails alone.
+                let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| begin(&queued.launch)));
+                queued.first = begun.ok().flatten();
             }
         }
     }

@@ -232,7 +232,8 @@ fn within_split(pos: u64, end: u64, size: u64, previous: u64) -> u64 {
 /// object store), fetching the read after each one on a blocking thread while the
 /// task works on this one: the read [`SplitLines`] asks for next (twice this one, up to
 /// [`BLOCK`]), as long as its split goes on. The next read's wait is hidden behind the
-/// task's compute, for one more block held at most. A read that was not foreseen (a long last line) is made as it is asked.
+/// task's compute, for one more block held at most. A read that was not foreseen (a
+/// long last line) is made as it is asked.
 pub struct ReadAhead {
     read: std::sync::Arc<dyn Fn(u64, u64) -> Result<Vec<u8>, InputError> + Send + Sync>,
     handle: tokio::runtime::Handle,
@@ -306,8 +307,8 @@ impl ReadAhead {
         self
     }
 
-    /// The `len` bytes at `offset` (the block fetched ahead, when it is that one), and
-    /// the next block's fetch begun.
+    /// The `len` bytes at `offset` (the read begun ahead, when it is that one), and the
+    /// next read begun.
     pub fn read(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, InputError> {
         let early = std::mem::take(&mut self.early);
         let data = match self.next.take() {

@@ -1,6 +1,7 @@
 //! The scheduler's memory per task: a record only where something is happening or
 //! went wrong, whatever the job's size.
 
+use super::tests::submitted;
 use super::*;
 use std::time::{Duration, Instant};
 
@@ -30,16 +31,7 @@ fn fleet(slots: &[(&str, u32)]) -> (Scheduler, Instant) {
 fn a_job_of_ten_million_tasks_keeps_records_only_for_what_runs_or_went_wrong() {
     let (mut s, now) = fleet(&[("a", 4), ("b", 4)]);
     let job = JobId(1);
-    let out = s.handle(
-        now,
-        Input::JobSubmitted {
-            job,
-            tasks: 10_000_000,
-            max_failures: 4,
-            speculate: false,
-            remote_input: false,
-        },
-    );
+    let out = s.handle(now, submitted(job, 10_000_000, 4, false));
     let mut running = launched(&out);
     assert_eq!(running.len(), 8);
     let mut succeeded = 0u32;
@@ -68,10 +60,7 @@ fn outputs_held_combined_cost_no_record_and_a_lost_holder_s_run_again_with_new_n
     let (mut s, now) = fleet(&[("a", 2), ("b", 2)]);
     let job = JobId(1);
     let tasks = 200_000;
-    let mut running = launched(&s.handle(
-        now,
-        Input::JobSubmitted { job, tasks, max_failures: 1, speculate: false, remote_input: false },
-    ));
+    let mut running = launched(&s.handle(now, submitted(job, tasks, 1, false)));
     let mut on_a = Vec::new();
     while let Some((executor, attempt)) = running.pop() {
         if executor == "a" {

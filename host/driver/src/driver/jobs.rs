@@ -169,6 +169,8 @@ impl EventLoop {
                 _ => None,
             })
             .collect();
+        // Its tasks may go one ahead, their first reads begun while they wait.
+        let remote_input = job.plan.sources().any(Source::reads_ahead);
         if !from_driver.is_empty() {
             // The job's data token reaches every executor before any of its launches.
             self.shared.data.register(id, from_driver);
@@ -215,7 +217,6 @@ impl EventLoop {
         );
         let max_failures = job.settings.task_max_failures;
         let (period, shuffle, speculate) = (job.every, job.shuffle, job.speculate);
-        let remote_input = self.jobs[&id].plan.sources().any(Source::reads_ahead);
         let submitted = CoreEvent::JobSubmitted {
             job: id,
             tasks,

@@ -2777,6 +2777,7 @@ fn a_job_runs_while_its_file_arrives_and_one_that_stops_fails_it_by_name() {
             Duration::from_secs(30),
             None,
             flint_net::WhenRefused::GiveUp,
+            flint_net::Traffic::Bulk,
         )
         .await
         .unwrap();

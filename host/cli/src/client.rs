@@ -7,7 +7,7 @@ use crate::report;
 use crate::run::fail_chain;
 use clap::Args;
 use flint_client::{Client, Input, JobEvent};
-use flint_net::{DriverUrl, Identity, Secret};
+use flint_net::{DriverUrl, Identity, Secret, Traffic};
 use flint_proto::wire::CancelReply;
 use flint_proto::{ClusterStatus, JobId};
 use std::io::IsTerminal;
@@ -117,7 +117,8 @@ fn ask_driver<T>(
     let (url, secret, identity) = session(args).map_err(|e| fail(exit::USAGE, e))?;
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
-        let client = Client::connect_as(&url, &secret, identity.as_ref())
+        // One question and its answer.
+        let client = Client::connect_as(&url, &secret, identity.as_ref(), Traffic::Requests)
             .await
             .map_err(|e| fail(connect_code(&e), e))?;
         let answer = ask(&client).await;
@@ -161,7 +162,10 @@ pub fn submit(args: SubmitArgs) -> u8 {
     }
     let tokio = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     tokio.block_on(async move {
-        let client = match Client::connect_as(&url, &secret, identity.as_ref()).await {
+        // A job's files are bulk; a job and its report are not.
+        let sends_files = inputs.iter().any(|i| matches!(i, Input::File(_)));
+        let traffic = if sends_files { Traffic::Bulk } else { Traffic::Requests };
+        let client = match Client::connect_as(&url, &secret, identity.as_ref(), traffic).await {
             Ok(c) => c,
             Err(e) => return fail(connect_code(&e), e),
         };

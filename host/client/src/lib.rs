@@ -15,8 +15,8 @@
 //! ```
 
 use flint_net::{
-    ConnectError, DriverUrl, FrameError, Identity, Secret, WhenRefused, connect_as, hello, read_frame,
-    read_payload_exact, write_frame, write_payload, write_payload_from_file,
+    ConnectError, DriverUrl, FrameError, Identity, Secret, Traffic, WhenRefused, connect_as, hello,
+    read_frame, read_payload_exact, write_frame, write_payload, write_payload_from_file,
 };
 use flint_proto::wire::{
     CancelReply, HelloReply, Rejection, Request, Role, Submission, SubmitInput, SubmitReply,
@@ -121,22 +121,25 @@ impl Client {
     }
 
     /// Connects (retrying for a few seconds while the driver starts) and proves the
-    /// application secret.
+    /// application secret: a session for any traffic, files included ([`Traffic::Bulk`]).
     pub async fn connect(url: &DriverUrl, secret: &Secret) -> Result<Client, ClientError> {
-        Client::connect_as(url, secret, None).await
+        Client::connect_as(url, secret, None, Traffic::Bulk).await
     }
 
     /// [`Client::connect`], showing `identity` to a driver that asks for a client
-    /// certificate (mutual TLS).
+    /// certificate (mutual TLS), for a session that carries `traffic`: a one-off
+    /// question is answered sooner over [`Traffic::Requests`].
     pub async fn connect_as(
         url: &DriverUrl,
         secret: &Secret,
         identity: Option<&Identity>,
+        traffic: Traffic,
     ) -> Result<Client, ClientError> {
         let idle = flint_proto::Settings::default().network_idle_timeout;
         let (endpoint, connection) =
-            connect_as(url, Duration::from_secs(10), idle, identity, WhenRefused::GiveUp).await.map_err(
-                |e| match e {
+            connect_as(url, Duration::from_secs(10), idle, identity, WhenRefused::GiveUp, traffic)
+                .await
+                .map_err(|e| match e {
                     ConnectError::FingerprintMismatch { .. } => {
                         ClientError::FingerprintMismatch(e.to_string())
                     }
@@ -146,8 +149,7 @@ impl Client {
                     ConnectError::Refused { .. } => {
                         ClientError::Unreachable { url: url.to_string(), reason: e.to_string() }
                     }
-                },
-            )?;
+                })?;
         match hello(&connection, secret, Role::Client, "", None, None).await?.0 {
             HelloReply::Welcome { .. } => Ok(Client { connection, _endpoint: endpoint }),
             HelloReply::Rejected(r) => Err(ClientError::Rejected(r)),

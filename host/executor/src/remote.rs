@@ -10,8 +10,8 @@ use crate::shuffle::files::{ShuffleFiles, local_dirs};
 use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
-    ConnectError, DriverUrl, FrameError, Identity, Secret, WhenRefused, connect_as, hello, read_frame,
-    read_payload, read_payload_into, server_endpoint, write_frame, write_payload,
+    ConnectError, DriverUrl, FrameError, Identity, Secret, Traffic, WhenRefused, connect_as, hello,
+    read_frame, read_payload, read_payload_into, server_endpoint, write_frame, write_payload,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
@@ -148,6 +148,7 @@ pub async fn run_executor(
             local.network_idle_timeout,
             options.identity.as_deref(),
             WhenRefused::Retry,
+            Traffic::Bulk,
         )
         .await
         .map_err(|e| match e {

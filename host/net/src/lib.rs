@@ -7,6 +7,7 @@ mod auth;
 mod frame;
 mod session;
 mod tls;
+mod udp;
 mod url;
 
 pub mod gate;
@@ -18,7 +19,8 @@ pub use frame::{
 };
 pub use session::{ConnectError, WhenRefused, connect, connect_as, hello};
 pub use tls::{
-    Identity, IdentityError, client_endpoint, load_certs, open_up, pinned_client_config, server_endpoint,
+    Identity, IdentityError, Traffic, client_endpoint, load_certs, open_up, pinned_client_config,
+    server_endpoint,
 };
 pub use url::{DriverUrl, UrlError};
 

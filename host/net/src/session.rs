@@ -1,6 +1,6 @@
 //! Opening a session with the driver: connect (with backoff) and say hello.
 
-use crate::tls::pinned_endpoint;
+use crate::tls::{Traffic, pinned_endpoint};
 use crate::{DriverUrl, FrameError, Identity, Secret, proof, read_frame, write_frame};
 use flint_proto::ExecutorId;
 use flint_proto::wire::{Hello, HelloReply, PROTOCOL_VERSION, Role};
@@ -36,23 +36,25 @@ pub enum WhenRefused {
 /// Connects to the driver, retrying with exponential backoff and jitter for at most
 /// `within`: a pod often starts before its driver's address resolves or its port
 /// listens. Every address the name resolves to is tried, IPv6 and IPv4, each from an
-/// endpoint of its own family. A certificate mismatch ends the attempts at once.
+/// endpoint of its own family. A certificate mismatch ends the attempts at once. The
+/// connection is for [`Traffic::Bulk`].
 pub async fn connect(
     url: &DriverUrl,
     within: Duration,
     idle_timeout: Duration,
 ) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
-    connect_as(url, within, idle_timeout, None, WhenRefused::Retry).await
+    connect_as(url, within, idle_timeout, None, WhenRefused::Retry, Traffic::Bulk).await
 }
 
 /// [`connect`], showing `identity` to a driver that asks for a client certificate
-/// (mutual TLS).
+/// (mutual TLS), for a connection that will carry `traffic`.
 pub async fn connect_as(
     url: &DriverUrl,
     within: Duration,
     idle_timeout: Duration,
     identity: Option<&Identity>,
     when_refused: WhenRefused,
+    traffic: Traffic,
 ) -> Result<(quinn::Endpoint, quinn::Connection), ConnectError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(50);
@@ -70,10 +72,11 @@ pub async fn connect_as(
                         None => {
                             let bind: SocketAddr =
                                 if v6 { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("an address");
-                            let (e, m) = pinned_endpoint(url.fingerprint, idle_timeout, bind, identity)
-                                .map_err(|e| {
-                                    ConnectError::Unreachable(format!("cannot open a QUIC endpoint: {e}"))
-                                })?;
+                            let (e, m) =
+                                pinned_endpoint(url.fingerprint, idle_timeout, bind, identity, traffic)
+                                    .map_err(|e| {
+                                        ConnectError::Unreachable(format!("cannot open a QUIC endpoint: {e}"))
+                                    })?;
                             endpoints.push((v6, e.clone(), m.clone()));
                             (e, m)
                         }

@@ -2,6 +2,7 @@
 //! certificate whose fingerprint they pinned.
 
 use crate::ALPN;
+use crate::udp::MAX_DATAGRAM;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
@@ -120,70 +121,55 @@ const OPEN_UNI_STREAMS: u32 = 16;
 /// driver, all streams together (a hello is at most 4 KiB).
 pub const UNPROVEN_WINDOW: u32 = 64 << 10;
 
-fn transport(idle_timeout: Duration) -> quinn::TransportConfig {
+fn transport(idle_timeout: Duration, traffic: Traffic) -> quinn::TransportConfig {
     let mut t = quinn::TransportConfig::default();
     t.max_idle_timeout(Some(idle_timeout.try_into().expect("idle timeout in range")));
     // Three keep-alives fit in the idle timeout: one lost packet is not a lost peer.
     t.keep_alive_interval(Some(idle_timeout / 3));
     t.max_concurrent_bidi_streams(OPEN_STREAMS.into());
     t.max_concurrent_uni_streams(OPEN_UNI_STREAMS.into());
+    if traffic == Traffic::Bulk {
+        let mut mtu = quinn::MtuDiscoveryConfig::default();
+        mtu.upper_bound(MAX_DATAGRAM);
+        t.mtu_discovery_config(Some(mtu));
+    }
     t
 }
 
-/// What each endpoint asks the kernel for as its UDP socket's receive and send buffers.
-/// Linux's default (208 KiB) overflows in bursts once a connection runs at loopback or
-/// LAN speed, and QUIC takes each burst of drops as congestion: on this machine raw
-/// QUIC moved 540–660 MiB/s with the default and 610–970 MiB/s with this. The kernel
-/// grants at most `net.core.rmem_max` / `wmem_max` (see the README's "Running a cluster").
-pub const SOCKET_BUFFER: usize = 4 << 20;
-
-/// A UDP socket on `bind` for a QUIC endpoint: buffers of [`SOCKET_BUFFER`] where the
-/// kernel allows, and dual-stack when bound to IPv6 (as quinn's client constructor makes it).
-fn udp_socket(bind: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let socket = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(Protocol::UDP))?;
-    if bind.is_ipv6()
-        && let Err(e) = socket.set_only_v6(false)
-    {
-        tracing::debug!(%e, "UDP socket stays IPv6-only");
-    }
-    // Best effort: a kernel that grants less (or refuses) still carries QUIC, slower.
-    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
-    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
-    // Linux reports twice what it grants (its own bookkeeping included).
-    let reported = socket.recv_buffer_size().unwrap_or(0).min(socket.send_buffer_size().unwrap_or(0));
-    let granted = if cfg!(target_os = "linux") { reported / 2 } else { reported };
-    static SAID: std::sync::Once = std::sync::Once::new();
-    if granted < SOCKET_BUFFER {
-        SAID.call_once(|| {
-            tracing::info!(
-                granted,
-                wanted = SOCKET_BUFFER,
-                "the kernel granted smaller UDP buffers than asked: bulk transfers will be slower \
-                 (raise net.core.rmem_max and net.core.wmem_max)"
-            )
-        });
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&bind.into())?;
-    Ok(socket.into())
+/// What a connection mostly carries, which decides how large its datagrams grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Traffic {
+    /// Bytes in bulk (inputs, blocks, a job's files) over a connection that lasts:
+    /// datagrams as large as the path carries, both ways ([`MAX_DATAGRAM`]). Finding
+    /// that size takes some ten probes each way, once, each up to 64 KiB that the
+    /// receiver reads as one-byte padding frames: about 10 ms on loopback here.
+    Bulk,
+    /// Requests and answers of a few packets (`flint status`, a job without files):
+    /// Ethernet's datagrams both ways, so that the search's 10 ms do not double a
+    /// command that takes as long.
+    Requests,
 }
 
-/// An endpoint on `bind` serving `server` (the driver) or only connecting out (peers).
-fn endpoint(bind: SocketAddr, server: Option<quinn::ServerConfig>) -> std::io::Result<quinn::Endpoint> {
-    quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        server,
-        udp_socket(bind)?,
-        Arc::new(quinn::TokioRuntime),
-    )
+/// An endpoint on `bind` serving `server` (the driver) or only connecting out (peers),
+/// accepting the datagrams `traffic` wants from its peers.
+fn endpoint(
+    bind: SocketAddr,
+    server: Option<quinn::ServerConfig>,
+    traffic: Traffic,
+) -> std::io::Result<quinn::Endpoint> {
+    let mut config = quinn::EndpointConfig::default();
+    if traffic == Traffic::Bulk {
+        config.max_udp_payload_size(MAX_DATAGRAM).expect("a UDP payload size within bounds");
+    }
+    let socket = crate::udp::socket(bind)?;
+    quinn::Endpoint::new_with_abstract_socket(config, server, socket, Arc::new(quinn::TokioRuntime))
 }
 
 /// The driver's side: until a peer's hello is accepted it may open its hello stream
 /// and nothing else, with [`UNPROVEN_WINDOW`] bytes in flight (quinn's default would let
 /// it open 1,024 streams of 1.25 MB each). [`open_up`] gives a welcome peer the rest.
 fn unproven_transport(idle_timeout: Duration) -> quinn::TransportConfig {
-    let mut t = transport(idle_timeout);
+    let mut t = transport(idle_timeout, Traffic::Bulk);
     t.max_concurrent_bidi_streams(1u32.into());
     t.max_concurrent_uni_streams(0u32.into());
     t.receive_window(UNPROVEN_WINDOW.into());
@@ -248,7 +234,7 @@ pub fn server_endpoint(
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(unproven_transport(idle_timeout)));
-    endpoint(bind, Some(config))
+    endpoint(bind, Some(config), Traffic::Bulk)
 }
 
 /// What a peer's TLS stack says when the driver shows another certificate (for logs:
@@ -257,14 +243,14 @@ const MISMATCH: &str = "the driver's certificate does not match the pinned finge
 
 /// A peer's endpoint, bound on `bind` (the unspecified address of the driver's family),
 /// that trusts only the driver certificate with `fingerprint`, and shows `identity`
-/// (for a driver that asks for mutual TLS).
+/// (for a driver that asks for mutual TLS), for [`Traffic::Bulk`].
 pub fn client_endpoint(
     fingerprint: [u8; 32],
     idle_timeout: Duration,
     bind: SocketAddr,
     identity: Option<&Identity>,
 ) -> std::io::Result<quinn::Endpoint> {
-    pinned_endpoint(fingerprint, idle_timeout, bind, identity).map(|(endpoint, _)| endpoint)
+    pinned_endpoint(fingerprint, idle_timeout, bind, identity, Traffic::Bulk).map(|(endpoint, _)| endpoint)
 }
 
 /// [`client_endpoint`], with the flag its verifier raises when a driver shows another
@@ -274,22 +260,24 @@ pub(crate) fn pinned_endpoint(
     idle_timeout: Duration,
     bind: SocketAddr,
     identity: Option<&Identity>,
+    traffic: Traffic,
 ) -> std::io::Result<(quinn::Endpoint, Arc<AtomicBool>)> {
     let mismatch = Arc::new(AtomicBool::new(false));
-    let config = pinned_config(fingerprint, idle_timeout, identity, mismatch.clone())?;
-    let mut endpoint = endpoint(bind, None)?;
+    let config = pinned_config(fingerprint, idle_timeout, identity, mismatch.clone(), traffic)?;
+    let mut endpoint = endpoint(bind, None, traffic)?;
     endpoint.set_default_client_config(config);
     Ok((endpoint, mismatch))
 }
 
 /// A client configuration that trusts only the certificate with `fingerprint`: for a
 /// connection to one peer from an endpoint that reaches several (executors reading
-/// each other's map outputs, each pinning the certificate the driver named).
+/// each other's map outputs, each pinning the certificate the driver named), for
+/// [`Traffic::Bulk`].
 pub fn pinned_client_config(
     fingerprint: [u8; 32],
     idle_timeout: Duration,
 ) -> std::io::Result<quinn::ClientConfig> {
-    pinned_config(fingerprint, idle_timeout, None, Arc::new(AtomicBool::new(false)))
+    pinned_config(fingerprint, idle_timeout, None, Arc::new(AtomicBool::new(false)), Traffic::Bulk)
 }
 
 fn pinned_config(
@@ -297,6 +285,7 @@ fn pinned_config(
     idle_timeout: Duration,
     identity: Option<&Identity>,
     mismatch: Arc<AtomicBool>,
+    traffic: Traffic,
 ) -> std::io::Result<quinn::ClientConfig> {
     let provider = provider();
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -317,7 +306,7 @@ fn pinned_config(
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(std::io::Error::other)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(transport(idle_timeout)));
+    config.transport_config(Arc::new(transport(idle_timeout, traffic)));
     Ok(config)
 }
 
@@ -375,28 +364,5 @@ impl ServerCertVerifier for Pinned {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.provider.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// What the kernel allows a socket (Linux reports twice what was set, its own
-    /// bookkeeping included), read where an operator would look.
-    fn allowed(sysctl: &str) -> usize {
-        let limit: usize =
-            std::fs::read_to_string(format!("/proc/sys/net/core/{sysctl}")).unwrap().trim().parse().unwrap();
-        2 * limit.min(SOCKET_BUFFER)
-    }
-
-    #[test]
-    fn endpoint_sockets_get_the_buffers_the_kernel_allows() {
-        for bind in ["127.0.0.1:0", "[::1]:0"] {
-            let socket = udp_socket(bind.parse().unwrap()).unwrap();
-            let socket = socket2::SockRef::from(&socket);
-            assert_eq!(socket.recv_buffer_size().unwrap(), allowed("rmem_max"), "{bind}");
-            assert_eq!(socket.send_buffer_size().unwrap(), allowed("wmem_max"), "{bind}");
-        }
     }
 }

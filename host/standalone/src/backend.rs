@@ -5,7 +5,7 @@
 //! asks again for what was not placed (what runs is re-stated by the workers).
 
 use flint_driver::backend::{ExecutorBackend, Reporter};
-use flint_net::{DriverUrl, Secret, WhenRefused, connect_as, hello, read_frame, write_frame};
+use flint_net::{DriverUrl, Secret, Traffic, WhenRefused, connect_as, hello, read_frame, write_frame};
 use flint_proto::standalone::{AppMessage, ToApp};
 use flint_proto::wire::{HelloReply, Rejection, Role};
 use flint_proto::{AppId, ExecutorId};
@@ -82,9 +82,10 @@ async fn register(
     within: Duration,
     when_refused: WhenRefused,
 ) -> Result<Session, StandaloneError> {
-    let (endpoint, connection) = connect_as(&o.master, within, o.idle_timeout, None, when_refused)
-        .await
-        .map_err(|e| StandaloneError::Connect(e.to_string()))?;
+    let (endpoint, connection) =
+        connect_as(&o.master, within, o.idle_timeout, None, when_refused, Traffic::Requests)
+            .await
+            .map_err(|e| StandaloneError::Connect(e.to_string()))?;
     let lost = |e: flint_net::FrameError| StandaloneError::Connect(e.to_string());
     let (reply, mut send, mut recv) =
         hello(&connection, &o.cluster_secret, Role::Application, o.app.as_str(), None, None)

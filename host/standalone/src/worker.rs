@@ -8,7 +8,7 @@
 //! (`--cleanup`, on by default).
 
 use flint_driver::backend::{ExecutorBackend, LocalBackend, LocalBackendConfig, Reporter};
-use flint_net::{DriverUrl, Secret, WhenRefused, connect_as, hello, read_frame, write_frame};
+use flint_net::{DriverUrl, Secret, Traffic, WhenRefused, connect_as, hello, read_frame, write_frame};
 use flint_proto::standalone::{LaunchExecutor, RunningExecutor, ToWorker, WorkerMessage, check_name};
 use flint_proto::wire::{HelloReply, Rejection, Role};
 use flint_proto::{AppId, ExecutorId, WorkerId};
@@ -117,7 +117,7 @@ impl Worker {
         let within = if first { Duration::from_secs(60) } else { Duration::from_secs(3600) };
         let when_refused = if first { WhenRefused::GiveUp } else { WhenRefused::Retry };
         let (_endpoint, connection) =
-            connect_as(&o.master, within, o.idle_timeout, None, when_refused).await?;
+            connect_as(&o.master, within, o.idle_timeout, None, when_refused, Traffic::Requests).await?;
         let lost = |e: flint_net::FrameError| {
             WorkerError::Connect(flint_net::ConnectError::Unreachable(e.to_string()))
         };

@@ -106,6 +106,12 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The median of figures such as rates.
+fn median_f64(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
 /// Median time of a fresh store + instantiate + call of the no-op component.
 fn instantiate_median(rt: &Runtime, bytes: &[u8], rounds: usize) -> Duration {
     let noop = rt.load(bytes).unwrap();
@@ -604,11 +610,7 @@ fn cluster_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let noop = noop.to_str().unwrap();
     let _warm =
         noop_job_tasks_per_second(&["submit", "--driver-url", &url, noop, "--partitions", "20000", "--json"]);
-    let median_rate = |args: &[&str]| {
-        let mut rates: Vec<f64> = (0..3).map(|_| noop_job_tasks_per_second(args)).collect();
-        rates.sort_by(f64::total_cmp);
-        rates[1]
-    };
+    let median_rate = |args: &[&str]| median_f64((0..3).map(|_| noop_job_tasks_per_second(args)).collect());
     let cluster = median_rate(&["submit", "--driver-url", &url, noop, "--partitions", "20000", "--json"]);
     let embedded = median_rate(&["run", noop, "--partitions", "20000", "--cores", "2", "--json"]);
     // The same job with a fresh instance for every task, as before instances were reused.
@@ -1103,9 +1105,7 @@ fn core_heartbeat_cost(executors: u32, beats: u32) -> f64 {
 fn control_core_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let rate = |executors| {
         let _warm = core_launch_rate(executors, 8, 20_000);
-        let mut rates: Vec<f64> = (0..3).map(|_| core_launch_rate(executors, 8, 500_000)).collect();
-        rates.sort_by(f64::total_cmp);
-        rates[1]
+        median_f64((0..3).map(|_| core_launch_rate(executors, 8, 500_000)).collect())
     };
     let (small, large, largest) = (rate(10), rate(1000), rate(10_000));
     println!(
@@ -1118,11 +1118,7 @@ fn control_core_figures(results: &mut serde_json::Map<String, serde_json::Value>
         json!({ "value": large, "target": 200000.0, "reference_10_executors": small, "ratio_to_reference": large / small,
                 "executors_10000": largest, "ratio_10000_to_reference": largest / small }),
     );
-    let beat = |executors| {
-        let mut costs: Vec<f64> = (0..3).map(|_| core_heartbeat_cost(executors, 2_000_000)).collect();
-        costs.sort_by(f64::total_cmp);
-        costs[1]
-    };
+    let beat = |executors| median_f64((0..3).map(|_| core_heartbeat_cost(executors, 2_000_000)).collect());
     let (thousand, ten_thousand) = (beat(1000), beat(10_000));
     println!(
         "control core alone, 2,000,000 heartbeats with their timeouts: {ten_thousand:.0} ns each with 10,000 executors, {thousand:.0} ns with 1,000; ratio {:.2}× (target ≤ 1.5: flat per executor)",
@@ -1803,11 +1799,8 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let mib = SIZE as f64 / f64::from(1 << 20);
     let path = corpus(SIZE);
     let input = path.to_str().unwrap();
-    let quinn_median = |streams| {
-        let mut rates: Vec<f64> = (0..3).map(|_| quinn_mib_per_s(SIZE as usize, streams)).collect();
-        rates.sort_by(f64::total_cmp);
-        rates[1]
-    };
+    let quinn_median =
+        |streams| median_f64((0..3).map(|_| quinn_mib_per_s(SIZE as usize, streams)).collect());
     let (quinn1, quinn4) = (quinn_median(1), quinn_median(4));
     println!(
         "raw QUIC on loopback (flint_net's TLS and transport): one stream {quinn1:.0} MiB/s, four streams {quinn4:.0} MiB/s"
@@ -1862,13 +1855,18 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let uploads_before = transfer("upload");
     let read_uploaded = read_all(input);
     let (upload_bytes, upload_seconds) = delta(uploads_before, transfer("upload"));
-    let upload = upload_bytes / f64::from(1 << 20) / upload_seconds;
+    let upload_while_read = upload_bytes / f64::from(1 << 20) / upload_seconds;
+    let upload = upload_alone(input, SIZE);
     println!(
-        "256 MiB read by a job that does nothing else, whole flint submit: read by the executor from its disk {:.0} MiB/s; served by the driver (flint://) {:.0} MiB/s ({:.2}× raw QUIC); sent by the client with the job {:.0} MiB/s, of which the upload alone (as the driver received it, while the job ran) {upload:.0} MiB/s ({:.2}× raw QUIC) (targets ≥ 0.5×)",
+        "256 MiB read by a job that does nothing else, whole flint submit: read by the executor from its disk {:.0} MiB/s; served by the driver (flint://) {:.0} MiB/s ({:.2}× raw QUIC); sent by the client with the job {:.0} MiB/s, the upload as the driver received it while the job read it {upload_while_read:.0} MiB/s ({:.2}× raw QUIC)",
         mib / read_local.as_secs_f64(),
         mib / read_served.as_secs_f64(),
         mib / read_served.as_secs_f64() / quinn,
         mib / read_uploaded.as_secs_f64(),
+        upload_while_read / quinn,
+    );
+    println!(
+        "the same upload with nothing else running (client to driver, written to the driver's disk): {upload:.0} MiB/s ({:.2}× raw QUIC) (targets ≥ 0.5× for serving and upload)",
         upload / quinn,
     );
 
@@ -1943,7 +1941,7 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
         json!({
             "quinn_mib_per_s": { "one_stream": quinn1, "four_streams": quinn4 },
             "read_corpus_mib_per_s": { "file": mib / read_local.as_secs_f64(), "flint": mib / read_served.as_secs_f64(),
-                "uploaded": mib / read_uploaded.as_secs_f64(), "upload_alone": upload },
+                "uploaded": mib / read_uploaded.as_secs_f64(), "upload_alone": upload, "upload_while_read": upload_while_read },
             "block_fetch_mib_per_s": block, "big_result_submit_s": big.as_secs_f64(),
             "ratio_to_quinn": { "flint": mib / read_served.as_secs_f64() / quinn, "upload": upload / quinn, "block_fetch": block / quinn, "target": 0.5 },
             "word_count_ratio_to_native": times.iter().map(|(n, t)| (n.to_string(), json!(native.as_secs_f64() / t.as_secs_f64()))).collect::<serde_json::Map<_, _>>(),
@@ -1951,6 +1949,41 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
             "version_ms": version.as_secs_f64() * 1e3,
         }),
     );
+}
+
+/// A job's file of `size` bytes at `path` as a driver receives it with nothing else
+/// running, in MiB/s, the median of three: the driver has no executor, so the job's
+/// tasks wait while its file arrives, and the submission is stopped once it has.
+fn upload_alone(path: &str, size: u64) -> f64 {
+    let ui = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let (_driver, url, _dir) = start_driver(std::process::Stdio::null(), &["--ui-port", &ui]);
+    let chaos = root().join("target/wasm32-wasip2/release/chaos.wasm");
+    let rates = (0..3)
+        .map(|_| {
+            let before = transfer_figures(&ui, "upload");
+            let submit = Child(
+                flint()
+                    .args(["submit", "--driver-url", &url, chaos.to_str().unwrap(), "--input", path])
+                    .args(["--partitions", "32", "--conf", "mode=read"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            let started = Instant::now();
+            let (bytes, seconds) = loop {
+                let (bytes, seconds) = delta(before, transfer_figures(&ui, "upload"));
+                if bytes >= size as f64 {
+                    break (bytes, seconds);
+                }
+                assert!(started.elapsed() < Duration::from_secs(60), "the upload arrives");
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            drop(submit);
+            bytes / f64::from(1 << 20) / seconds
+        })
+        .collect();
+    median_f64(rates)
 }
 
 /// The driver's `flint_transfer_bytes_total` and `flint_transfer_seconds_total` for

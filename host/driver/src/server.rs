@@ -13,7 +13,7 @@ use flint_net::gate::{Gate, Pass, hear_hello};
 use flint_net::limited::Limited;
 use flint_net::{
     FrameError, Secret, read_frame, read_payload, read_payload_exact, read_piece, verify_proof, write_frame,
-    write_payload, write_payload_from_file,
+    write_payload_bytes, write_payload_from_file,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Launch,
@@ -465,7 +465,7 @@ async fn serve_request(driver: Driver, role: Role, mut send: quinn::SendStream, 
         }
         match request {
             Request::FetchComponent(digest) => match driver.component(&digest) {
-                Some(bytes) => write_payload(&mut send, &bytes).await?,
+                Some(bytes) => write_payload_bytes(&mut send, flint_net::shared_bytes(bytes)).await?,
                 None => return Err(PeerError::Protocol(format!("no component {digest}"))),
             },
             Request::Status => {
@@ -578,7 +578,7 @@ async fn submit(
                         return Err(PeerError::Protocol("result too large to send".into()));
                     }
                     write_frame(send, &SubmitReply::Result { size: result.len() as u64 }).await?;
-                    write_payload(send, &result).await?;
+                    write_payload_bytes(send, result).await?;
                 }
                 return Ok(write_frame(send, &SubmitReply::Done(report)).await?);
             }

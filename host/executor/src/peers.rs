@@ -10,7 +10,7 @@ use crate::shuffle::read::{FetchError, ShuffleFetch, Slice};
 use crate::shuffle::tasks::Refusal;
 use flint_net::gate::{Gate, Pass, hear_hello};
 use flint_net::limited::Limited;
-use flint_net::{Secret, read_frame, read_payload_exact, write_frame, write_payload};
+use flint_net::{Secret, read_frame, read_payload_exact, write_frame, write_payload_bytes};
 use flint_proto::wire::{
     MAX_HELLO, OutputReply, OutputRequest, PROTOCOL_VERSION, PeerHello, PeerHelloReply, PeerRequest,
     Rejection, SliceHeader, SliceRefusal, SliceReply, SliceRequest,
@@ -221,7 +221,7 @@ async fn answer_slices(
                 };
                 let header = SliceHeader { map: slice.map, crc: slice.crc, len: slice.bytes.len() as u64 };
                 write_frame(send, &header).await?;
-                write_payload(send, &slice.bytes).await?;
+                write_payload_bytes(send, slice.bytes).await?;
             }
         }
     }

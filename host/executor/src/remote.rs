@@ -11,7 +11,7 @@ use crate::source::{DriverSource, SourceError};
 use flint_data::InputError;
 use flint_net::{
     ConnectError, DriverUrl, FrameError, Identity, Secret, Traffic, WhenRefused, connect_as, hello,
-    read_frame, read_payload, read_payload_into, server_endpoint, write_frame, write_payload,
+    read_frame, read_payload, read_payload_into, server_endpoint, write_frame, write_payload_bytes,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DataToken, DriverMessage, ExecutorMessage, Heartbeat, HelloReply, InputReply,
@@ -565,7 +565,7 @@ async fn serve_blocks(core: Arc<ExecutorCore>, connection: quinn::Connection) {
                     match block {
                         Some(bytes) => {
                             write_frame(&mut send, &BlockReply::Found { size: bytes.len() as u64 }).await?;
-                            write_payload(&mut send, &bytes).await?;
+                            write_payload_bytes(&mut send, flint_net::shared_bytes(bytes)).await?;
                         }
                         None => write_frame(&mut send, &BlockReply::Missing).await?,
                     }

@@ -75,12 +75,42 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
     }
 }
 
-/// Sends a large payload as [`Chunk`] frames and an empty closing chunk.
+/// Sends a large payload as [`Chunk`] frames and an empty closing chunk. A QUIC
+/// stream copies what it is given; bytes the caller can hand over go without a copy
+/// through [`write_payload_bytes`].
 pub async fn write_payload(out: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> Result<(), FrameError> {
     for piece in bytes.chunks(CHUNK) {
         write_chunk(out, piece).await?;
     }
     write_chunk(out, &[]).await
+}
+
+/// [`write_payload`] of bytes the stream may keep as they are (a block an executor
+/// holds, a result the driver made): each piece is a slice of them that a QUIC stream
+/// holds until the peer has it, never a copy. A buffer shared elsewhere goes as
+/// [`shared_bytes`].
+pub async fn write_payload_bytes(
+    out: &mut impl PieceSink,
+    bytes: impl Into<bytes::Bytes>,
+) -> Result<(), FrameError> {
+    let bytes = bytes.into();
+    for at in (0..bytes.len()).step_by(CHUNK) {
+        let piece = bytes.slice(at..bytes.len().min(at + CHUNK));
+        out.send_piece(&chunk_header(piece.len())?, piece).await?;
+    }
+    write_chunk(out, &[]).await
+}
+
+/// A buffer shared elsewhere (a block, a component) as bytes a stream may keep: the
+/// buffer lives until the last piece of it is sent.
+pub fn shared_bytes(bytes: std::sync::Arc<Vec<u8>>) -> bytes::Bytes {
+    struct Shared(std::sync::Arc<Vec<u8>>);
+    impl AsRef<[u8]> for Shared {
+        fn as_ref(&self) -> &[u8] {
+            &self.0
+        }
+    }
+    bytes::Bytes::from_owner(Shared(bytes))
 }
 
 /// Sends `len` bytes of `file` from `start` as a payload, in bounded memory: pieces are
@@ -392,6 +422,9 @@ mod tests {
         let data: Vec<u8> = (0..(3 * CHUNK + 5)).map(|i| i as u8).collect();
         let mut buf = Vec::new();
         write_payload(&mut buf, &data).await.unwrap();
+        let mut handed = Vec::new();
+        write_payload_bytes(&mut handed, shared_bytes(std::sync::Arc::new(data.clone()))).await.unwrap();
+        assert_eq!(handed, buf, "bytes handed over are framed as bytes copied");
         assert_eq!(read_payload(&mut &buf[..], data.len()).await.unwrap(), data);
         assert!(matches!(read_payload(&mut &buf[..], CHUNK).await, Err(FrameError::Oversized)));
         assert_eq!(read_payload_exact(&mut &buf[..], data.len() as u64).await.unwrap(), data);

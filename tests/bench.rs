@@ -1715,8 +1715,9 @@ fn elastic_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
 /// (`flint_net`, the connection opened up as the driver opens a proven peer's), over
 /// `streams` streams at once; MiB/s. Each end has a runtime of one thread of its own,
 /// as two processes would: sharing one runtime, both ends' work now and then landed on
-/// one thread and the figure halved, run to run.
-fn quinn_mib_per_s(total: usize, streams: usize) -> f64 {
+/// one thread and the figure halved, run to run. Beside the rate, the datagram size the
+/// connection settled on.
+fn quinn_mib_per_s(total: usize, streams: usize) -> (f64, u16) {
     let runtime =
         || tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let (server_rt, client_rt) = (runtime(), runtime());
@@ -1772,7 +1773,7 @@ fn quinn_mib_per_s(total: usize, streams: usize) -> f64 {
         let (got, _server_side) = receiving.await.unwrap();
         let elapsed = started.elapsed();
         assert_eq!(got, total / streams / piece.len() * streams * piece.len());
-        got as f64 / f64::from(1 << 20) / elapsed.as_secs_f64()
+        (got as f64 / f64::from(1 << 20) / elapsed.as_secs_f64(), connection.stats().path.current_mtu)
     })
 }
 
@@ -1799,11 +1800,15 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     let mib = SIZE as f64 / f64::from(1 << 20);
     let path = corpus(SIZE);
     let input = path.to_str().unwrap();
-    let quinn_median =
-        |streams| median_f64((0..3).map(|_| quinn_mib_per_s(SIZE as usize, streams)).collect());
+    let mut datagram = u16::MAX;
+    let mut quinn_median = |streams| {
+        let runs: Vec<(f64, u16)> = (0..3).map(|_| quinn_mib_per_s(SIZE as usize, streams)).collect();
+        datagram = runs.iter().map(|(_, mtu)| *mtu).fold(datagram, u16::min);
+        median_f64(runs.into_iter().map(|(rate, _)| rate).collect())
+    };
     let (quinn1, quinn4) = (quinn_median(1), quinn_median(4));
     println!(
-        "raw QUIC on loopback (flint_net's TLS and transport): one stream {quinn1:.0} MiB/s, four streams {quinn4:.0} MiB/s"
+        "raw QUIC on loopback (flint_net's TLS and transport): one stream {quinn1:.0} MiB/s, four streams {quinn4:.0} MiB/s; datagrams of {datagram} bytes (the smallest any run settled on)"
     );
     let quinn = quinn1.max(quinn4);
 
@@ -1939,7 +1944,7 @@ fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
     results.insert(
         "wire".into(),
         json!({
-            "quinn_mib_per_s": { "one_stream": quinn1, "four_streams": quinn4 },
+            "quinn_mib_per_s": { "one_stream": quinn1, "four_streams": quinn4, "datagram_bytes": datagram },
             "read_corpus_mib_per_s": { "file": mib / read_local.as_secs_f64(), "flint": mib / read_served.as_secs_f64(),
                 "uploaded": mib / read_uploaded.as_secs_f64(), "upload_alone": upload, "upload_while_read": upload_while_read },
             "block_fetch_mib_per_s": block, "big_result_submit_s": big.as_secs_f64(),

@@ -171,10 +171,15 @@ fn an_executor_started_before_its_driver_joins_once_it_is_up() {
     assert_eq!(executor.child.try_wait().unwrap(), None, "still waiting for its driver");
 
     let listen = format!("127.0.0.1:{port}");
+    let url_file = dir.path().join("url");
     let mut cmd = command(&["driver", "--app-id", APP, "--listen", &listen]);
     cmd.args(["--cert-file", cert.to_str().unwrap(), "--key-file", key.to_str().unwrap()])
+        .args(["--url-file", url_file.to_str().unwrap()])
         .env("FLINT_SECRET", SECRET);
     let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
+    // Asked before it listens, the driver's port is closed and a client gives up at once.
+    let listening = eventually(Duration::from_secs(20), || read_url(&url_file));
+    assert!(listening.is_some(), "the driver listens; its log:\n{}", driver.log_text());
     let cluster = Cluster { dir, url, driver, executors: vec![], peer_env: vec![] };
     cluster.wait_live(1);
     let report = ok_json(&cluster.submit(&["examples/noop", "--partitions", "3", "--json"]));

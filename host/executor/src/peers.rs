@@ -346,11 +346,13 @@ impl PeerFetch {
         }
         let (mut piece, mut got) = (Vec::new(), 0u64);
         while flint_net::read_piece(&mut recv, &mut piece).await.map_err(|e| e.to_string())? {
-            got += piece.len() as u64;
+            got += piece.iter().map(|b| b.len() as u64).sum::<u64>();
             if got > size {
                 return Err(format!("the peer sent more than the {size} bytes it announced"));
             }
-            data(&piece).map_err(|e| format!("cannot write the copy: {e}"))?;
+            for part in &piece {
+                data(part).map_err(|e| format!("cannot write the copy: {e}"))?;
+            }
         }
         match got == size {
             true => Ok(index),

@@ -283,20 +283,54 @@ async fn read_chunks(
     }
 }
 
-/// The next piece of a payload into `piece` (what it held is replaced); false at the
-/// payload's end. For a caller that keeps each piece elsewhere as it comes (a file, say)
-/// and counts them against its own limit; a piece is at most a frame.
+/// The next piece of a payload into `piece`, as the bytes that arrived (what it held
+/// is replaced); false at the payload's end. For a caller that keeps each piece
+/// elsewhere as it comes (a file, say) and counts them against its own limit; a piece is
+/// at most a frame. Nothing is copied out of a QUIC stream's buffers.
 pub async fn read_piece(
-    input: &mut (impl AsyncRead + Unpin),
-    piece: &mut Vec<u8>,
+    input: &mut impl ChunkSource,
+    piece: &mut Vec<bytes::Bytes>,
 ) -> Result<bool, FrameError> {
     let len = read_chunk_header(input).await?;
     piece.clear();
-    if len == 0 {
-        return Ok(false);
+    let mut left = len;
+    while left > 0 {
+        match input.next_chunk(left).await? {
+            Some(bytes) if !bytes.is_empty() => {
+                left -= bytes.len();
+                piece.push(bytes);
+            }
+            _ => return Err(FrameError::Truncated),
+        }
     }
-    read_chunk_body(input, len, piece).await?;
-    Ok(true)
+    Ok(len > 0)
+}
+
+/// Where a payload's pieces are read from as the bytes that arrived, never copies: a
+/// QUIC stream hands over what it received; a byte slice (tests) hands over its own.
+pub trait ChunkSource: AsyncRead + Unpin + Send {
+    /// At most `most` bytes, those that came next; `None` at the stream's end.
+    fn next_chunk(
+        &mut self,
+        most: usize,
+    ) -> impl Future<Output = std::io::Result<Option<bytes::Bytes>>> + Send;
+}
+
+impl ChunkSource for quinn::RecvStream {
+    async fn next_chunk(&mut self, most: usize) -> std::io::Result<Option<bytes::Bytes>> {
+        Ok(self.read_chunk(most, true).await?.map(|chunk| chunk.bytes))
+    }
+}
+
+impl ChunkSource for &[u8] {
+    async fn next_chunk(&mut self, most: usize) -> std::io::Result<Option<bytes::Bytes>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let (now, rest) = self.split_at(most.min(self.len()));
+        *self = rest;
+        Ok(Some(bytes::Bytes::copy_from_slice(now)))
+    }
 }
 
 /// A [`Chunk`] frame's header: the length of the piece that follows it. The frame must
@@ -433,8 +467,8 @@ mod tests {
         assert!(matches!(read_payload_exact(&mut &buf[..], long).await, Err(FrameError::Oversized)));
         let (mut file, mut piece, mut input) = (Vec::new(), Vec::new(), &buf[..]);
         while read_piece(&mut input, &mut piece).await.unwrap() {
-            assert!(piece.len() <= CHUNK);
-            file.extend_from_slice(&piece);
+            assert!(piece.iter().map(|b| b.len()).sum::<usize>() <= CHUNK);
+            piece.iter().for_each(|b| file.extend_from_slice(b));
         }
         assert_eq!(file, data);
         assert!(input.is_empty(), "the closing chunk is read");

@@ -417,7 +417,8 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 /// Starts a driver (logging at info to `stderr`) and returns it with its URL and the
-/// folder that holds its URL file.
+/// folder that holds its URL file and its temporary files (jobs' uploaded files, which
+/// a killed driver leaves behind), removed with it.
 fn start_driver(stderr: std::process::Stdio, args: &[&str]) -> (Child, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let url_file = dir.path().join("url");
@@ -426,6 +427,7 @@ fn start_driver(stderr: std::process::Stdio, args: &[&str]) -> (Child, String, t
             .args(["driver", "--url-file", url_file.to_str().unwrap()])
             .args(args)
             .env("FLINT_LOG", "info")
+            .env("TMPDIR", dir.path())
             .stdout(std::process::Stdio::null())
             .stderr(stderr)
             .spawn()

@@ -86,7 +86,7 @@ impl quinn::AsyncUdpSocket for Batches {
     /// time, and a send buffer smaller than a batch would never take the last.
     fn try_send(&self, transmit: &quinn::udp::Transmit) -> io::Result<()> {
         let segment = match transmit.segment_size {
-            Some(segment) if transmit.contents.len() > MAX_SEND => segment,
+            Some(segment) if segment > 0 && transmit.contents.len() > MAX_SEND => segment,
             _ => return self.0.try_send(transmit),
         };
         let run = (MAX_SEND / segment).max(1) * segment;
@@ -161,7 +161,8 @@ mod tests {
             destination: receiver.local_addr().unwrap(),
             ecn: None,
             contents: &contents,
-            segment_size: Some(9000),
+            // A host without segmentation offload sends datagrams one by one.
+            segment_size: (segments > 1).then_some(9000),
             src_ip: None,
         };
         let mut writable = sender.clone().create_io_poller();

@@ -286,25 +286,42 @@ async fn read_chunks(
 /// The next piece of a payload into `piece`, as the bytes that arrived (what it held
 /// is replaced); false at the payload's end. For a caller that keeps each piece
 /// elsewhere as it comes (a file, say) and counts them against its own limit; a piece is
-/// at most a frame. Nothing is copied out of a QUIC stream's buffers.
+/// at most a frame. Large parts are kept as QUIC received them, never copied; small
+/// ones are gathered into one buffer (see [`KEPT_PART`]).
 pub async fn read_piece(
     input: &mut impl ChunkSource,
     piece: &mut Vec<bytes::Bytes>,
 ) -> Result<bool, FrameError> {
     let len = read_chunk_header(input).await?;
     piece.clear();
-    let mut left = len;
+    let (mut left, mut small) = (len, bytes::BytesMut::new());
     while left > 0 {
         match input.next_chunk(left).await? {
             Some(bytes) if !bytes.is_empty() => {
                 left -= bytes.len();
-                piece.push(bytes);
+                if bytes.len() < KEPT_PART {
+                    small.extend_from_slice(&bytes);
+                } else {
+                    if !small.is_empty() {
+                        piece.push(small.split().freeze());
+                    }
+                    piece.push(bytes);
+                }
             }
             _ => return Err(FrameError::Truncated),
         }
     }
+    if !small.is_empty() {
+        piece.push(small.freeze());
+    }
     Ok(len > 0)
 }
+
+/// The smallest part of a piece [`read_piece`] keeps as it arrived. A part holds on to
+/// the whole datagram it came in (up to 64 KiB), so a peer sending a byte per datagram
+/// would otherwise pin 64 KiB a byte; smaller parts are copied instead, which also keeps
+/// a piece off an Ethernet-sized path to a part or two.
+pub const KEPT_PART: usize = 16 << 10;
 
 /// Where a payload's pieces are read from as the bytes that arrived, never copies: a
 /// QUIC stream hands over what it received; a byte slice (tests) hands over its own.
@@ -405,6 +422,25 @@ mod tests {
     use super::*;
     use flint_proto::wire::{Chunk, ExecutorMessage, Heartbeat};
 
+    /// A stream whose bytes come a hundred at a time, as from tiny datagrams.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl AsyncRead for Trickle<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+        }
+    }
+
+    impl ChunkSource for Trickle<'_> {
+        async fn next_chunk(&mut self, most: usize) -> std::io::Result<Option<bytes::Bytes>> {
+            self.0.next_chunk(most.min(100)).await
+        }
+    }
+
     #[tokio::test]
     async fn frames_round_trip_and_bad_bytes_are_errors() {
         let mut buf = Vec::new();
@@ -472,6 +508,15 @@ mod tests {
         }
         assert_eq!(file, data);
         assert!(input.is_empty(), "the closing chunk is read");
+        // Arriving a hundred bytes at a time, a piece is gathered, not kept in crumbs.
+        let mut trickle = Trickle(&buf[..]);
+        let (mut again, mut parts) = (Vec::new(), 0);
+        while read_piece(&mut trickle, &mut piece).await.unwrap() {
+            parts += piece.len();
+            piece.iter().for_each(|b| again.extend_from_slice(b));
+        }
+        assert_eq!(again, data);
+        assert_eq!(parts, 4, "one part a piece");
         let mut stored = tempfile::tempfile().unwrap();
         std::io::Write::write_all(&mut stored, &data).unwrap();
         let mut resent = Vec::new();

@@ -12,8 +12,8 @@ use flint_core::{ExecutorInfo, Incarnation};
 use flint_net::gate::{Gate, Pass, hear_hello};
 use flint_net::limited::Limited;
 use flint_net::{
-    FrameError, Secret, read_frame, read_payload, read_payload_exact, read_piece, verify_proof, write_frame,
-    write_payload_bytes, write_payload_from_file,
+    FrameError, Secret, payload_buffer, read_frame, read_payload, read_payload_into, read_piece,
+    verify_proof, write_frame, write_payload_bytes, write_payload_from_file,
 };
 use flint_proto::wire::{
     AppConfig, BlockReply, DriverMessage, ExecutorMessage, Heartbeat, Hello, HelloReply, InputReply, Launch,
@@ -54,7 +54,11 @@ impl Blocks for QuicBlocks {
             let _ = send.finish();
             match read_frame::<BlockReply>(&mut recv).await.map_err(|e| e.to_string())? {
                 Some(BlockReply::Found { size }) if size == block.size => {
-                    read_payload_exact(&mut recv, size).await.map_err(|e| e.to_string())
+                    // The block's size was charged to the job's budget before the fetch.
+                    let room = usize::try_from(size).map_err(|_| format!("a block of {size} bytes"))?;
+                    let mut bytes = payload_buffer(room);
+                    read_payload_into(&mut recv, size, &mut bytes).await.map_err(|e| e.to_string())?;
+                    Ok(bytes)
                 }
                 Some(BlockReply::Found { size }) => {
                     Err(format!("block is {size} bytes, {} expected", block.size))

@@ -234,7 +234,7 @@ fn chunk_header(len: usize) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Reads a payload sent by [`write_payload`], refusing more than `limit` bytes.
-pub async fn read_payload(input: &mut (impl AsyncRead + Unpin), limit: usize) -> Result<Vec<u8>, FrameError> {
+pub async fn read_payload(input: &mut impl ChunkSource, limit: usize) -> Result<Vec<u8>, FrameError> {
     let mut bytes = Vec::new();
     read_chunks(input, limit, &mut bytes).await?;
     Ok(bytes)
@@ -242,10 +242,7 @@ pub async fn read_payload(input: &mut (impl AsyncRead + Unpin), limit: usize) ->
 
 /// Reads a payload announced as `size` bytes: room for it is made once (up to 64 MiB;
 /// a larger one grows as it arrives), and any other length is an error.
-pub async fn read_payload_exact(
-    input: &mut (impl AsyncRead + Unpin),
-    size: u64,
-) -> Result<Vec<u8>, FrameError> {
+pub async fn read_payload_exact(input: &mut impl ChunkSource, size: u64) -> Result<Vec<u8>, FrameError> {
     let mut bytes = Vec::new();
     read_payload_into(input, size, &mut bytes).await?;
     Ok(bytes)
@@ -254,7 +251,7 @@ pub async fn read_payload_exact(
 /// Appends a payload announced as `size` bytes to `bytes` (a buffer kept for reuse,
 /// say); any other length is an error.
 pub async fn read_payload_into(
-    input: &mut (impl AsyncRead + Unpin),
+    input: &mut impl ChunkSource,
     size: u64,
     bytes: &mut Vec<u8>,
 ) -> Result<(), FrameError> {
@@ -267,7 +264,7 @@ pub async fn read_payload_into(
 
 /// A payload's chunks appended to `bytes`, until it holds at most `limit` bytes.
 async fn read_chunks(
-    input: &mut (impl AsyncRead + Unpin),
+    input: &mut impl ChunkSource,
     limit: usize,
     bytes: &mut Vec<u8>,
 ) -> Result<(), FrameError> {
@@ -379,21 +376,68 @@ async fn read_chunk_header(input: &mut (impl AsyncRead + Unpin)) -> Result<usize
     }
 }
 
-/// A chunk's `len` bytes appended to `into`, read into its spare room (nothing zeroed
-/// first).
+/// A chunk's `len` bytes appended to `into`. They are taken from the stream as the bytes
+/// that arrived and copied after: quinn copies a plain read while it holds the
+/// connection's lock, so a copy into fresh memory (a page fault every 4 KiB) stalls the
+/// packets arriving behind it (a 200 MB block fetch, with the room made beforehand,
+/// went from 720–880 to 780–1,120 MiB/s).
 async fn read_chunk_body(
-    input: &mut (impl AsyncRead + Unpin),
+    input: &mut impl ChunkSource,
     len: usize,
     into: &mut Vec<u8>,
 ) -> Result<(), FrameError> {
     into.reserve(len);
-    let mut body = input.take(len as u64);
-    while body.limit() > 0 {
-        if body.read_buf(into).await? == 0 {
-            return Err(FrameError::Truncated);
+    let mut left = len;
+    while left > 0 {
+        match input.next_chunk(left).await? {
+            Some(bytes) if !bytes.is_empty() => {
+                left = left.checked_sub(bytes.len()).ok_or(FrameError::Oversized)?;
+                into.extend_from_slice(&bytes);
+            }
+            _ => return Err(FrameError::Truncated),
         }
     }
     Ok(())
+}
+
+/// Payload buffers from this size on are asked to be backed by huge pages: glibc maps
+/// an allocation this large on its own, so the advice ends with the buffer; a smaller
+/// one may be carved from the heap, where the advice would outlive it.
+const HUGE_PAGES_FROM: usize = 32 << 20;
+
+/// Room for a payload of `size` bytes the caller has already accepted (charged to a
+/// budget, say), made at once: [`read_payload_into`] then fills it without growing it.
+/// From [`HUGE_PAGES_FROM`] on, the room is offered to transparent huge pages (taken
+/// where the kernel grants them on request, its `madvise` mode), so filling it faults
+/// once per 2 MiB instead of once per 4 KiB page: copying 200 MB into fresh memory took
+/// 120 ms in 4 KiB pages and 48 ms in huge ones on this machine, and a 200 MB block
+/// fetch went from 790–960 to 1,000–1,290 MiB/s. Only a buffer made
+/// whole gets them: one grown as it fills is moved by `mremap`, which splits huge pages
+/// that do not land on a 2 MiB boundary, and that cost more than it saved.
+pub fn payload_buffer(size: usize) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(size);
+    if size >= HUGE_PAGES_FROM {
+        advise_huge_pages(bytes.spare_capacity_mut());
+    }
+    bytes
+}
+
+/// Asks for huge pages over the whole 2 MiB pages inside `room` (Linux only).
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_: &mut [std::mem::MaybeUninit<u8>]) {}
+
+/// Asks for huge pages over the whole 2 MiB pages inside `room`.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(room: &mut [std::mem::MaybeUninit<u8>]) {
+    const HUGE: usize = 2 << 20;
+    let start = room.as_mut_ptr() as usize;
+    let (first, end) = (start.next_multiple_of(HUGE), (start + room.len()) / HUGE * HUGE);
+    if end > first {
+        // SAFETY: advice over whole pages of memory `room` borrows from its buffer; it
+        // changes how they are backed, never what they hold. Where the kernel has no
+        // huge pages the call fails and nothing changes.
+        unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+    }
 }
 
 fn truncated(e: std::io::Error) -> FrameError {
@@ -517,6 +561,7 @@ mod tests {
         }
         assert_eq!(again, data);
         assert_eq!(parts, 4, "one part a piece");
+        assert_eq!(read_payload(&mut Trickle(&buf[..]), data.len()).await.unwrap(), data);
         let mut stored = tempfile::tempfile().unwrap();
         std::io::Write::write_all(&mut stored, &data).unwrap();
         let mut resent = Vec::new();
@@ -539,6 +584,43 @@ mod tests {
 
     /// Chunks are written without postcard but must stay what postcard makes of
     /// [`Chunk`]: any reader of frames (a fuzzer, an older peer) reads them as such.
+    #[tokio::test]
+    async fn an_accepted_payload_fills_room_made_once_and_offered_to_huge_pages() {
+        let data: Vec<u8> = (0..HUGE_PAGES_FROM as u32 + 1).map(|i| (i % 251) as u8).collect();
+        let mut buf = Vec::new();
+        write_payload(&mut buf, &data).await.unwrap();
+        let mut bytes = payload_buffer(data.len());
+        let at = bytes.as_ptr() as usize;
+        read_payload_into(&mut &buf[..], data.len() as u64, &mut bytes).await.unwrap();
+        assert_eq!(bytes, data);
+        assert_eq!(bytes.as_ptr() as usize, at, "filled where it was made, never moved");
+        // The kernel marks memory advised for huge pages `hg` (whether it has any free).
+        #[cfg(target_os = "linux")]
+        assert!(
+            vm_flags(at + (2 << 20)).split_whitespace().any(|f| f == "hg"),
+            "{}",
+            vm_flags(at + (2 << 20))
+        );
+    }
+
+    /// The `VmFlags` of this process's mapping that holds `address`.
+    #[cfg(target_os = "linux")]
+    fn vm_flags(address: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let range = line.split_once(' ').and_then(|(r, _)| r.split_once('-'));
+            if let Some((Ok(start), Ok(end))) =
+                range.map(|(s, e)| (usize::from_str_radix(s, 16), usize::from_str_radix(e, 16)))
+            {
+                inside = (start..end).contains(&address);
+            } else if inside && let Some(flags) = line.strip_prefix("VmFlags:") {
+                return flags.trim().to_owned();
+            }
+        }
+        panic!("no mapping holds {address:#x}")
+    }
+
     #[tokio::test]
     async fn a_chunk_is_the_frame_postcard_makes_and_a_lying_one_is_refused() {
         for len in [0usize, 1, 127, 128, 300, 16_384, CHUNK] {

@@ -14,9 +14,9 @@ pub mod gate;
 pub mod limited;
 pub use auth::{Secret, proof, verify_proof};
 pub use frame::{
-    ChunkSource, FrameError, decode, read_frame, read_frame_within, read_payload, read_payload_exact,
-    read_payload_into, read_piece, shared_bytes, write_frame, write_payload, write_payload_bytes,
-    write_payload_from_file,
+    ChunkSource, FrameError, decode, payload_buffer, read_frame, read_frame_within, read_payload,
+    read_payload_exact, read_payload_into, read_piece, shared_bytes, write_frame, write_payload,
+    write_payload_bytes, write_payload_from_file,
 };
 pub use session::{ConnectError, WhenRefused, connect, connect_as, hello};
 pub use tls::{

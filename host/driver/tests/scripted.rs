@@ -13,8 +13,8 @@ use flint_driver::{
     Blocks, ChannelLink, Driver, DriverConfig, ExecutorInfo, ExecutorLink, Fetch, Incarnation, JobRequest,
 };
 use flint_proto::{
-    Attempt, BlockId, BlockRef, Conf, Digest, ExecutorCommand, ExecutorId, JobId, JobReport, JobState,
-    Partial, StatusUpdate, TaskLaunch, TaskOutput, TaskState,
+    Attempt, BlockId, BlockRef, Conf, ExecutorCommand, ExecutorId, JobId, JobReport, JobState, Partial,
+    StatusUpdate, TaskLaunch, TaskOutput, TaskState,
 };
 use flint_runtime::{Runtime, RuntimeConfig};
 use std::future::pending;
@@ -70,6 +70,18 @@ impl Blocks for Hoarded {
     fn close(&self, _: &str) {}
 }
 
+/// Blocks that arrive as these bytes, whatever was asked for.
+struct Serves(Vec<u8>);
+
+impl Blocks for Serves {
+    fn fetch(&self, _: BlockRef) -> Fetch {
+        let bytes = self.0.clone();
+        Box::pin(async move { Ok(bytes) })
+    }
+
+    fn close(&self, _: &str) {}
+}
+
 /// A scripted executor: the test sees its commands and speaks for it.
 struct Scripted {
     id: ExecutorId,
@@ -78,9 +90,19 @@ struct Scripted {
 }
 
 async fn join(driver: &Driver, name: &str, slots: u32, heartbeat: bool) -> Scripted {
+    join_serving(driver, name, slots, heartbeat, Hoarded).await
+}
+
+async fn join_serving(
+    driver: &Driver,
+    name: &str,
+    slots: u32,
+    heartbeat: bool,
+    blocks: impl Blocks + 'static,
+) -> Scripted {
     let (id, incarnation) = driver.reserve_executor_id(Some(name.into()), None).await.unwrap();
     let (tx, commands) = mpsc::unbounded_channel();
-    let link: Arc<dyn ExecutorLink> = Arc::new(ChannelLink::new(tx, Hoarded));
+    let link: Arc<dyn ExecutorLink> = Arc::new(ChannelLink::new(tx, blocks));
     let info = ExecutorInfo { host: "scripted".into(), cores: slots, memory: 1 << 30, slots };
     driver.executor_up(id.clone(), incarnation, info, link).await;
     if heartbeat {
@@ -253,11 +275,7 @@ async fn a_result_block_that_never_comes_is_made_again_elsewhere() {
     let mut report = submit(&driver, 1).await;
     let launch = hoarder.launches().await.remove(0);
     let bytes = noop_output(1);
-    let block = BlockRef {
-        id: BlockId::Output(launch.attempt),
-        size: bytes.len() as u64,
-        digest: Digest::of(&bytes),
-    };
+    let block = BlockRef::of(BlockId::Output(launch.attempt), &bytes);
     hoarder.report(&driver, launch.attempt, TaskOutput::Block(block));
     // The fetch gives up after flint.network.timeout; the task runs again (here, on the
     // same executor, the only one), and this time the answer comes inline.
@@ -269,6 +287,28 @@ async fn a_result_block_that_never_comes_is_made_again_elsewhere() {
     assert_eq!(answer_of(&report), 1);
     assert!(
         report.failures.iter().any(|f| f.failure.to_string().contains("flint.network.timeout")),
+        "{report:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_block_that_arrives_changed_is_refused_and_its_task_runs_again() {
+    let driver = driver("30s");
+    let bytes = noop_output(1);
+    let mut changed = bytes.clone();
+    changed[0] ^= 1;
+    let mut liar = join_serving(&driver, "liar", 1, true, Serves(changed)).await;
+    let mut report = submit(&driver, 1).await;
+    let launch = liar.launches().await.remove(0);
+    let block = BlockRef::of(BlockId::Output(launch.attempt), &bytes);
+    liar.report(&driver, launch.attempt, TaskOutput::Block(block));
+    let again = liar.launches().await.remove(0);
+    assert_eq!((again.attempt.index, again.attempt.number), (0, 1));
+    liar.answer(&driver, again.attempt);
+    let report = tokio::time::timeout(Duration::from_secs(10), &mut report).await.unwrap().unwrap();
+    assert_eq!(answer_of(&report), 1, "the changed bytes never reach the result");
+    assert!(
+        report.failures.iter().any(|f| f.failure.to_string().contains("does not match its reference")),
         "{report:?}"
     );
 }

@@ -6,7 +6,7 @@
 //! slows the executor down instead of growing it. One block is always let in when the
 //! store is empty, so an output larger than the limit still moves.
 
-use flint_proto::{BlockId, BlockRef, Digest, JobId};
+use flint_proto::{BlockId, BlockRef, JobId};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -56,8 +56,8 @@ impl BlockStore {
         give_up: impl Fn() -> bool,
     ) -> Result<BlockRef, NotKept> {
         let size = bytes.len() as u64;
-        // Hashed before the lock: a large output's digest must not hold up the others.
-        let block = BlockRef { id, size, digest: Digest::of(&bytes) };
+        // Summed before the lock: a large output's checksum must not hold up the others.
+        let block = BlockRef::of(id, &bytes);
         let mut held = self.lock();
         while held.bytes > 0 && held.bytes.saturating_add(size) > self.limit {
             if give_up() {

@@ -4,8 +4,7 @@
 
 use flint_core::{Event as CoreEvent, Incarnation};
 use flint_proto::{
-    BlockRef, Digest, ExecutorId, FailureRecord, JobId, Partial, StatusUpdate, TaskFailure, TaskOutput,
-    TaskState,
+    BlockRef, ExecutorId, FailureRecord, JobId, Partial, StatusUpdate, TaskFailure, TaskOutput, TaskState,
 };
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -271,14 +270,12 @@ impl EventLoop {
                     shared.peer_metrics.transferred(kind, size, started.elapsed());
                 }
                 let result = match fetched {
-                    Ok(bytes) if bytes.len() as u64 != block.size || Digest::of(&bytes) != block.digest => {
-                        Err(FetchFailure::Mismatch(format!(
-                            "result block of {} bytes does not match its reference ({} bytes, {})",
-                            bytes.len(),
-                            block.size,
-                            block.digest
-                        )))
-                    }
+                    Ok(bytes) if !block.matches(&bytes) => Err(FetchFailure::Mismatch(format!(
+                        "result block of {} bytes does not match its reference ({} bytes, CRC-32 {:08x})",
+                        bytes.len(),
+                        block.size,
+                        block.crc
+                    ))),
                     Ok(bytes) => Ok(Charged { bytes, charge }),
                     Err(reason) => Err(FetchFailure::Lost(reason)),
                 };

@@ -32,8 +32,12 @@ impl Cluster {
         if !extra.contains(&"--ui-port") {
             cmd.args(["--ui-port", "0"]); // tests run many drivers at once
         }
-        // The local backend's private folder goes in the test's own (drivers are killed).
-        cmd.args(extra).env("FLINT_SECRET", SECRET).env("XDG_RUNTIME_DIR", dir.path());
+        // The local backend's private folder and the driver's temporary files (jobs'
+        // uploads, which a killed driver leaves behind) go in the test's own.
+        cmd.args(extra)
+            .env("FLINT_SECRET", SECRET)
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .env("TMPDIR", dir.path());
         let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
         let url = eventually(Duration::from_secs(20), || read_url(&url_file))
             .unwrap_or_else(|| panic!("the driver prints its URL; its log:\n{}", driver.log_text()));

@@ -193,8 +193,8 @@ pub fn print(report: &JobReport, as_json: bool, parts: bool) -> u8 {
 /// result.
 fn write_json(report: &JobReport, out: impl std::io::Write) -> std::io::Result<()> {
     use serde::ser::{SerializeMap, Serializer};
-    use std::io::Write;
     use serde_json::value::RawValue;
+    use std::io::Write;
     let raw = match &report.outcome {
         Ok(bytes) if !bytes.contains(&b'\n') => serde_json::from_slice::<&RawValue>(bytes).ok(),
         _ => None,

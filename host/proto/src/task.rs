@@ -269,8 +269,8 @@ impl BlockId {
 /// Where to fetch a block, and what it must turn out to be: its size and CRC-32. A
 /// checksum, as a shuffle slice's, not a digest: the bytes come over an authenticated,
 /// encrypted stream from the executor that made them, so what the check can catch is a
-/// mix-up or a corruption, not a forgery. SHA-256 took 170 ms of a 200 MB block on each
-/// side, executor and driver; the CRC takes about 25.
+/// mix-up or a corruption, not a forgery. Side by side on a 200 MB block, SHA-256 took
+/// 180–300 ms and the CRC 40–50, and the executor and the driver each pay it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockRef {
     pub id: BlockId,

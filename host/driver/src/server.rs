@@ -56,7 +56,8 @@ impl Blocks for QuicBlocks {
                 Some(BlockReply::Found { size }) if size == block.size => {
                     // The block's size was charged to the job's budget before the fetch.
                     let room = usize::try_from(size).map_err(|_| format!("a block of {size} bytes"))?;
-                    let mut bytes = payload_buffer(room);
+                    let mut bytes = payload_buffer(room)
+                        .map_err(|e| format!("no room for a block of {size} bytes: {e}"))?;
                     read_payload_into(&mut recv, size, &mut bytes).await.map_err(|e| e.to_string())?;
                     Ok(bytes)
                 }

@@ -413,13 +413,15 @@ const HUGE_PAGES_FROM: usize = 32 << 20;
 /// 120 ms in 4 KiB pages and 48 ms in huge ones on this machine, and a 200 MB block
 /// fetch went from 790–960 to 1,000–1,290 MiB/s. Only a buffer made
 /// whole gets them: one grown as it fills is moved by `mremap`, which splits huge pages
-/// that do not land on a 2 MiB boundary, and that cost more than it saved.
-pub fn payload_buffer(size: usize) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(size);
+/// that do not land on a 2 MiB boundary, and that cost more than it saved. Room the
+/// system will not give is an error, not an abort: a size is only as sane as its budget.
+pub fn payload_buffer(size: usize) -> Result<Vec<u8>, std::collections::TryReserveError> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size)?;
     if size >= HUGE_PAGES_FROM {
         advise_huge_pages(bytes.spare_capacity_mut());
     }
-    bytes
+    Ok(bytes)
 }
 
 /// Asks for huge pages over the whole 2 MiB pages inside `room` (Linux only).
@@ -589,7 +591,7 @@ mod tests {
         let data: Vec<u8> = (0..HUGE_PAGES_FROM as u32 + 1).map(|i| (i % 251) as u8).collect();
         let mut buf = Vec::new();
         write_payload(&mut buf, &data).await.unwrap();
-        let mut bytes = payload_buffer(data.len());
+        let mut bytes = payload_buffer(data.len()).unwrap();
         let at = bytes.as_ptr() as usize;
         read_payload_into(&mut &buf[..], data.len() as u64, &mut bytes).await.unwrap();
         assert_eq!(bytes, data);
@@ -601,6 +603,7 @@ mod tests {
             "{}",
             vm_flags(at + (2 << 20))
         );
+        assert!(payload_buffer(usize::MAX / 2).is_err(), "room that cannot be had is an error");
     }
 
     /// The `VmFlags` of this process's mapping that holds `address`.

@@ -764,8 +764,9 @@ async fn receive_file(
     read
 }
 
-/// Writes `parts` at the file's position, in as few calls as the kernel allows (a
-/// piece off an Ethernet-sized path comes in some 700 parts); the bytes written.
+/// Writes `parts` at the file's position, in as few calls as the kernel allows; the
+/// bytes written. A piece from `read_piece` is a few dozen parts at most, but any number
+/// is written whole.
 fn write_all_vectored(file: &mut std::fs::File, parts: &[bytes::Bytes]) -> std::io::Result<u64> {
     use std::io::{IoSlice, Write};
     let mut slices: Vec<IoSlice> = parts.iter().map(|part| IoSlice::new(part)).collect();
@@ -798,8 +799,8 @@ fn request_name(request: &Request) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    /// More parts than one `writev` takes (`IOV_MAX` is 1,024 on Linux), as a piece off
-    /// a small-datagram path can come: all written, in order.
+    /// More parts than one `writev` takes (`IOV_MAX` is 1,024 on Linux): all written,
+    /// in order.
     #[test]
     fn a_piece_in_many_parts_is_written_whole_in_order() {
         let parts: Vec<bytes::Bytes> =

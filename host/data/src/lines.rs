@@ -38,7 +38,8 @@ pub static BLOCKS: Recycler = Recycler::new(4, (BLOCK + LOOKAHEAD) as usize);
 /// len)`, which must return exactly `len` bytes (it is never asked past `size`). A
 /// split no larger than [`FIRST_READ`] whose last line ends within [`LOOKAHEAD`] of its
 /// end costs one read: the split, the byte before it and the lookahead; a longer one is
-/// read in reads that double up to [`BLOCK`]. Memory is one block and the batch being
+/// read in reads that double up to [`BLOCK`]. Memory is one block (with, for a
+/// moment, the line that crosses into it from the one before) and the batch being
 /// handed out, whatever the split's size.
 pub struct SplitLines<R> {
     read_at: R,
@@ -60,6 +61,12 @@ pub struct SplitLines<R> {
     step: u64,
     /// The last read before `end` asked for this much (0: none yet).
     last_read: u64,
+    /// A block read while a line was unfinished, kept whole while `buf` holds just that
+    /// line (its start from the block before, its end from this one): its bytes from
+    /// the offset given come after `buf`'s. A read's block is then not copied behind
+    /// the few bytes a line carries over from the one before (unless no line ends in
+    /// it).
+    ahead: Option<(Vec<u8>, usize)>,
     done: bool,
 }
 
@@ -80,6 +87,7 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
             scanned: end.saturating_sub(1),
             step: LOOKAHEAD,
             last_read: 0,
+            ahead: None,
             done: start >= end,
         }
     }
@@ -178,6 +186,21 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
 
     /// One more read after what is held, what was handed out dropped first.
     fn read_more(&mut self) -> Result<(), InputError> {
+        if let Some((block, from)) = self.ahead.take() {
+            if self.head == self.buf.len() {
+                // The line that crossed into it is handed out: on with the block itself.
+                self.at += (self.buf.len() - from) as u64;
+                self.head = from;
+                BLOCKS.give(std::mem::replace(&mut self.buf, block));
+            } else {
+                self.buf.drain(..self.head);
+                self.at += self.head as u64;
+                self.head = 0;
+                self.buf.extend_from_slice(&block[from..]);
+                BLOCKS.give(block);
+            }
+            return Ok(());
+        }
         let pos = self.at + self.buf.len() as u64;
         if pos >= self.size {
             // Everything is read: the rest is the split's.
@@ -202,10 +225,20 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
         if more.len() as u64 != len {
             return Err(InputError::Changed { offset: pos, len, got: more.len() as u64 });
         }
-        // Nothing carried over (the common case at a split's start): the block read is
-        // the buffer from now on, no copy; the one it replaces goes back for a next read.
         if self.buf.is_empty() {
+            // Nothing carried over (the common case at a split's start): the block read
+            // is the buffer from now on, no copy; the one it replaces goes back for a
+            // next read.
             BLOCKS.give(std::mem::replace(&mut self.buf, more));
+        } else if let Some(i) = more.iter().position(|b| *b == b'\n') {
+            // A line carried over ends in the block: that line alone is joined up (a
+            // copy of its bytes, not of the block's), and the block follows it. The
+            // buffer the line came from goes back for a next read.
+            let mut line = Vec::with_capacity(self.buf.len() + i + 1);
+            line.extend_from_slice(&self.buf);
+            line.extend_from_slice(&more[..=i]);
+            BLOCKS.give(std::mem::replace(&mut self.buf, line));
+            self.ahead = Some((more, i + 1));
         } else {
             self.buf.extend_from_slice(&more);
             BLOCKS.give(more);
@@ -217,6 +250,9 @@ impl<R: FnMut(u64, u64) -> Result<Vec<u8>, InputError>> SplitLines<R> {
 impl<R> Drop for SplitLines<R> {
     fn drop(&mut self) {
         BLOCKS.give(std::mem::take(&mut self.buf));
+        if let Some((block, _)) = self.ahead.take() {
+            BLOCKS.give(block);
+        }
     }
 }
 
@@ -472,6 +508,36 @@ mod tests {
         let held = lines.buf.as_ptr() as usize;
         drop(lines);
         assert_eq!(given, [held], "the one block read is the buffer itself");
+    }
+
+    #[test]
+    fn every_block_read_becomes_the_buffer_though_lines_cross_from_one_block_into_the_next() {
+        // 21-byte lines: no read of 1, 2, 4 or 8 MiB ends on a line's end.
+        let text = b"a line of some words\n".repeat((3 * BLOCK as usize) / 21 + 5);
+        let given = std::cell::RefCell::new(Vec::new());
+        let reading = |offset: u64, len: u64| {
+            let block = text[offset as usize..(offset + len) as usize].to_vec();
+            given.borrow_mut().push(block.as_ptr() as usize);
+            Ok::<_, InputError>(block)
+        };
+        let size = text.len() as u64;
+        let mut lines = SplitLines::new(reading, 0, size, size);
+        let (mut held, mut all) = (Vec::new(), Vec::new());
+        loop {
+            let batch = lines.next_batch(1 << 20).unwrap();
+            if batch.is_empty() {
+                break;
+            }
+            held.push(lines.buf.as_ptr() as usize);
+            all.extend(batch);
+        }
+        drop(lines);
+        assert_eq!(all, text, "each line once, in order, the crossing ones whole");
+        let given = given.into_inner();
+        assert!(given.len() >= 4, "{given:?}");
+        for block in &given {
+            assert!(held.contains(block), "a block read was copied, not kept: {given:x?} held {held:x?}");
+        }
     }
 
     #[test]

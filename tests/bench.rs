@@ -392,6 +392,9 @@ fn on_demand_runtime() -> Runtime {
 
 const SECRET: &str = "bench-secret";
 
+/// The text the word-count and wire figures read, and what each raw QUIC reference moves.
+const CORPUS: u64 = 256 << 20;
+
 fn flint() -> std::process::Command {
     let mut cmd = std::process::Command::new(bin());
     cmd.env("FLINT_SECRET", SECRET).env("FLINT_CACHE_DIR", root().join("target/bench/cache"));
@@ -855,7 +858,7 @@ fn flint_word_count(args: &[&str]) -> (serde_json::Value, Duration) {
 /// counting code compiled natively on the same two threads; then `flint run` as the
 /// split count grows.
 fn word_count_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
-    const SIZE: u64 = 256 << 20;
+    const SIZE: u64 = CORPUS;
     let path = corpus(SIZE);
     let input = path.to_str().unwrap();
     let mib = SIZE as f64 / f64::from(1 << 20);
@@ -1799,7 +1802,7 @@ fn whole_command(args: &[&str], rounds: usize) -> Duration {
 /// as the user waits for it (the whole `flint submit`, upload included), and the fixed
 /// cost of a command against a warm cluster.
 fn wire_figures(results: &mut serde_json::Map<String, serde_json::Value>) {
-    const SIZE: u64 = 256 << 20;
+    const SIZE: u64 = CORPUS;
     let mib = SIZE as f64 / f64::from(1 << 20);
     let path = corpus(SIZE);
     let input = path.to_str().unwrap();
@@ -1993,7 +1996,7 @@ fn upload_alone(path: &str, size: u64) -> (f64, f64) {
 fn beside_raw(rounds: usize, mut figure: impl FnMut() -> f64) -> (f64, f64) {
     let (mut values, mut ratios) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let raw = quinn_mib_per_s(256 << 20, 1).0.max(quinn_mib_per_s(256 << 20, 4).0);
+        let raw = quinn_mib_per_s(CORPUS as usize, 1).0.max(quinn_mib_per_s(CORPUS as usize, 4).0);
         let value = figure();
         values.push(value);
         ratios.push(value / raw);

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod relay;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -120,6 +121,14 @@ impl Drop for Proc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether process `pid` has a handler of its own for SIGINT: `flint submit` sets one
+/// once it awaits its job, and a Ctrl-C before that ends it as the default does.
+pub fn catches_ctrl_c(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return false };
+    let caught = status.lines().find_map(|l| l.strip_prefix("SigCgt:")).unwrap_or("0").trim();
+    u64::from_str_radix(caught, 16).is_ok_and(|mask| mask & 1 << (libc::SIGINT - 1) != 0)
 }
 
 /// Polls `check` until it returns `Some`, for up to `limit`.

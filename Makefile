@@ -41,12 +41,13 @@ test: setup-test build
 	$(CARGO) test --release --workspace
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --release -p flint-guest --no-deps
 
-## lint: formatting and clippy, host and guests
+## lint: formatting, clippy and the API docs' links, host and guests
 lint: setup-build
 	$(CARGO) fmt --all --check
 	cd examples && $(CARGO) fmt --all --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	cd examples && $(CARGO) clippy --release -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --release --workspace --no-deps
 
 ## bench: start-up, instantiation and compute figures against same-run references
 bench: build

@@ -15,6 +15,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Args)]
+#[allow(
+    rustdoc::invalid_html_tags,
+    rustdoc::broken_intra_doc_links,
+    reason = "its fields' doc comments are --help text: <app-id> and [default: …] as clap shows them"
+)]
 pub struct DriverArgs {
     /// Address to listen on (UDP, QUIC); port 0 picks a free port.
     #[arg(long, env = "FLINT_DRIVER_LISTEN", default_value = "127.0.0.1:0")]
@@ -323,6 +328,11 @@ fn local_backend(
 }
 
 #[derive(Args)]
+#[allow(
+    rustdoc::invalid_html_tags,
+    rustdoc::broken_intra_doc_links,
+    reason = "its fields' doc comments are --help text: <app-id> and [default: …] as clap shows them"
+)]
 pub struct ExecutorArgs {
     /// The driver's URL, as `flint driver` printed it.
     #[arg(long, env = "FLINT_DRIVER_URL")]

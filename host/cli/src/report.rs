@@ -33,7 +33,7 @@ pub fn json(report: &JobReport) -> Value {
     out
 }
 
-/// All [`json`] says but a succeeded job's result.
+/// All [`json()`] says but a succeeded job's result.
 fn json_fields(report: &JobReport) -> Value {
     let mut out = json!({
         "job": report.name,
@@ -187,7 +187,7 @@ pub fn print(report: &JobReport, as_json: bool, parts: bool) -> u8 {
     }
 }
 
-/// Writes [`json`]'s report as one line. A result that is JSON on one line already is
+/// Writes [`json()`]'s report as one line. A result that is JSON on one line already is
 /// checked and written as it came, after the other fields: decoding it into values and
 /// encoding them again took most of the time `flint submit --json` spent on a 200 MB
 /// result.

@@ -120,8 +120,8 @@ impl ObjectOutput {
 /// The object under `_temporary/` that marks the prefix taken.
 const CLAIM: &str = ".flint-claim";
 
-/// An attempt's part on its way up: held in memory up to [`CHUNK`], then sent as a
-/// multipart upload a chunk at a time, at most [`IN_FLIGHT`] chunks on their way; so it
+/// An attempt's part on its way up: held in memory up to `CHUNK`, then sent as a
+/// multipart upload a chunk at a time, at most `IN_FLIGHT` chunks on their way; so it
 /// holds at most three chunks whatever its size. Nothing is in place until
 /// [`PartUpload::finish`] succeeds; an upload not finished is discarded by
 /// [`PartUpload::abort`].
@@ -138,7 +138,7 @@ pub struct PartUpload {
 }
 
 impl PartUpload {
-    /// Adds `bytes`; waits while [`IN_FLIGHT`] chunks are on their way.
+    /// Adds `bytes`; waits while `IN_FLIGHT` chunks are on their way.
     pub async fn write(&mut self, mut bytes: &[u8]) -> Result<(), InputError> {
         while !bytes.is_empty() {
             let take = bytes.len().min(CHUNK - self.buffer.len());

@@ -340,7 +340,7 @@ impl ExecutorCore {
 
     /// A job ended: its attempts still here are killed, its idle instances and blocks
     /// dropped. (A slot finishing one of its tasks now sees the kill and drops its
-    /// instance: see [`Taken::put_back`].)
+    /// instance: see `Taken::put_back`.)
     pub fn job_ended(&self, job: JobId) {
         for (attempt, (switch, _)) in self.running.lock().expect("running lock").iter() {
             if attempt.job == job {

@@ -75,7 +75,7 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
     }
 }
 
-/// Sends a large payload as [`Chunk`] frames and an empty closing chunk. A QUIC
+/// Sends a large payload as `Chunk` frames and an empty closing chunk. A QUIC
 /// stream copies what it is given; bytes the caller can hand over go without a copy
 /// through [`write_payload_bytes`].
 pub async fn write_payload(out: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> Result<(), FrameError> {
@@ -116,7 +116,7 @@ pub fn shared_bytes(bytes: std::sync::Arc<Vec<u8>>) -> bytes::Bytes {
 /// Sends `len` bytes of `file` from `start` as a payload, in bounded memory: pieces are
 /// read on a blocking thread straight out of the page cache (`pread`, one copy) while the
 /// last one goes out. A QUIC stream takes each piece as it is, and its buffer comes back
-/// to [`PIECES`] once the peer has acknowledged it. A file shorter than `start + len`
+/// to `PIECES` once the peer has acknowledged it. A file shorter than `start + len`
 /// sends what it holds: the count returned says how much.
 pub async fn write_payload_from_file(
     out: &mut impl PieceSink,
@@ -170,7 +170,7 @@ pub async fn write_payload_from_file(
 /// 16 MiB idle at most.
 pub static PIECES: Recycler = Recycler::new(16, CHUNK);
 
-/// A piece of a payload on its way out; its buffer goes back to [`PIECES`] when the
+/// A piece of a payload on its way out; its buffer goes back to `PIECES` when the
 /// stream lets go of it.
 struct Piece(Vec<u8>);
 
@@ -211,7 +211,7 @@ impl PieceSink for Vec<u8> {
     }
 }
 
-/// One [`Chunk`] frame, written as postcard would encode it (the frame's length, the
+/// One `Chunk` frame, written as postcard would encode it (the frame's length, the
 /// piece's length as a varint, the bytes) without copying the piece into a message
 /// first: payloads are most of what crosses the wire.
 async fn write_chunk(out: &mut (impl AsyncWrite + Unpin), piece: &[u8]) -> Result<(), FrameError> {
@@ -220,7 +220,7 @@ async fn write_chunk(out: &mut (impl AsyncWrite + Unpin), piece: &[u8]) -> Resul
     Ok(())
 }
 
-/// What goes before a piece of `len` bytes in its [`Chunk`] frame: the frame's length
+/// What goes before a piece of `len` bytes in its `Chunk` frame: the frame's length
 /// and the piece's, as a varint.
 fn chunk_header(len: usize) -> Result<Vec<u8>, FrameError> {
     let mut header = [0u8; 4 + 10];
@@ -284,7 +284,7 @@ async fn read_chunks(
 /// is replaced); false at the payload's end. For a caller that keeps each piece
 /// elsewhere as it comes (a file, say) and counts them against its own limit; a piece is
 /// at most a frame. Large parts are kept as QUIC received them, never copied; small
-/// ones are gathered into one buffer (see [`KEPT_PART`]).
+/// ones are gathered into one buffer (see `KEPT_PART`).
 pub async fn read_piece(
     input: &mut impl ChunkSource,
     piece: &mut Vec<bytes::Bytes>,
@@ -347,7 +347,7 @@ impl ChunkSource for &[u8] {
     }
 }
 
-/// A [`Chunk`] frame's header: the length of the piece that follows it. The frame must
+/// A `Chunk` frame's header: the length of the piece that follows it. The frame must
 /// hold exactly the varint and the piece, as postcard would have it.
 async fn read_chunk_header(input: &mut (impl AsyncRead + Unpin)) -> Result<usize, FrameError> {
     let mut len = [0u8; 4];
@@ -407,7 +407,7 @@ const HUGE_PAGES_FROM: usize = 32 << 20;
 
 /// Room for a payload of `size` bytes the caller has already accepted (charged to a
 /// budget, say), made at once: [`read_payload_into`] then fills it without growing it.
-/// From [`HUGE_PAGES_FROM`] on, the room is offered to transparent huge pages (taken
+/// From `HUGE_PAGES_FROM` on, the room is offered to transparent huge pages (taken
 /// where the kernel grants them on request, its `madvise` mode), so filling it faults
 /// once per 2 MiB instead of once per 4 KiB page: copying 200 MB into fresh memory took
 /// 120 ms in 4 KiB pages and 48 ms in huge ones on this machine, and a 200 MB block
@@ -585,7 +585,7 @@ mod tests {
     }
 
     /// Chunks are written without postcard but must stay what postcard makes of
-    /// [`Chunk`]: any reader of frames (a fuzzer, an older peer) reads them as such.
+    /// `Chunk`: any reader of frames (a fuzzer, an older peer) reads them as such.
     #[tokio::test]
     async fn an_accepted_payload_fills_room_made_once_and_offered_to_huge_pages() {
         let data: Vec<u8> = (0..HUGE_PAGES_FROM as u32 + 1).map(|i| (i % 251) as u8).collect();

@@ -140,7 +140,7 @@ fn transport(idle_timeout: Duration, traffic: Traffic) -> quinn::TransportConfig
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Traffic {
     /// Bytes in bulk (inputs, blocks, a job's files) over a connection that lasts:
-    /// datagrams as large as the path carries, both ways ([`MAX_DATAGRAM`]). Finding
+    /// datagrams as large as the path carries, both ways (`MAX_DATAGRAM`). Finding
     /// that size takes some ten probes each way, once, each up to 64 KiB that the
     /// receiver reads as one-byte padding frames: about 10 ms on loopback here.
     Bulk,
@@ -176,7 +176,7 @@ fn unproven_transport(idle_timeout: Duration) -> quinn::TransportConfig {
     t
 }
 
-/// Lifts a connection the driver accepted out of [`unproven_transport`]'s limits: the
+/// Lifts a connection the driver accepted out of `unproven_transport`'s limits: the
 /// streams and window every peer has. Call it before answering the hello, so that the
 /// peer finds room for its next streams (until then, its opens wait, they do not fail).
 pub fn open_up(connection: &quinn::Connection) {

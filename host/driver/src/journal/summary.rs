@@ -23,7 +23,7 @@ const EXACT: usize = 1000;
 /// share one.
 const PRECISION: u32 = 6;
 
-/// Quantiles of a stream of values: exact up to [`EXACT`] of them, then within 1/64 of
+/// Quantiles of a stream of values: exact up to `EXACT` of them, then within 1/64 of
 /// the true value (a log-linear histogram, as HdrHistogram's), min and max exact.
 #[derive(Debug, Clone, Default)]
 pub struct Sketch {
@@ -89,7 +89,7 @@ impl Sketch {
 
     /// Takes in the values `data` holds. Read from a log, so it is not trusted: its
     /// count is what it holds, buckets no `u64` falls in are dropped, values past
-    /// [`EXACT`] go to buckets.
+    /// `EXACT` go to buckets.
     pub fn merge(&mut self, data: &SketchData) {
         let valid = |b: &u32| (b >> (PRECISION + 1)) <= MAX_SHIFT;
         let count = data.values.len() as u64
@@ -119,7 +119,7 @@ impl Sketch {
         self.exact.len() + self.buckets.len()
     }
 
-    /// The value at quantile `q` (nearest rank, as [`quantile`] over every value).
+    /// The value at quantile `q` (nearest rank, as `quantile` over every value).
     pub fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;

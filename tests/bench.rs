@@ -7,6 +7,9 @@
 //!   target ≤ 1.1× native time
 //! - shapes of compute in wasm (an integer hash loop, an f64 loop, a memory-bound
 //!   table walk) — reference: the same source natively on the same 2 threads
+//! - word count's compute alone, the corpus in memory, in the word-count component —
+//!   reference: its counting code natively on the same 2 threads; also without epoch
+//!   checks, what the deadline checks cost the loop every word-count figure stands on
 //! - word count over 256 MiB of Zipf text in 32 splits, `flint run` and a cluster —
 //!   reference: the example's counting code compiled natively with rayon on the same 2
 //!   threads; target ≥ 0.5× native; and `flint run` by split count, 2 to 64
@@ -149,29 +152,38 @@ fn reused_call_median(rt: &Runtime, bytes: &[u8], rounds: usize) -> Duration {
     median(samples)
 }
 
-/// Runs `tasks` pi tasks of `points` each on `threads` threads, pulling from a shared
-/// counter; returns the total inside count and the wall time.
-fn pi_parallel(threads: u32, tasks: u32, run: impl Fn(u32) -> u64 + Sync) -> (u64, Duration) {
+/// Runs tasks `0..tasks` on `threads` threads, each pulling the next from a shared
+/// counter; returns what each task gave, by index, and the wall time.
+fn in_parallel<T: Send>(threads: u32, tasks: u32, run: impl Fn(u32) -> T + Sync) -> (Vec<T>, Duration) {
     let next = std::sync::atomic::AtomicU32::new(0);
     let started = Instant::now();
-    let inside = std::thread::scope(|s| {
+    let mut done: Vec<(u32, T)> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
-                    let mut sum = 0;
+                    let mut done = Vec::new();
                     loop {
                         let t = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         if t >= tasks {
-                            break sum;
+                            break done;
                         }
-                        sum += run(t);
+                        done.push((t, run(t)));
                     }
                 })
             })
             .collect();
-        workers.into_iter().map(|w| w.join().unwrap()).sum()
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
     });
-    (inside, started.elapsed())
+    let elapsed = started.elapsed();
+    done.sort_by_key(|(t, _)| *t);
+    (done.into_iter().map(|(_, out)| out).collect(), elapsed)
+}
+
+/// Runs `tasks` pi tasks of `points` each on `threads` threads; returns the total inside
+/// count and the wall time.
+fn pi_parallel(threads: u32, tasks: u32, run: impl Fn(u32) -> u64 + Sync) -> (u64, Duration) {
+    let (inside, elapsed) = in_parallel(threads, tasks, run);
+    (inside.into_iter().sum(), elapsed)
 }
 
 /// Whether the figure `name` was asked for: `make bench` runs them all;
@@ -193,6 +205,7 @@ fn main() {
     }
     if wanted("shapes") {
         shapes_figure(&mut results);
+        word_count_compute_figure(&mut results);
     }
     if wanted("wordcount") {
         word_count_figures(&mut results);
@@ -264,36 +277,42 @@ fn pi_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
     // 800 M points, as the reference: 32 tasks of 25 M.
     let (threads, tasks, points) = (2, 32, 25_000_000u64);
     let native_run = || pi_parallel(threads, tasks, |t| pi_kernel::count_inside(u64::from(t), points));
-    let rt = runtime(threads);
-    let pi = rt.load(&component("pi")).unwrap();
+    let bytes = component("pi");
+    // As shipped, and without epoch checks (for the figure only): what the deadline
+    // checks cost pi's loop.
+    let shipped = runtime(threads);
+    let unchecked = Runtime::for_measurement(config(threads), flint_runtime::Variant::NoEpochChecks).unwrap();
+    let runtimes = [&shipped, &unchecked].map(|rt| (rt, rt.load(&bytes).unwrap()));
     let config: Conf = [("points".to_string(), points.to_string())].into();
-    let wasm_run = || {
+    let wasm_run = |rt: &Runtime, pi| {
         pi_parallel(threads, tasks, |t| {
             let out =
-                rt.call(&pi, &ctx(config.clone(), t, tasks), Call::Run(TaskInput::Index(t))).result.unwrap();
+                rt.call(pi, &ctx(config.clone(), t, tasks), Call::Run(TaskInput::Index(t))).result.unwrap();
             // The guest's output, `Count { inside, total }`, in the SDK's encoding.
             let (inside, _total): (u64, u64) = postcard::from_bytes(&out).unwrap();
             inside
         })
     };
-    // Medians of three rounds, each round both, so that each sees the machine as the
-    // other did.
-    let (mut natives, mut wasms) = (Vec::new(), Vec::new());
-    let (mut native_inside, mut wasm_inside) = (0, 0);
+    // Three rounds, each round all, so that each sees the machine as the others did;
+    // each ratio is the median of its rounds' ratios, each to its own round's native run.
+    let (mut natives, mut wasms, mut ratios) =
+        (Vec::new(), [Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
     for _ in 0..3 {
-        let (inside, time) = native_run();
-        natives.push(time);
-        native_inside = inside;
-        let (inside, time) = wasm_run();
-        wasms.push(time);
-        wasm_inside = inside;
+        let (native_inside, native) = native_run();
+        natives.push(native);
+        for (((rt, pi), wasms), ratios) in runtimes.iter().zip(&mut wasms).zip(&mut ratios) {
+            let (inside, time) = wasm_run(rt, pi);
+            wasms.push(time);
+            ratios.push(time.as_secs_f64() / native.as_secs_f64());
+            assert_eq!(native_inside, inside, "wasm and native count the same points");
+        }
     }
-    let (native, wasm) = (median(natives), median(wasms));
-    assert_eq!(native_inside, wasm_inside, "wasm and native count the same points");
+    let native = median(natives);
+    let [wasm, _] = wasms.map(median);
+    let [ratio, unchecked_ratio] = ratios.map(median_f64);
     let total = f64::from(tasks) * points as f64 * 2.0;
-    let ratio = wasm.as_secs_f64() / native.as_secs_f64();
     println!(
-        "pi, {} M points on {threads} threads: wasm {:.3} s ({:.0} M points/s), native {:.3} s ({:.0} M points/s); wasm/native {ratio:.2}× (target ≤ 1.1×)",
+        "pi, {} M points on {threads} threads: wasm {:.3} s ({:.0} M points/s), native {:.3} s ({:.0} M points/s); wasm/native {ratio:.2}× (median of 3 rounds' ratios; target ≤ 1.1×); without epoch checks {unchecked_ratio:.2}×",
         total / 2e6,
         wasm.as_secs_f64(),
         total / 2e6 / wasm.as_secs_f64(),
@@ -303,9 +322,17 @@ fn pi_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
     results.insert(
         "pi_wasm_vs_native".into(),
         json!({ "wasm_s": wasm.as_secs_f64(), "native_s": native.as_secs_f64(), "ratio": ratio, "target": 1.1,
-                "points": total / 2.0, "threads": threads }),
+                "ratio_without_epoch_checks": unchecked_ratio, "points": total / 2.0, "threads": threads }),
     );
 }
+
+/// The engine settings the compute figures are also measured under, beside the runtime
+/// as shipped: label, JSON key, variant.
+const VARIANTS: [(&str, &str, flint_runtime::Variant); 3] = [
+    ("without epoch checks", "without_epoch_checks", flint_runtime::Variant::NoEpochChecks),
+    ("speed_and_size", "speed_and_size", flint_runtime::Variant::SpeedAndSize),
+    ("baseline CPU", "baseline_cpu", flint_runtime::Variant::BaselineCpu),
+];
 
 /// Shapes of compute (`examples/shapes`) in wasm against the same source compiled
 /// natively, all on 2 threads: in the runtime as shipped, and in runtimes that differ
@@ -314,17 +341,11 @@ fn pi_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
 /// apart from Cranelift's code; Cranelift's `speed_and_size` level; and the baseline
 /// CPU instead of the host's detected features.
 fn shapes_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
-    use flint_runtime::Variant;
     let (threads, tasks) = (2, 16);
     let shipped = runtime(threads);
-    let variants = [
-        ("without epoch checks", "without_epoch_checks", Variant::NoEpochChecks),
-        ("speed_and_size", "speed_and_size", Variant::SpeedAndSize),
-        ("baseline CPU", "baseline_cpu", Variant::BaselineCpu),
-    ];
     let mut runtimes = vec![(&shipped, shipped.load(&component("shapes")).unwrap())];
     let others: Vec<Runtime> =
-        variants.iter().map(|(.., v)| Runtime::for_measurement(config(threads), *v).unwrap()).collect();
+        VARIANTS.iter().map(|(.., v)| Runtime::for_measurement(config(threads), *v).unwrap()).collect();
     runtimes.extend(others.iter().map(|rt| (rt, rt.load(&component("shapes")).unwrap())));
     let entries = 8 << 20;
     let mut figures = serde_json::Map::new();
@@ -363,7 +384,7 @@ fn shapes_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
         let native = median(natives).as_secs_f64();
         let ratios: Vec<f64> = times.into_iter().map(|t| median(t).as_secs_f64() / native).collect();
         let others: Vec<String> =
-            variants.iter().zip(&ratios[1..]).map(|((label, ..), r)| format!("{label} {r:.2}×")).collect();
+            VARIANTS.iter().zip(&ratios[1..]).map(|((label, ..), r)| format!("{label} {r:.2}×")).collect();
         println!(
             "compute shape {shape}, {tasks} tasks of {} M steps on {threads} threads: wasm {:.3} s, native {native:.3} s; wasm/native {:.2}× (target ≤ 1.1×); {}",
             steps / 1_000_000,
@@ -372,12 +393,127 @@ fn shapes_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
             others.join(", ")
         );
         let mut figure = json!({ "wasm_s": ratios[0] * native, "native_s": native, "ratio": ratios[0] });
-        for ((_, key, _), ratio) in variants.iter().zip(&ratios[1..]) {
+        for ((_, key, _), ratio) in VARIANTS.iter().zip(&ratios[1..]) {
             figure[format!("ratio_{key}")] = json!(ratio);
         }
         figures.insert(shape.into(), figure);
     }
     results.insert("compute_shapes_wasm_vs_native".into(), serde_json::Value::Object(figures));
+}
+
+/// Word count's compute alone: the example component over the corpus held in memory,
+/// 32 splits on 2 threads, against its counting code natively, each split counted into
+/// a table of its own on both sides; in the runtime as shipped and under each of
+/// [`VARIANTS`]. Without epoch checks says what the deadline checks cost this loop, the
+/// compute every word-count figure of a cluster stands on.
+fn word_count_compute_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
+    let (threads, splits) = (2, 32);
+    let text = std::fs::read(corpus(CORPUS)).unwrap();
+    let ranges = line_splits(&text, splits);
+    let bytes = component("word_count");
+    let shipped = runtime(threads);
+    let others: Vec<Runtime> =
+        VARIANTS.iter().map(|(.., v)| Runtime::for_measurement(config(threads), *v).unwrap()).collect();
+    let runtimes: Vec<_> =
+        std::iter::once(&shipped).chain(&others).map(|rt| (rt, rt.load(&bytes).unwrap())).collect();
+    let text = Arc::new(text);
+    let native_run = || {
+        in_parallel(threads, splits, |t| {
+            let (start, end) = ranges[t as usize];
+            let mut counts = word_kernel::Counts::default();
+            word_kernel::count_words(&text[start..end], &mut counts);
+            counts
+        })
+    };
+    let wasm_run = |rt: &Runtime, component| {
+        in_parallel(threads, splits, |t| {
+            let (start, end) = ranges[t as usize];
+            let source = Box::new(MemoryLines { text: text.clone(), at: start, end });
+            let input =
+                TaskInput::Lines { path: "corpus".into(), start: start as u64, end: end as u64, source };
+            rt.call(component, &ctx(Conf::new(), t, splits), Call::Run(input)).result.unwrap()
+        })
+    };
+    // Each ratio is the median of its rounds' ratios, each to its own round's native
+    // run: this machine's speed drifts from round to round.
+    let (mut natives, mut ratios) = (Vec::new(), vec![Vec::new(); runtimes.len()]);
+    for _ in 0..3 {
+        let (tables, native) = native_run();
+        natives.push(native);
+        let merged = tables.into_iter().reduce(word_kernel::merge).unwrap();
+        let expected = (merged.values().sum::<u64>(), merged.len());
+        for ((rt, component), ratios) in runtimes.iter().zip(&mut ratios) {
+            let (outputs, time) = wasm_run(rt, component);
+            ratios.push(time.as_secs_f64() / native.as_secs_f64());
+            // Each task's table, in the SDK's encoding (postcard), merged here.
+            let mut merged = std::collections::HashMap::<String, u64>::new();
+            for output in outputs {
+                let table: std::collections::HashMap<String, u64> = postcard::from_bytes(&output).unwrap();
+                for (word, n) in table {
+                    *merged.entry(word).or_default() += n;
+                }
+            }
+            assert_eq!((merged.values().sum(), merged.len()), expected, "wasm counts what native does");
+        }
+    }
+    let native = median(natives).as_secs_f64();
+    let ratios: Vec<f64> = ratios.into_iter().map(median_f64).collect();
+    let others: Vec<String> =
+        VARIANTS.iter().zip(&ratios[1..]).map(|((label, ..), r)| format!("{label} {r:.2}×")).collect();
+    println!(
+        "word count's compute, {} MiB in memory in {splits} splits on {threads} threads: wasm {:.3} s, native {native:.3} s; wasm/native time {:.2}× (median of 3 rounds' ratios); {}",
+        CORPUS >> 20,
+        ratios[0] * native,
+        ratios[0],
+        others.join(", ")
+    );
+    let mut figure = json!({ "wasm_s": ratios[0] * native, "native_s": native, "ratio": ratios[0] });
+    for ((_, key, _), ratio) in VARIANTS.iter().zip(&ratios[1..]) {
+        figure[format!("ratio_{key}")] = json!(ratio);
+    }
+    results.insert("word_count_compute_wasm_vs_native".into(), figure);
+}
+
+/// The byte ranges of `text`'s splits as Flint plans them: of `splits` equal ranges,
+/// the lines whose first byte falls in each.
+fn line_splits(text: &[u8], splits: u32) -> Vec<(usize, usize)> {
+    let line_start = |at: usize| match at {
+        0 => 0,
+        at => text[at - 1..].iter().position(|b| *b == b'\n').map_or(text.len(), |i| at + i),
+    };
+    let size = text.len() as u64;
+    (0..u64::from(splits))
+        .map(|i| {
+            (
+                line_start((size * i / u64::from(splits)) as usize),
+                line_start((size * (i + 1) / u64::from(splits)) as usize),
+            )
+        })
+        .collect()
+}
+
+/// A split held in memory, handed out as an executor hands out a split: whole lines,
+/// about `max` bytes a batch (a longer line whole), an empty batch at the end.
+struct MemoryLines {
+    text: Arc<Vec<u8>>,
+    at: usize,
+    end: usize,
+}
+
+impl flint_runtime::LineSource for MemoryLines {
+    fn next(&mut self, max: usize) -> Result<Vec<u8>, flint_proto::TaskFailure> {
+        let rest = &self.text[self.at..self.end];
+        let cut = if rest.len() <= max {
+            rest.len()
+        } else {
+            match rest[..max].iter().rposition(|b| *b == b'\n') {
+                Some(i) => i + 1,
+                None => rest.iter().position(|b| *b == b'\n').map_or(rest.len(), |i| i + 1),
+            }
+        };
+        self.at += cut;
+        Ok(rest[..cut].to_vec())
+    }
 }
 
 fn us(d: Duration) -> f64 {

@@ -312,7 +312,7 @@ fn pi_figure(results: &mut serde_json::Map<String, serde_json::Value>) {
     let [ratio, unchecked_ratio] = ratios.map(median_f64);
     let total = f64::from(tasks) * points as f64 * 2.0;
     println!(
-        "pi, {} M points on {threads} threads: wasm {:.3} s ({:.0} M points/s), native {:.3} s ({:.0} M points/s); wasm/native {ratio:.2}× (median of 3 rounds' ratios; target ≤ 1.1×); without epoch checks {unchecked_ratio:.2}×",
+        "pi, {} M points on {threads} threads: wasm {:.3} s ({:.0} M points/s), native {:.3} s ({:.0} M points/s); wasm/native time {ratio:.2}× (median of each round's ratio; target ≤ 1.1×), without epoch checks {unchecked_ratio:.2}×",
         total / 2e6,
         wasm.as_secs_f64(),
         total / 2e6 / wasm.as_secs_f64(),

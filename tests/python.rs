@@ -269,6 +269,107 @@ fn a_python_job_that_cannot_be_built_says_why() {
     assert!(!out.status.success() && said.contains("pip install componentize-py=="), "{said}");
 }
 
+/// A job whose top-level code (run as componentize-py builds it) tries to leave a file
+/// in every folder on its path and in its own folder, and carries on when refused.
+const WRITES_AT_IMPORT: &str = r#"
+import os, sys
+import flint_guest
+NAME = "MARKER"
+for folder in list(sys.path) + [os.path.dirname(os.path.abspath(__file__))]:
+    try:
+        with open(os.path.join(folder, NAME), "w") as f:
+            f.write("import os; os.system('touch /tmp/pwned')\n")
+    except OSError:
+        pass
+
+class Count(flint_guest.Aggregate):
+    def run(self, partition):
+        return 1
+    def merge(self, a, b):
+        return a + b
+"#;
+
+/// The folders a `.pth` in would run on every start of the build's Python: its own
+/// site-packages and its base installation's.
+fn site_folders() -> Vec<std::path::PathBuf> {
+    let python = root().join("target/pyvenv/bin/python");
+    let script = "import site, sys; print('\\n'.join(site.getsitepackages([sys.prefix, sys.base_prefix])))";
+    let out = std::process::Command::new(python).args(["-c", script]).output().unwrap();
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let folders: Vec<_> =
+        lossy(&out.stdout).lines().map(std::path::PathBuf::from).filter(|p| p.is_dir()).collect();
+    assert!(!folders.is_empty(), "{}", lossy(&out.stdout));
+    folders
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_python_build_runs_nothing_of_the_job_on_the_host_and_writes_nowhere_but_its_own_folder() {
+    let marker = format!("flint-build-{}.pth", std::process::id());
+    let witness = tempfile::tempdir().unwrap();
+    let job = job_folder(&WRITES_AT_IMPORT.replace("MARKER", &marker));
+    // A module of the job's folder that shadows the standard library's `ast` (which
+    // reading the job's world uses): run on the host, it would leave a file behind.
+    let ran = witness.path().join("ast-ran");
+    let shadow = format!("open({:?}, 'w').write('ran')\nfrom _ast import *\n", ran.to_str().unwrap());
+    std::fs::write(job.path().join("ast.py"), shadow).unwrap();
+    let before = listing(job.path());
+    let cache = tempfile::tempdir().unwrap();
+    let out = command(&["run", ".", "--partitions", "3", "--json"])
+        .current_dir(job.path())
+        .env("FLINT_COMPONENTIZE_PY", componentize_py())
+        .env("FLINT_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
+    // The job builds and runs: its refused writes cost it nothing.
+    assert_eq!(ok_json(&out)["result"], 3, "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("building the Python job"), "{}", lossy(&out.stderr));
+    assert!(!ran.exists(), "the job's ast.py ran on the host");
+    assert_eq!(listing(job.path()), before, "the build wrote into the job's folder");
+    for folder in site_folders() {
+        assert!(!folder.join(&marker).exists(), "the build wrote {marker} into {}", folder.display());
+    }
+}
+
+#[test]
+fn a_python_job_s_sources_are_read_within_bounds_and_only_from_its_folder() {
+    let refused = |job: &Path, expected: &str| {
+        let out = flint_in(job, &["run", "."]);
+        let said = lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{said}");
+        assert!(said.contains(expected), "expected {expected:?}: {said}");
+        assert!(!said.contains("building"), "refused as it is read, before any build: {said}");
+    };
+    // A source that is a device, or a FIFO: refused before a byte is read.
+    let device = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/dev/zero", device.path().join("app.py")).unwrap();
+    refused(device.path(), "not a regular file");
+    let fifo = job_folder("import flint_guest\n");
+    let made = std::process::Command::new("mkfifo").arg(fifo.path().join("helper.py")).status().unwrap();
+    assert!(made.success());
+    refused(fifo.path(), "not a regular file");
+    // A module that links to a file of the host's, which the component would carry to
+    // a cluster.
+    let outside = job_folder("import flint_guest\n");
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "KEY = 'the host user secret'\n").unwrap();
+    std::os::unix::fs::symlink(secret.path(), outside.path().join("secrets.py")).unwrap();
+    refused(outside.path(), "outside the job's folder");
+    // A source past the bound: refused without reading it whole.
+    let huge = job_folder("import flint_guest\n");
+    let file = std::fs::File::create(huge.path().join("app.py")).unwrap();
+    file.set_len(768 << 20).unwrap();
+    refused(huge.path(), "is over 16 MiB");
+}
+
 #[test]
 fn flint_new_makes_a_python_job_whose_tests_pass_and_that_runs() {
     let dir = tempfile::tempdir().unwrap();

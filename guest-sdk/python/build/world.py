@@ -1,10 +1,12 @@
 # Which world a Python job is built for, read from its source without running it:
 # "map-reduce" when its job class derives from flint_guest's MapReduce, "combine" when
-# from Combine (through classes of the same module too), else "aggregate". Run by `flint` with the host's python3.
+# from Combine (through classes of the same module too), else "aggregate". Run by `flint`
+# with the host's python3, isolated (-I -S), the source on its input and its path (for
+# messages) as its argument: nothing of the job's is imported or run.
 import ast
 import sys
 
-tree = ast.parse(open(sys.argv[1], encoding="utf-8").read(), sys.argv[1])
+tree = ast.parse(sys.stdin.buffer.read(), sys.argv[1])
 bases = {}
 for node in ast.walk(tree):
     if isinstance(node, ast.ClassDef):

@@ -5,6 +5,7 @@ mod bundle;
 mod client;
 mod cluster;
 mod common;
+mod confine;
 mod k8s;
 mod local;
 mod new;

@@ -37,11 +37,23 @@ pub const MODULE: &str = "app";
 /// Whether `path` is a Python job: a `.py` file, or a folder with `app.py` and no crate.
 pub fn is_python_job(path: &Path) -> bool {
     if path.is_dir() {
-        path.join(format!("{MODULE}.py")).is_file() && !path.join("Cargo.toml").exists()
+        // Whatever `app.py` is (a link to a device is refused as the sources are read).
+        let module = path.join(format!("{MODULE}.py"));
+        std::fs::symlink_metadata(module).is_ok() && !path.join("Cargo.toml").exists()
     } else {
         path.extension().is_some_and(|e| e == "py")
     }
 }
+
+/// The most one of a job's `.py` files may hold, all of them together, and how many
+/// there may be: a job's source is read before it is built, and a link to `/dev/zero`
+/// or an absurd file must fail the build, not fill the host's memory.
+const MAX_SOURCE: u64 = 16 << 20;
+const MAX_SOURCES: u64 = 64 << 20;
+const MAX_FILES: usize = 10_000;
+
+/// A job's `.py` files, relative to its folder, each read once (sorted by path).
+type Sources = Vec<(PathBuf, Vec<u8>)>;
 
 /// The component of the job in `module`.py in `dir`, built unless one built from the
 /// same sources is in the cache.
@@ -49,14 +61,18 @@ pub fn component(dir: &Path, module: &str) -> Result<Vec<u8>> {
     if module.is_empty() || !module.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         bail!("{module:?} is not a Python module name: name the job's file like app.py or word_count.py");
     }
-    let source = dir.join(format!("{module}.py"));
-    let world = world_of(&source)?;
-    let digest = digest(dir, module, &world)?;
+    let sources = read_sources(dir)?;
+    let main = PathBuf::from(format!("{module}.py"));
+    let Some((_, source)) = sources.iter().find(|(path, _)| *path == main) else {
+        bail!("{} is not a regular file of the job's folder", dir.join(&main).display());
+    };
+    let world = world_of(&dir.join(&main), source)?;
+    let digest = digest(&sources, module, &world);
     let cached = crate::common::cache_dir().map(|d| d.join("python").join(format!("{digest}.wasm")));
     if let Some(bytes) = cached.as_ref().and_then(|p| std::fs::read(p).ok()) {
         return Ok(bytes);
     }
-    let bytes = build(dir, module, &world)?;
+    let bytes = build(dir, &sources, module, &world)?;
     if let Some(path) = cached {
         // A cache that cannot be written costs the next run a build, nothing more; a
         // file of its own, renamed into place, so that builds at once never mix.
@@ -71,22 +87,40 @@ pub fn component(dir: &Path, module: &str) -> Result<Vec<u8>> {
 
 /// `map-reduce` when the job class derives from `MapReduce`, `combine` when from
 /// `Combine`, else `aggregate` (a `Task` job's list of outputs is folded by the
-/// aggregate world's glue).
-fn world_of(source: &Path) -> Result<String> {
+/// aggregate world's glue). The host's Python parses the source it is given on its
+/// input, isolated (no job folder, working folder or site on its path, no `PYTHON*`
+/// variable) and confined, so nothing of the job's runs.
+fn world_of(path: &Path, source: &[u8]) -> Result<String> {
+    use std::io::Write;
+    use std::process::Stdio;
     let python = std::env::var_os("FLINT_PYTHON").unwrap_or_else(|| "python3".into());
-    let output =
-        Command::new(&python).args(["-c", WORLD]).arg(source).output().with_context(|| {
-            format!("cannot run {} to read {}", python.to_string_lossy(), source.display())
-        })?;
+    let empty = tempfile::tempdir().context("cannot make a folder to read the Python job in")?;
+    let mut cmd = Command::new(&python);
+    cmd.args(["-I", "-S", "-c", WORLD])
+        .arg(path)
+        .current_dir(empty.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    crate::confine::writes_only_under(&mut cmd, &[empty.path()])?;
+    let cannot_run = || format!("cannot run {} to read {}", python.to_string_lossy(), path.display());
+    let mut child = cmd.spawn().with_context(cannot_run)?;
+    let mut stdin = child.stdin.take().expect("piped");
+    let output = std::thread::scope(|scope| {
+        // Written beside the wait, so that a Python that stops reading cannot block it.
+        scope.spawn(move || stdin.write_all(source));
+        child.wait_with_output()
+    })
+    .with_context(cannot_run)?;
     if !output.status.success() {
-        bail!("{} does not parse:\n{}", source.display(), String::from_utf8_lossy(&output.stderr).trim_end());
+        bail!("{} does not parse:\n{}", path.display(), String::from_utf8_lossy(&output.stderr).trim_end());
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 /// What the component is made of: the job's Python files, the SDK, the contract, the
 /// world, the module, and this build of Flint.
-fn digest(dir: &Path, module: &str, world: &str) -> Result<String> {
+fn digest(sources: &Sources, module: &str, world: &str) -> String {
     let mut hash = Sha256::new();
     for part in [env!("CARGO_PKG_VERSION"), COMPONENTIZE_PY, module, world, ENTRY] {
         hash.update((part.len() as u64).to_le_bytes());
@@ -96,65 +130,125 @@ fn digest(dir: &Path, module: &str, world: &str) -> Result<String> {
         hash.update(name);
         hash.update(text);
     }
-    let mut files = Vec::new();
-    python_files(dir, dir, &mut files)?;
-    files.sort();
-    for file in files {
-        let bytes =
-            std::fs::read(dir.join(&file)).with_context(|| format!("cannot read {}", file.display()))?;
+    for (file, bytes) in sources {
         hash.update(file.to_string_lossy().as_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(&bytes);
+        hash.update(bytes);
     }
-    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The `.py` files under `dir` (relative to `root`), leaving out hidden folders,
-/// caches and virtual environments.
-fn python_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// The `.py` files of the job's folder `dir`, read: regular files (or links to regular
+/// files inside the folder), hidden folders, caches and virtual environments left out,
+/// within [`MAX_SOURCE`], [`MAX_SOURCES`] and [`MAX_FILES`]. A `.py` that is a device,
+/// a FIFO or a link out of the folder is refused: it would read without end, or put a
+/// file of the host's into a component shipped to a cluster.
+fn read_sources(dir: &Path) -> Result<Sources> {
+    let root = dir.canonicalize().with_context(|| format!("cannot open {}", dir.display()))?;
+    let mut found = Vec::new();
+    let mut total = 0;
+    visit(&root, &root, &mut found, &mut total)?;
+    found.sort();
+    Ok(found)
+}
+
+fn visit(root: &Path, dir: &Path, found: &mut Sources, total: &mut u64) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
         let entry = entry?;
         let path = entry.path();
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if entry.file_type()?.is_dir() {
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
             let skipped = name.starts_with('.') || name == "__pycache__" || path.join("pyvenv.cfg").exists();
             if !skipped {
-                python_files(root, &path, out)?;
+                visit(root, &path, found, total)?;
             }
-        } else if name.ends_with(".py") {
-            out.push(path.strip_prefix(root).expect("under the root").to_path_buf());
+            continue;
         }
+        if !name.ends_with(".py") {
+            continue;
+        }
+        let relative = path.strip_prefix(root).expect("under the root").to_path_buf();
+        let real = path.canonicalize().with_context(|| format!("cannot read {}", path.display()))?;
+        let meta = std::fs::metadata(&real)?;
+        if !meta.is_file() {
+            bail!(
+                "{} is not a regular file (a device, a FIFO or a socket): a build reads files",
+                path.display()
+            );
+        }
+        if !real.starts_with(root) {
+            bail!(
+                "{} links to {}, outside the job's folder: a build reads only the folder's own files",
+                path.display(),
+                real.display()
+            );
+        }
+        if found.len() == MAX_FILES {
+            bail!("{} holds more than {MAX_FILES} .py files", root.display());
+        }
+        let bytes = read_at_most(&real, MAX_SOURCE)
+            .with_context(|| format!("cannot read {}", path.display()))?
+            .with_context(|| {
+                format!("{} is over {} MiB: a job's source is not data", path.display(), MAX_SOURCE >> 20)
+            })?;
+        *total += bytes.len() as u64;
+        if *total > MAX_SOURCES {
+            bail!("the .py files of {} hold over {} MiB", root.display(), MAX_SOURCES >> 20);
+        }
+        found.push((relative, bytes));
     }
     Ok(())
 }
 
-/// Runs componentize-py over the job and the SDK in a folder of their own.
-fn build(dir: &Path, module: &str, world: &str) -> Result<Vec<u8>> {
+/// The file at `path` when it holds at most `max` bytes, however its size was given.
+fn read_at_most(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
+}
+
+/// Runs componentize-py over copies of the job's sources and the SDK in a folder of
+/// their own, confined to writing in it: componentize-py imports the job's module to
+/// build it (its top-level code runs in componentize-py's sandbox, with the folders on
+/// its path mounted), and whatever that code tries, nothing outside the folder changes.
+fn build(dir: &Path, sources: &Sources, module: &str, world: &str) -> Result<Vec<u8>> {
     let tool = std::env::var_os("FLINT_COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
     let work = tempfile::tempdir().context("cannot make a folder to build the Python job in")?;
-    for (name, text) in SDK {
-        let path = work.path().join(name);
+    let write = |path: &Path, bytes: &[u8]| -> Result<()> {
         std::fs::create_dir_all(path.parent().expect("a file in a folder"))?;
-        std::fs::write(&path, text)?;
+        Ok(std::fs::write(path, bytes)?)
+    };
+    for (name, text) in SDK {
+        write(&work.path().join(name), text.as_bytes())?;
     }
-    std::fs::write(
-        work.path().join("flint_entry.py"),
-        ENTRY.replace("MODULE", module).replace("\"WORLD\"", &format!("\"{world}\"")),
+    let job = work.path().join("job");
+    for (name, bytes) in sources {
+        write(&job.join(name), bytes)?;
+    }
+    write(
+        &work.path().join("flint_entry.py"),
+        ENTRY.replace("MODULE", module).replace("\"WORLD\"", &format!("\"{world}\"")).as_bytes(),
     )?;
+    let scratch = work.path().join("tmp");
+    std::fs::create_dir(&scratch)?;
     let out = work.path().join("job.wasm");
     eprintln!("building the Python job {} with componentize-py…", dir.join(format!("{module}.py")).display());
-    let output = Command::new(&tool)
-        .arg("-d")
+    let mut cmd = Command::new(&tool);
+    cmd.arg("-d")
         .arg(work.path().join("wit"))
         .args(["-w", world, "componentize", "flint_entry", "-p"])
         .arg(work.path())
         .arg("-p")
-        .arg(dir)
+        .arg(&job)
         .arg("-o")
         .arg(&out)
-        .output();
-    let output = match output {
+        .current_dir(work.path())
+        .env("TMPDIR", &scratch);
+    crate::confine::writes_only_under(&mut cmd, &[work.path(), Path::new("/dev/null")])?;
+    let output = match cmd.output() {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "componentize-py is not installed, and Python jobs are built with it: pip install {COMPONENTIZE_PY} (or name it in FLINT_COMPONENTIZE_PY)"

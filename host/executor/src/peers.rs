@@ -31,6 +31,11 @@ const MAX_MAPS: usize = 100_000;
 /// Peers proven at once; past it a new one is refused at its hello.
 const MAX_PEERS: usize = 256;
 
+/// How long a peer has to send a request's header once it opens its stream. The header
+/// is read before the request takes one of the [`SERVING`] places, so streams that open
+/// and say nothing hold no place another reducer needs.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+
 /// What the accept loop shares with its connections.
 struct Door {
     gate: Arc<Gate>,
@@ -117,8 +122,18 @@ async fn serve_peer(
         let Ok((mut send, mut recv)) = connection.accept_bi().await else { return Ok(()) };
         let (core, permits) = (core.clone(), door.serving.clone());
         tokio::spawn(async move {
+            let request =
+                match tokio::time::timeout(REQUEST_DEADLINE, read_frame::<PeerRequest>(&mut recv)).await {
+                    Ok(Ok(Some(request))) => request,
+                    Ok(Ok(None)) => return,
+                    Ok(Err(e)) => return tracing::debug!(error = %e, "a peer's request did not read"),
+                    Err(_) => {
+                        let _ = recv.stop(3u32.into());
+                        return tracing::debug!("a peer opened a stream and sent no request in time");
+                    }
+                };
             let _permit = permits.acquire_owned().await;
-            if let Err(e) = answer(&mut send, &mut recv, core).await {
+            if let Err(e) = answer(&mut send, request, core).await {
                 tracing::debug!(error = %e, "a slice request failed");
             }
         });
@@ -128,13 +143,12 @@ async fn serve_peer(
 /// One request: slices, or a whole output.
 async fn answer(
     send: &mut quinn::SendStream,
-    recv: &mut quinn::RecvStream,
+    request: PeerRequest,
     core: Weak<ExecutorCore>,
 ) -> Result<(), flint_net::FrameError> {
-    match read_frame::<PeerRequest>(recv).await? {
-        None => Ok(()),
-        Some(PeerRequest::Slices(request)) => answer_slices(send, request, core).await,
-        Some(PeerRequest::Output(request)) => answer_output(send, request, core).await,
+    match request {
+        PeerRequest::Slices(request) => answer_slices(send, request, core).await,
+        PeerRequest::Output(request) => answer_output(send, request, core).await,
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Written between two looks at a disk's free space.
-const LOOK_EVERY: u64 = 16 << 20;
+pub(crate) const LOOK_EVERY: u64 = 16 << 20;
 
 /// What the executor's shuffle files may take.
 #[derive(Debug)]
@@ -55,6 +55,11 @@ impl DiskBudget {
 
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// `flint.local.dir.minFree`: what every write of the executor's leaves free.
+    pub fn min_free(&self) -> u64 {
+        self.min_free
     }
 }
 
@@ -132,7 +137,7 @@ pub fn disk_full(e: &io::Error) -> Option<TaskFailure> {
 }
 
 /// Bytes an unprivileged writer may still put on the disk holding `dir`.
-fn free_space(dir: &Path) -> io::Result<u64> {
+pub(crate) fn free_space(dir: &Path) -> io::Result<u64> {
     let stat = rustix::fs::statvfs(dir)?;
     Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
 }

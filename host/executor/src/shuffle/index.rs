@@ -52,9 +52,23 @@ impl Index {
         }
     }
 
-    /// The index file at `path`.
+    /// The index file at `path`, read only when its length is one an index can have
+    /// (a corrupt file is never read whole into memory).
     pub fn read(path: &std::path::Path) -> io::Result<Index> {
-        Index::parse(std::fs::read(path)?)
+        use std::io::Read;
+        let mut file = std::fs::File::open(path)?;
+        let mut head = [0u8; 12];
+        file.read_exact(&mut head)?;
+        let reduces = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+        if file.metadata()?.len() != index_len(reduces) as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "its index does not match its partitions",
+            ));
+        }
+        let mut bytes = head.to_vec();
+        file.read_to_end(&mut bytes)?;
+        Index::parse(bytes)
     }
 
     pub fn reduces(&self) -> u32 {

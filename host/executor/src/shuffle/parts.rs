@@ -5,6 +5,7 @@
 //! a failed one leaves nothing); or bytes collected to go back to the submitter as the
 //! task's output.
 
+use super::disk::{LOOK_EVERY, free_space};
 use flint_data::{InputError, PartUpload};
 use flint_runtime::{KillSwitch, PartSink, ShuffleError};
 use std::fs::File;
@@ -16,11 +17,17 @@ pub struct PartFile {
     file: BufWriter<File>,
     temporary: PathBuf,
     kept: bool,
+    /// `flint.local.dir.minFree`, kept free on the output's disk too: looked at every
+    /// [`LOOK_EVERY`] bytes written.
+    min_free: u64,
+    written: u64,
+    look_at: u64,
 }
 
 impl PartFile {
-    /// The part file of attempt `number` of reduce `partition` under `dir`.
-    pub fn create(dir: &Path, partition: u32, number: u32) -> std::io::Result<PartFile> {
+    /// The part file of attempt `number` of reduce `partition` under `dir`, which
+    /// writes while its disk keeps `min_free` bytes free.
+    pub fn create(dir: &Path, partition: u32, number: u32, min_free: u64) -> std::io::Result<PartFile> {
         // Made by the driver when it took the job, removed when the job ended: an
         // attempt that outlives its job has nowhere to write.
         let temporary = dir.join(flint_proto::Parts::attempt_path(partition, number));
@@ -31,7 +38,7 @@ impl PartFile {
             }
             Err(e) => return Err(e),
         };
-        Ok(PartFile { file, temporary, kept: false })
+        Ok(PartFile { file, temporary, kept: false, min_free, written: 0, look_at: 0 })
     }
 
     /// Flushes the part to disk and leaves it for the driver to commit.
@@ -45,6 +52,24 @@ impl PartFile {
 
 impl PartSink for PartFile {
     fn write(&mut self, bytes: &[u8]) -> Result<(), ShuffleError> {
+        self.written += bytes.len() as u64;
+        if self.min_free > 0 && self.written >= self.look_at {
+            self.look_at = self.written + LOOK_EVERY;
+            let dir = self.temporary.parent().unwrap_or(Path::new("/"));
+            // A disk that cannot say is let be: the write itself will tell.
+            if let Ok(free) = free_space(dir)
+                && free < self.min_free.saturating_add(LOOK_EVERY)
+            {
+                return Err(ShuffleError {
+                    message: format!(
+                        "disk-full: writing {}: its disk has {free} bytes free, and flint.local.dir.minFree ({}) must stay free",
+                        self.temporary.display(),
+                        self.min_free
+                    ),
+                    retryable: true,
+                });
+            }
+        }
         self.file.write_all(bytes).map_err(|e| ShuffleError {
             message: format!("writing {}: {e}", self.temporary.display()),
             retryable: true,

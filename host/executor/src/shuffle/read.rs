@@ -156,6 +156,15 @@ impl ShuffleFiles {
                 "its index does not match the job's partitions",
             )
         })?;
+        // The index is checked against the file it describes before any of its sizes
+        // is used: a corrupt offset must fail the read, not size an allocation.
+        let held = std::fs::metadata(&data_path)?.len();
+        if end > held {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("its index places a slice at bytes {start}..{end} of a {held}-byte data file"),
+            ));
+        }
         Ok((data_path, start, end, crc))
     }
 }

@@ -82,8 +82,10 @@ impl ExecutorCore {
             Some(Parts::Collect) => Some(Part::collected(ctx.max_result_size)),
             Some(Parts::Files(dir)) => {
                 let number = launch.attempt.number;
+                let min_free = self.shuffle.as_ref().map_or(0, |files| files.budget().min_free());
                 let created = self.inputs().output_dir(dir).and_then(|dir| {
-                    PartFile::create(&dir, partition, number).map_err(|e| format!("output {dir:?}: {e}"))
+                    PartFile::create(&dir, partition, number, min_free)
+                        .map_err(|e| format!("output {dir:?}: {e}"))
                 });
                 match created {
                     Ok(part) => Some(Part::File(part)),

@@ -146,6 +146,31 @@ fn a_slice_corrupted_on_disk_fails_its_checksum_and_a_missing_one_is_named() {
 }
 
 #[test]
+fn an_index_that_lies_about_sizes_fails_its_map_before_anything_is_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
+    filled(&files, 3, 2, 1_000).finish(None).unwrap();
+    let (_, index) = files.paths(JOB, 3);
+    let good = std::fs::read(&index).unwrap();
+    // The last offset (the data file's end) says 32 TiB: in order, but past the file.
+    let mut huge = good.clone();
+    huge[12 + 2 * 8..12 + 3 * 8].copy_from_slice(&(1u64 << 45).to_le_bytes());
+    std::fs::write(&index, &huge).unwrap();
+    let e = files.locate_slices(JOB, 1, &[3]).unwrap_err();
+    assert_eq!(e.maps, [3]);
+    assert!(e.reason.contains("of a") && e.reason.contains("-byte data file"), "{}", e.reason);
+    // An index that says it has 2^32-1 partitions is refused by its length, unread.
+    let mut partitions = good.clone();
+    partitions[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&index, &partitions).unwrap();
+    let e = files.locate_slices(JOB, 0, &[3]).unwrap_err();
+    assert!(e.reason.contains("does not match its partitions"), "{}", e.reason);
+    // Put back, the map serves again.
+    std::fs::write(&index, &good).unwrap();
+    assert_eq!(files.locate_slices(JOB, 0, &[3]).unwrap().len(), 1);
+}
+
+#[test]
 fn a_new_executor_deletes_what_a_dead_one_left_and_not_what_a_live_one_holds() {
     let dir = tempfile::tempdir().unwrap();
     let live = ShuffleFiles::new(&[dir.path().to_path_buf()]).unwrap();
@@ -297,22 +322,40 @@ fn a_part_is_left_for_the_driver_to_commit_and_an_attempt_that_outlives_its_job_
     use flint_runtime::PartSink;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("_temporary")).unwrap();
-    let mut part = super::parts::PartFile::create(dir.path(), 3, 0).unwrap();
+    let mut part = super::parts::PartFile::create(dir.path(), 3, 0, 0).unwrap();
     part.write(b"w\t1\n").unwrap();
     part.keep().unwrap();
     let kept = dir.path().join("_temporary/part-00003.0");
     assert_eq!(std::fs::read(kept).unwrap(), b"w\t1\n");
     assert!(!dir.path().join("part-00003").exists(), "only the driver commits");
     // A failed attempt leaves nothing.
-    let mut failed = super::parts::PartFile::create(dir.path(), 3, 1).unwrap();
+    let mut failed = super::parts::PartFile::create(dir.path(), 3, 1, 0).unwrap();
     failed.write(b"half").unwrap();
     drop(failed);
     assert!(!dir.path().join("_temporary/part-00003.1").exists());
     // The job ended: the driver removed `_temporary`.
     std::fs::remove_dir_all(dir.path().join("_temporary")).unwrap();
-    let late = super::parts::PartFile::create(dir.path(), 3, 2).err().unwrap();
+    let late = super::parts::PartFile::create(dir.path(), 3, 2, 0).err().unwrap();
     assert!(late.to_string().contains("the job has ended"), "{late}");
     assert!(!dir.path().join("_temporary").exists(), "not made again");
+}
+
+#[test]
+fn a_part_leaves_what_flint_local_dir_min_free_keeps_on_its_disk() {
+    use flint_runtime::PartSink;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("_temporary")).unwrap();
+    // More kept free than any disk here has: the first write is refused, retryably,
+    // naming the key, and nothing is written.
+    let mut part = super::parts::PartFile::create(dir.path(), 0, 0, u64::MAX / 2).unwrap();
+    let refused = part.write(b"w\t1\n").unwrap_err();
+    assert!(refused.retryable && refused.message.contains("flint.local.dir.minFree"), "{}", refused.message);
+    drop(part);
+    assert!(!dir.path().join("_temporary/part-00000.0").exists());
+    // What the disk has room for is written.
+    let mut part = super::parts::PartFile::create(dir.path(), 0, 1, 1).unwrap();
+    part.write(b"w\t1\n").unwrap();
+    part.keep().unwrap();
 }
 
 /// Hands a map output over as a holder would, from its files: its data through

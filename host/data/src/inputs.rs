@@ -32,9 +32,17 @@ fn hidden(path: &Path) -> bool {
     path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(['.', '_']))
 }
 
+/// The most entries a glob's walk looks at, matched or not: a `**` over a huge tree, or
+/// over links that name the same folders again and again, is refused rather than walked
+/// without end.
+pub const MAX_WALKED: usize = 1_000_000;
+
 /// The files a path on this machine names: the file itself; a directory's regular
 /// files, by name (not its subfolders, nor hidden names); or a glob's regular files, by
-/// path. At most [`MAX_FILES`]; none is an error that says what was looked at.
+/// path. At most [`MAX_FILES`]; none is an error that says what was looked at. Only
+/// regular files are named (a link to a device, a FIFO or a socket is refused), and a
+/// glob's walk follows links to folders but never around a loop, and stops at
+/// [`MAX_WALKED`] entries.
 pub fn local_files(path: &str) -> Result<Vec<PathBuf>, String> {
     let mut found = Vec::new();
     let mut add = |file: PathBuf| {
@@ -45,11 +53,38 @@ pub fn local_files(path: &str) -> Result<Vec<PathBuf>, String> {
         Ok(())
     };
     if is_glob(path) {
-        let matches = glob::glob(path).map_err(|e| format!("not a usable glob: {e}"))?;
-        for entry in matches {
-            let file = entry.map_err(|e| e.to_string())?;
-            if !hidden(&file) && file.is_file() {
-                add(file)?;
+        // The regular files under the glob's base folder that it matches, hidden names
+        // (and everything under a hidden folder) left out.
+        let matcher = glob::Pattern::new(path).map_err(|e| format!("not a usable glob: {e}"))?;
+        let options = glob::MatchOptions { require_literal_separator: true, ..Default::default() };
+        let base = glob_base(path);
+        // Without `**` a match lies exactly as deep as the pattern's last part.
+        let depth = match path.contains("**") {
+            true => usize::MAX,
+            false => Path::new(path).components().count().saturating_sub(base.components().count()),
+        };
+        let walk = walkdir::WalkDir::new(&base)
+            .min_depth(1)
+            .max_depth(depth)
+            .follow_links(true)
+            .into_iter()
+            .filter_entry(|entry| !hidden(entry.path()));
+        for (walked, entry) in walk.enumerate() {
+            if walked == MAX_WALKED {
+                return Err(format!("a glob that walks more than {MAX_WALKED} entries; name a narrower one"));
+            }
+            let entry = match entry {
+                Ok(entry) => entry,
+                // A link back to a folder above it is walked once, not around.
+                Err(e) if e.loop_ancestor().is_some() => continue,
+                // A link to nothing names no file.
+                Err(e) if e.io_error().is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound) => {
+                    continue;
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+            if entry.file_type().is_file() && matcher.matches_path_with(entry.path(), options) {
+                add(entry.into_path())?;
             }
         }
         if found.is_empty() {
@@ -66,6 +101,12 @@ pub fn local_files(path: &str) -> Result<Vec<PathBuf>, String> {
             return Err("a folder with no file in it".into());
         }
     } else {
+        let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+        if !meta.is_file() {
+            return Err(
+                "not a regular file, a folder or a glob (a device, a FIFO or a socket is never read)".into(),
+            );
+        }
         add(PathBuf::from(path))?;
     }
     found.sort();
@@ -167,6 +208,34 @@ mod tests {
         assert!(local_files(&at("empty").to_string_lossy()).unwrap_err().contains("no file"));
         assert_eq!(glob_base(&format!("{logs}/2026/*/x")), at("logs/2026"));
         assert_eq!(glob_base("*.txt"), PathBuf::from("."));
+    }
+
+    #[test]
+    fn globs_walk_loops_once_and_only_regular_files_are_named() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let at = |p: &str| dir.path().join(p);
+        std::fs::create_dir_all(at("data/a/b")).unwrap();
+        std::fs::write(at("data/a/b/x.txt"), "x").unwrap();
+        // Links back up the tree (a loop), to the folder's own parent, to nothing, and
+        // to a device; a FIFO beside them.
+        symlink(at("data"), at("data/a/b/up")).unwrap();
+        symlink(at("data/a"), at("data/a/b/again")).unwrap();
+        symlink(at("nowhere"), at("data/a/dangling.txt")).unwrap();
+        symlink("/dev/zero", at("data/zero.txt")).unwrap();
+        let fifo = at("data/pipe.txt");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        let text = |p: PathBuf| p.to_string_lossy().into_owned();
+        let found = local_files(&format!("{}/**/*.txt", text(at("data")))).unwrap();
+        let found: Vec<_> =
+            found.into_iter().map(|p| text(p.strip_prefix(dir.path()).unwrap().into())).collect();
+        assert_eq!(found, ["data/a/b/x.txt"], "each real file once; no device, FIFO or dangling link");
+        for named in [at("data/zero.txt"), fifo] {
+            let refused = local_files(&text(named.clone())).unwrap_err();
+            assert!(refused.contains("not a regular file"), "{named:?}: {refused}");
+        }
+        assert_eq!(local_files(&text(at("data"))).unwrap_err(), "a folder with no file in it");
     }
 
     #[test]

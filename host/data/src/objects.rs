@@ -88,6 +88,14 @@ impl ObjectReader {
                         return Err(InputError::TooManyObjects { url: url.to_string(), max: MAX_OBJECTS });
                     }
                     let key = meta.location.to_string();
+                    // Hidden below what was named, as a folder's files are: `_SUCCESS`,
+                    // `.crc`, and whatever lies under `_temporary/` (uncommitted parts).
+                    let below = prefix.as_ref().map_or(key.as_str(), |p| {
+                        key.strip_prefix(p.as_ref()).unwrap_or(&key).trim_start_matches('/')
+                    });
+                    if below.split('/').any(|part| part.starts_with(['.', '_'])) {
+                        continue;
+                    }
                     let options =
                         glob::MatchOptions { require_literal_separator: true, ..Default::default() };
                     if pattern.as_ref().is_some_and(|p| !p.matches_with(&key, options)) {

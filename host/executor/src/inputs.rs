@@ -195,6 +195,11 @@ impl InputReader {
                 roots: if self.roots.is_empty() { "none are set".to_owned() } else { display(&self.roots) },
             });
         }
+        // A device or a FIFO would be read without end, or block the slot's thread.
+        if !std::fs::metadata(&real).map_err(local)?.is_file() {
+            let error = std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file");
+            return Err(local(error));
+        }
         File::open(&real).map_err(local)
     }
 }

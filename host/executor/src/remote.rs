@@ -31,9 +31,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-/// Keys that configure the executor's own start-up: its local value wins over the
-/// driver's, as with Spark's executor start-up settings.
+/// Keys that configure the executor's own start-up, or limit what it may touch on the
+/// machine it runs on: its local value wins over the driver's, as with Spark's executor
+/// start-up settings. An operator's roots are never widened by the driver or a job.
 const STARTUP_KEYS: &[&str] = &[
+    "flint.input.roots",
+    "flint.output.roots",
     "flint.executor.cores",
     "flint.executor.memory",
     "flint.network.idleTimeout",
@@ -48,6 +51,8 @@ pub use crate::core::INLINE_OUTPUT;
 #[derive(Debug, Clone)]
 pub struct ExecutorOptions {
     pub driver_url: DriverUrl,
+    /// The application secret, or the executor key a worker handed over in its place:
+    /// either way the executor proves the key ([`Secret::executor_key`]).
     pub secret: Secret,
     pub app_id: String,
     pub executor_id: Option<ExecutorId>,
@@ -165,7 +170,7 @@ pub async fn run_executor(
         })?;
         let said = hello(
             &connection,
-            &options.secret,
+            &options.secret.executor_key(),
             Role::Executor,
             &options.app_id,
             options.executor_id.clone(),
@@ -307,12 +312,15 @@ fn serve_map_outputs(
     let fetch = PeerFetch::new(
         endpoint.clone(),
         tokio::runtime::Handle::current(),
-        options.secret.clone(),
+        options.secret.executor_key(),
         options.app_id.clone(),
         (settings.network_idle_timeout, settings.network_timeout),
     );
     core.set_shuffle_fetch(Arc::new(fetch), settings.reducer_max_size_in_flight);
-    tokio::spawn(serve_peers(endpoint, Arc::downgrade(core), options.secret.clone(), options.app_id.clone()));
+    // Peers prove the executor key, which every executor of the application holds
+    // (made from the secret, or handed over by a worker in its place).
+    let key = options.secret.executor_key();
+    tokio::spawn(serve_peers(endpoint, Arc::downgrade(core), key, options.app_id.clone()));
     let fingerprint = identity.fingerprint();
     let hex: String = fingerprint.iter().map(|b| format!("{b:02x}")).collect();
     tracing::info!(%address, fingerprint = %hex, "serving map outputs to peers");

@@ -62,6 +62,18 @@ async fn prepare_dir(settings: &Settings, dir: &str) -> Result<(PathBuf, DirClai
     if !dir.starts_with('/') {
         return Err("not an absolute path".into());
     }
+    // `..` after a folder that does not exist yet would be resolved only once it is
+    // made: refused, so what is made always lies under the ancestor checked below.
+    let mut so_far = PathBuf::new();
+    for part in Path::new(dir).components() {
+        if part == std::path::Component::ParentDir && !tokio::fs::try_exists(&so_far).await.unwrap_or(false) {
+            return Err(format!(
+                "`..` after {}, which does not exist: name the directory itself",
+                so_far.display()
+            ));
+        }
+        so_far.push(part);
+    }
     let mut roots = Vec::new();
     for root in &settings.output_roots {
         if let Ok(root) = tokio::fs::canonicalize(root).await {
@@ -72,15 +84,22 @@ async fn prepare_dir(settings: &Settings, dir: &str) -> Result<(PathBuf, DirClai
     let path = Path::new(dir);
     let existing = path.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/"));
     let real = tokio::fs::canonicalize(existing).await.map_err(|e| e.to_string())?;
-    if !roots.iter().any(|root| real.starts_with(root)) {
+    let outside = || {
         let set = &settings.output_roots;
         let set = if set.is_empty() { "none are set".to_owned() } else { set.join(", ") };
-        return Err(format!(
+        format!(
             "outside {OUTPUT_ROOTS} ({set}); the driver's and executors' operator allows directories with --conf {OUTPUT_ROOTS}=/dir,…"
-        ));
+        )
+    };
+    if !roots.iter().any(|root| real.starts_with(root)) {
+        return Err(outside());
     }
     tokio::fs::create_dir_all(path).await.map_err(|e| e.to_string())?;
+    // Checked again where it was made (a link put in its way meanwhile).
     let real = tokio::fs::canonicalize(path).await.map_err(|e| e.to_string())?;
+    if !roots.iter().any(|root| real.starts_with(root)) {
+        return Err(outside());
+    }
     let mut entries = tokio::fs::read_dir(&real).await.map_err(|e| e.to_string())?;
     while let Some(entry) = entries.next_entry().await.map_err(|e| e.to_string())? {
         let name = entry.file_name();

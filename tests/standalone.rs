@@ -463,6 +463,7 @@ fn peers_the_master_must_not_serve_are_turned_away_saying_why_and_harm_no_one() 
     let mut cluster = Standalone::start();
     let register = |id: &str, running: Vec<RunningExecutor>| WorkerMessage::Register {
         id: id.into(),
+        instance: 1,
         host: "h".into(),
         cores: 2,
         memory: 1 << 30,
@@ -488,6 +489,7 @@ fn peers_the_master_must_not_serve_are_turned_away_saying_why_and_harm_no_one() 
     // Sizes whose sums could overflow the master's bookkeeping are refused too.
     let huge = WorkerMessage::Register {
         id: "huge".into(),
+        instance: 1,
         host: "h".into(),
         cores: u32::MAX,
         memory: 1,
@@ -591,4 +593,199 @@ fn executors_no_worker_can_start_stop_being_asked_for_and_the_job_says_why() {
     assert_eq!(master.matches("executor placed").count(), 3, "{master}");
     let status = app.status();
     assert!(status["allocation_stopped"].as_str().is_some_and(|r| r.contains("cannot make")), "{status}");
+}
+
+/// A worker that lies, spoken by hand: it registers as `id` offering `cores` and saying
+/// it runs `running`, heartbeats, and starts nothing it is sent, until dropped.
+struct Liar {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Option<flint_proto::standalone::ToWorker>>>,
+}
+
+impl Liar {
+    fn start(
+        url: &str,
+        id: &str,
+        cores: u32,
+        running: Vec<flint_proto::standalone::RunningExecutor>,
+    ) -> Liar {
+        use flint_proto::standalone::{ToWorker, WorkerMessage};
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (url, id, flag) = (url.to_owned(), id.to_owned(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let url: flint_net::DriverUrl = url.parse().unwrap();
+                let (_endpoint, connection) =
+                    flint_net::connect(&url, Duration::from_secs(5), Duration::from_secs(3)).await.unwrap();
+                let secret = flint_net::Secret::new(SECRET);
+                let role = flint_proto::wire::Role::Worker;
+                let (_, mut send, mut recv) =
+                    flint_net::hello(&connection, &secret, role, "", None, None).await.unwrap();
+                // Each liar a process of its own, as far as the master can tell.
+                static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1000);
+                let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let register = WorkerMessage::Register {
+                    id: id.into(),
+                    instance,
+                    host: "liar".into(),
+                    cores,
+                    memory: 1 << 40,
+                    running,
+                };
+                flint_net::write_frame(&mut send, &register).await.unwrap();
+                let answer = flint_net::read_frame::<ToWorker>(&mut recv).await.ok().flatten();
+                if !matches!(answer, Some(ToWorker::Registered { .. })) {
+                    return answer;
+                }
+                let said = tokio::spawn(async move {
+                    // Every order is read and ignored.
+                    while let Ok(Some(_)) = flint_net::read_frame::<ToWorker>(&mut recv).await {}
+                });
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    if flint_net::write_frame(&mut send, &WorkerMessage::Heartbeat).await.is_err() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                said.abort();
+                answer
+            })
+        });
+        Liar { stop, thread: Some(thread) }
+    }
+}
+
+impl Liar {
+    /// What the master answered its registration, once it is over.
+    fn thread_answer(mut self) -> Option<flint_proto::standalone::ToWorker> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().and_then(|t| t.join().ok()).flatten()
+    }
+}
+
+impl Drop for Liar {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn workers_started_side_by_side_with_the_defaults_each_serve_and_a_twin_id_is_refused() {
+    let mut cluster = Standalone::start();
+    // Three workers on one machine, as a user trying standalone starts them: no ids.
+    for n in 0..3 {
+        let work = cluster.work_dir(&format!("default-{n}"));
+        let mut cmd = command(&["worker", "--master-url", &cluster.url, "--cores", "1", "--memory", "2g"]);
+        cmd.args(["--host", "127.0.0.1", "--work-dir", work.to_str().unwrap()]).env("FLINT_SECRET", SECRET);
+        let log = cluster.dir.path().join(format!("worker-default-{n}.log"));
+        cluster.workers.push((format!("default-{n}"), Proc::spawn(cmd, log)));
+    }
+    let listed = eventually(Duration::from_secs(20), || {
+        let workers = cluster.api("/api/v1/workers");
+        (workers.as_array().unwrap().len() == 3).then_some(workers)
+    })
+    .unwrap_or_else(|| panic!("three workers: {}", cluster.logs()));
+    let lives: Vec<Value> = listed.as_array().unwrap().iter().map(|w| w["incarnation"].clone()).collect();
+    // A driver whose flint.local.dir is a path on its own machine: the workers'
+    // executors keep their shuffle files under their workers' folders all the same.
+    let driver_dir = cluster.dir.path().join("driver-local");
+    std::fs::create_dir(&driver_dir).unwrap();
+    let local = format!("flint.local.dir={}", driver_dir.display());
+    let app = cluster.app("side-by-side", &["flint.executor.cores=1", "flint.executor.instances=3", &local]);
+    app.wait_live(3);
+    let words = cluster.dir.path().join("words.txt");
+    common::corpus(&words, 1 << 20);
+    let mr =
+        ["examples/word-count-mr", "--input", words.to_str().unwrap(), "--reduce-partitions", "3", "--json"];
+    let (pi, counted) = (app.submit(&PI), app.submit(&mr));
+    assert_eq!(ok_json(&pi.wait_with_output().unwrap())["result"], answer(&PI));
+    let reference = answer(&["examples/word-count", "--input", words.to_str().unwrap(), "--json"]);
+    assert_eq!(ok_json(&counted.wait_with_output().unwrap())["result"], reference);
+    assert!(
+        entries(&driver_dir).is_empty(),
+        "no shuffle file under the driver's path: {:?}",
+        entries(&driver_dir)
+    );
+    for n in 0..3 {
+        let app_dir = cluster.work_dir(&format!("default-{n}")).join("side-by-side");
+        assert!(entries(&app_dir).iter().any(|e| e.starts_with("flint-shuffle-")), "{:?}", entries(&app_dir));
+    }
+    // A fourth worker naming one of theirs: refused, saying so; the three serve on.
+    let taken = listed[0]["id"].as_str().unwrap().to_owned();
+    let work = cluster.work_dir("twin");
+    let out = command(&["worker", "--master-url", &cluster.url, "--worker-id", &taken, "--cores", "1"])
+        .args(["--work-dir", work.to_str().unwrap()])
+        .env("FLINT_SECRET", SECRET)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains(&format!("worker id {taken} is taken")), "{}", lossy(&out.stderr));
+    let after = cluster.api("/api/v1/workers");
+    let again: Vec<Value> = after.as_array().unwrap().iter().map(|w| w["incarnation"].clone()).collect();
+    assert_eq!(again, lives, "no life of theirs was knocked out: {after}");
+}
+
+#[test]
+fn liars_at_the_master_fill_no_more_than_their_bound_and_cost_a_driver_one_start() {
+    use flint_proto::standalone::{RunningExecutor, ToWorker};
+    let mut cluster = Standalone::start();
+    // A liar that offers 65,536 cores, starts nothing, and claims the executor ids a
+    // driver will ask for; beside it one honest worker.
+    let claims = (1..=4)
+        .map(|i| RunningExecutor {
+            app: "victim".into(),
+            executor: format!("dyn-{i}").into(),
+            cores: 1,
+            memory: 0,
+        })
+        .collect();
+    let _liar = Liar::start(&cluster.url, "liar", 1 << 16, claims);
+    cluster.worker("honest", 3);
+    cluster.wait_workers(&["liar", "honest"]);
+    let app = cluster.app(
+        "victim",
+        &["flint.executor.cores=1", "flint.executor.instances=2", "flint.executor.startTimeout=3s"],
+    );
+    let report = ok_json(&app.submit(&PI).wait_with_output().unwrap());
+    assert_eq!(report["result"], answer(&PI), "the exact answer, from the honest worker's executors");
+    let master = cluster.master.as_ref().unwrap().log_text();
+    assert!(master.contains("never registered with its driver"), "{master}");
+    let honest = cluster.api("/api/v1/workers");
+    let honest = honest.as_array().unwrap().iter().find(|w| w["id"] == "honest").unwrap().clone();
+    assert_eq!(honest["executors"].as_array().unwrap().len(), 2, "{honest}");
+    // Workers naming thousands of made-up applications each: the master keeps its bound,
+    // and a driver registering after them is served.
+    let fake = |w: usize| -> Vec<RunningExecutor> {
+        (0..4096)
+            .map(|i| RunningExecutor {
+                app: format!("fake-{w}-{i}").into(),
+                executor: "e".into(),
+                cores: 1,
+                memory: 0,
+            })
+            .collect()
+    };
+    let floods: Vec<Liar> =
+        (0..3).map(|w| Liar::start(&cluster.url, &format!("flood-{w}"), 1 << 16, fake(w))).collect();
+    let apps = eventually(Duration::from_secs(20), || {
+        let workers = cluster.api("/api/v1/workers").as_array().unwrap().len();
+        (workers == 5).then(|| cluster.api("/api/v1/applications").as_array().unwrap().len())
+    })
+    .expect("the floods registered");
+    assert!(apps <= 1024 + 1, "{apps} applications held");
+    drop(floods);
+    let late = cluster.app("late", &["flint.executor.cores=1", "flint.executor.instances=1"]);
+    late.wait_live(1);
+    assert_eq!(ok_json(&late.submit(&PI).wait_with_output().unwrap())["result"], answer(&PI));
+    // A registration naming the liar's live id from another process is refused.
+    let twin = Liar::start(&cluster.url, "liar", 1, Vec::new());
+    let refused = twin.thread_answer();
+    assert!(
+        matches!(&refused, Some(ToWorker::Refused { reason }) if reason.contains("is taken")),
+        "{refused:?}"
+    );
 }

@@ -94,6 +94,7 @@ pub fn master(args: MasterArgs) -> u8 {
             let bind = SocketAddr::new(args.ui_bind, args.ui_port);
             match flint_standalone::page::serve_page(master.clone(), bind, &secret).await {
                 Ok(at) => tracing::info!(url = %format!("http://{at}/"), "master page listening"),
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return fail(exit::USAGE, e),
                 Err(e) => tracing::warn!(error = %e, %bind, "no master page: cannot listen"),
             }
         }
@@ -154,7 +155,9 @@ pub struct WorkerArgs {
     /// The master's URL, as `flint master` printed it.
     #[arg(long, env = "FLINT_MASTER_URL")]
     master_url: String,
-    /// This worker's id, the same at every start [default: this machine's name].
+    /// This worker's id [default: this machine's name and this process's id, so that
+    /// workers started on one machine never share one, as Spark's carry host and port].
+    /// The master refuses a second live worker under one id.
     #[arg(long, env = "FLINT_WORKER_ID")]
     worker_id: Option<String>,
     /// Cores it offers [default: this machine's].
@@ -196,7 +199,13 @@ pub fn worker(args: WorkerArgs) -> u8 {
         Err(e) => return fail(exit::USAGE, e),
     };
     let host = args.host.clone().unwrap_or_else(crate::common::hostname);
-    let id = args.worker_id.clone().unwrap_or_else(|| host.clone());
+    let id = args.worker_id.clone().unwrap_or_else(|| {
+        let host: String = host
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' })
+            .collect();
+        format!("{}-{}", host.trim_start_matches('.'), std::process::id())
+    });
     if let Err(e) = flint_proto::standalone::check_name(&id) {
         return fail(exit::USAGE, format!("--worker-id: {e}"));
     }

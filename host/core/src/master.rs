@@ -4,12 +4,21 @@
 //! it, as the driver is around [`crate::ControlCore`]: it feeds [`Event`]s with the time
 //! and carries out the [`Action`]s.
 //!
-//! What Spark's users meet and this does not do: a worker that comes back (a restart, a
-//! master that restarted) registers as a new incarnation, never "duplicate worker id";
-//! a request that cannot be placed is answered once, with the reason, and again only
-//! when the reason changes; executors of an application that is gone (its driver's
-//! connection closed, or it never came back after a master restart) are stopped on
-//! every worker.
+//! What Spark's users meet and this does not do: a worker that comes back (a master
+//! that restarted, a connection lost) registers as a new incarnation, never "duplicate
+//! worker id", while another process claiming a live worker's id is refused, naming
+//! it; a request that cannot be placed is answered once, with the reason, and again
+//! only when the reason changes; executors of an application that is gone (its
+//! driver's connection closed, or it never came back after a master restart) are
+//! stopped on every worker.
+//!
+//! A worker holds the cluster secret, not the truth: what one reports is bounded by
+//! what it may hold. The applications it names that the master does not know are kept
+//! at most [`MAX_ORPHANED_APPS`] (apart from the registered ones, so a real driver
+//! always has room); an executor it claims that the master did not place there is
+//! replaced as soon as the application's driver asks for that id; and an executor placed on it that never registers with its driver
+//! (the driver says so: [`Event::Abandoned`]) goes back to wait, and the worker gets
+//! no placement for [`SHUNNED_FOR`].
 
 use flint_proto::{AppId, ExecutorId, Incarnation, WorkerId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -17,6 +26,11 @@ use std::time::{Duration, Instant};
 
 /// Most applications and workers a master keeps: a request past them is refused.
 pub const MAX_APPS: usize = 1024;
+/// Most applications known only from workers' reports (after a master restart), beside
+/// the registered ones: an executor reported for one more is stopped.
+pub const MAX_ORPHANED_APPS: usize = 1024;
+/// How long a worker that did not start an executor it was given gets no placement.
+pub const SHUNNED_FOR: Duration = Duration::from_secs(300);
 pub const MAX_WORKERS: usize = 10_000;
 /// Most executors one application may ask for and not have yet.
 pub const MAX_WAITING_PER_APP: usize = 1024;
@@ -58,6 +72,9 @@ pub enum Event {
     /// [`Action::WorkerRegistered`].
     WorkerUp {
         id: WorkerId,
+        /// Drawn by the worker's process when it starts: the same on each registration
+        /// of one process, another for another process under the same id.
+        instance: u64,
         offer: Resources,
         running: Vec<Running>,
     },
@@ -87,8 +104,14 @@ pub enum Event {
         executor: ExecutorId,
         size: Resources,
     },
-    /// A driver gives an executor back (or abandons a start).
+    /// A driver gives an executor back.
     Release {
+        app: AppId,
+        executor: ExecutorId,
+    },
+    /// A driver says an executor placed for it never registered in its time: the
+    /// worker it went to is shunned and the executor stopped (the driver asks anew).
+    Abandoned {
         app: AppId,
         executor: ExecutorId,
     },
@@ -108,7 +131,7 @@ pub enum Action {
         id: WorkerId,
         incarnation: Incarnation,
     },
-    /// A worker's registration refused (the master is full).
+    /// A worker's registration refused (the master is full, or its id is another's).
     WorkerRefused {
         id: WorkerId,
         reason: String,
@@ -164,6 +187,9 @@ pub enum Action {
 #[derive(Debug)]
 struct Worker {
     incarnation: Incarnation,
+    instance: u64,
+    /// No placements on it until then: an executor placed on it never registered.
+    shunned_until: Option<Instant>,
     offer: Resources,
     free: Resources,
     last_heard: Instant,
@@ -186,6 +212,9 @@ struct App {
     /// Every worker that ran an executor of it (bounded by the workers): each removes
     /// the application's work dirs when it ends, even once its executors are gone.
     ran_on: BTreeSet<WorkerId>,
+    /// Executors known only from a worker's report, never placed by this master: its
+    /// driver asking for one is told where the worker says it runs.
+    reported: BTreeSet<ExecutorId>,
 }
 
 /// A status line for the master's page.
@@ -212,6 +241,8 @@ pub struct Master {
     config: MasterConfig,
     workers: BTreeMap<WorkerId, Worker>,
     apps: BTreeMap<AppId, App>,
+    /// How many of `apps` are orphaned (known only from workers' reports).
+    orphans: usize,
     next_incarnation: Incarnation,
     /// Where fairness resumes: the application after the one placed last.
     turn: Option<AppId>,
@@ -223,6 +254,7 @@ impl Master {
             config,
             workers: BTreeMap::new(),
             apps: BTreeMap::new(),
+            orphans: 0,
             next_incarnation: Incarnation(1),
             turn: None,
         }
@@ -231,7 +263,9 @@ impl Master {
     pub fn handle(&mut self, now: Instant, event: Event) -> Vec<Action> {
         let mut out = Vec::new();
         match event {
-            Event::WorkerUp { id, offer, running } => self.worker_up(now, id, offer, running, &mut out),
+            Event::WorkerUp { id, instance, offer, running } => {
+                self.worker_up(now, id, instance, offer, running, &mut out)
+            }
             // Changes no capacity and no demand: nothing to place (the hot path of a
             // master with many workers).
             Event::WorkerHeartbeat { id, incarnation } => {
@@ -246,19 +280,23 @@ impl Master {
                 }
             }
             Event::AppUp { app, cores_max } => {
-                if !self.apps.contains_key(&app) && self.apps.len() >= MAX_APPS {
+                let registered = self.apps.len() - self.orphans;
+                if registered >= MAX_APPS && self.apps.get(&app).is_none_or(|a| a.orphaned_until.is_none()) {
                     // Refused by the plumbing before it gets here; kept bounded all the same.
                     return out;
                 }
                 let entry = self.apps.entry(app).or_default();
                 entry.cores_max = cores_max;
-                entry.orphaned_until = None;
+                if entry.orphaned_until.take().is_some() {
+                    self.orphans -= 1;
+                }
             }
             Event::AppLost { app, reason } => self.end_app(&app, &reason, &mut out),
             Event::Request { app, executor, size } => self.request(app, executor, size, &mut out),
             Event::Release { app, executor } => {
                 self.release(&app, &executor, "released by its driver", &mut out)
             }
+            Event::Abandoned { app, executor } => self.abandoned(now, app, executor, &mut out),
             Event::Exited { worker, incarnation, app, executor, reason } => {
                 let current = self.workers.get(&worker).is_some_and(|w| w.incarnation == incarnation);
                 let placed_here = self.apps.get(&app).and_then(|a| a.placed.get(&executor)) == Some(&worker);
@@ -268,7 +306,7 @@ impl Master {
                 }
             }
         }
-        self.place(&mut out);
+        self.place(now, &mut out);
         out
     }
 
@@ -295,21 +333,28 @@ impl Master {
         for app in orphans {
             self.end_app(&app, "its driver did not come back after the master restarted", &mut out);
         }
-        self.place(&mut out);
+        for worker in self.workers.values_mut() {
+            if worker.shunned_until.is_some_and(|until| now >= until) {
+                worker.shunned_until = None;
+            }
+        }
+        self.place(now, &mut out);
         out
     }
 
     /// When [`Master::handle_timeout`] next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let workers = self.workers.values().map(|w| w.last_heard + self.config.worker_timeout);
+        let shunned = self.workers.values().filter_map(|w| w.shunned_until);
         let orphans = self.apps.values().filter_map(|a| a.orphaned_until);
-        workers.chain(orphans).min()
+        workers.chain(shunned).chain(orphans).min()
     }
 
     fn worker_up(
         &mut self,
         now: Instant,
         id: WorkerId,
+        instance: u64,
         offer: Resources,
         running: Vec<Running>,
         out: &mut Vec<Action>,
@@ -319,9 +364,23 @@ impl Master {
             out.push(Action::WorkerRefused { id, reason });
             return;
         }
+        // Another process under a live worker's id: refused, the live one kept (two
+        // would knock each other out in turn). One that died is lost within the
+        // worker timeout, and its id is free again.
+        if self.workers.get(&id).is_some_and(|w| w.instance != instance) {
+            let reason = format!(
+                "worker id {id} is taken by another live worker: give each worker its own --worker-id (the default is the host name and process id)"
+            );
+            out.push(Action::WorkerRefused { id, reason });
+            return;
+        }
         // An earlier life of this worker is over: what it ran and this life does not
         // report has ended; what it reports carries on, taken in again below.
+        let mut held_before = BTreeSet::new();
+        let mut shunned_until = None;
         if let Some(old) = self.workers.remove(&id) {
+            shunned_until = old.shunned_until;
+            held_before.extend(old.executors.keys().cloned());
             for ((app, executor), size) in old.executors {
                 if let Some(entry) = self.apps.get_mut(&app) {
                     entry.placed.remove(&executor);
@@ -335,18 +394,42 @@ impl Master {
         }
         let incarnation = self.next_incarnation;
         self.next_incarnation = incarnation.next();
-        let mut worker =
-            Worker { incarnation, offer, free: offer, last_heard: now, executors: BTreeMap::new() };
+        let mut worker = Worker {
+            incarnation,
+            instance,
+            shunned_until,
+            offer,
+            free: offer,
+            last_heard: now,
+            executors: BTreeMap::new(),
+        };
         out.push(Action::WorkerRegistered { id: id.clone(), incarnation });
         for Running { app, executor, size } in running {
+            let kill = |out: &mut Vec<Action>, app, executor| {
+                out.push(Action::Kill { worker: id.clone(), incarnation, app, executor })
+            };
+            // An application the master does not know is kept for its driver to come
+            // back, as many as there is room for.
+            if !self.apps.contains_key(&app) {
+                if self.orphans >= MAX_ORPHANED_APPS {
+                    kill(out, app, executor);
+                    continue;
+                }
+                self.orphans += 1;
+                let orphan = App { orphaned_until: Some(now + self.config.app_grace), ..App::default() };
+                self.apps.insert(app.clone(), orphan);
+            }
+            let entry = self.apps.get_mut(&app).expect("known or just made");
             // Placed elsewhere meanwhile, or more than the worker offers: stopped.
-            let entry = self.apps.entry(app.clone()).or_insert_with(|| App {
-                orphaned_until: Some(now + self.config.app_grace),
-                ..App::default()
-            });
             if entry.placed.contains_key(&executor) || !worker.free.fits(size) {
-                out.push(Action::Kill { worker: id.clone(), incarnation, app, executor });
+                kill(out, app, executor);
                 continue;
+            }
+            // One this worker's earlier life was given is its own; any other is taken
+            // on its word (a master that restarted knows no better) until the driver
+            // asks for that id, which says it is not the driver's.
+            if !held_before.contains(&(app.clone(), executor.clone())) {
+                entry.reported.insert(executor.clone());
             }
             worker.free.cores -= size.cores;
             worker.free.memory -= size.memory;
@@ -357,6 +440,33 @@ impl Master {
             entry.ran_on.insert(id.clone());
         }
         self.workers.insert(id, worker);
+    }
+
+    /// An executor placed on a worker never registered with its driver: stopped there,
+    /// and the worker given no placement for [`SHUNNED_FOR`] (one that offers what it
+    /// does not run would otherwise take every placement). The driver asks again under
+    /// a new id, placed elsewhere.
+    fn abandoned(&mut self, now: Instant, app: AppId, executor: ExecutorId, out: &mut Vec<Action>) {
+        let Some(entry) = self.apps.get_mut(&app) else { return };
+        entry.waiting.retain(|(e, _, _)| *e != executor);
+        let Some(worker_id) = entry.placed.get(&executor).cloned() else { return };
+        self.unplace(&app, &executor);
+        let Some(worker) = self.workers.get_mut(&worker_id) else { return };
+        worker.shunned_until = Some(now + SHUNNED_FOR);
+        let incarnation = worker.incarnation;
+        out.push(Action::Kill { worker: worker_id.clone(), incarnation, app, executor });
+        // What else it claims to run that this master never placed is taken back too:
+        // its word is not good any more.
+        let claimed: Vec<(AppId, ExecutorId)> = worker
+            .executors
+            .keys()
+            .filter(|(a, e)| self.apps.get(a).is_some_and(|entry| entry.reported.contains(e)))
+            .cloned()
+            .collect();
+        for (app, executor) in claimed {
+            self.unplace(&app, &executor);
+            out.push(Action::Kill { worker: worker_id.clone(), incarnation, app, executor });
+        }
     }
 
     fn lose_worker(&mut self, id: &WorkerId, reason: &str, out: &mut Vec<Action>) {
@@ -374,6 +484,9 @@ impl Master {
     /// stops them and removes its work dirs. The plumbing says why (`_reason`).
     fn end_app(&mut self, app: &AppId, _reason: &str, out: &mut Vec<Action>) {
         let Some(entry) = self.apps.remove(app) else { return };
+        if entry.orphaned_until.is_some() {
+            self.orphans -= 1;
+        }
         for (worker_id, worker) in &mut self.workers {
             let held: Vec<(AppId, ExecutorId)> =
                 worker.executors.keys().filter(|(a, _)| a == app).cloned().collect();
@@ -401,6 +514,15 @@ impl Master {
             out.push(Action::Refused { app, executor, reason });
             return;
         };
+        // Asked for, though a worker says it runs it already (a master that restarted
+        // knows no better): the driver is told where; if it never registers there, the
+        // driver abandons it and that worker is shunned.
+        if entry.reported.contains(&executor)
+            && let Some(worker) = entry.placed.get(&executor)
+        {
+            out.push(Action::Placed { app: app.clone(), executor: executor.clone(), worker: worker.clone() });
+            return;
+        }
         if entry.placed.contains_key(&executor) || entry.waiting.iter().any(|(e, _, _)| *e == executor) {
             return; // asked already
         }
@@ -430,6 +552,7 @@ impl Master {
     /// Frees what an executor held.
     fn unplace(&mut self, app: &AppId, executor: &ExecutorId) {
         let Some(entry) = self.apps.get_mut(app) else { return };
+        entry.reported.remove(executor);
         let Some(worker_id) = entry.placed.remove(executor) else { return };
         if let Some(worker) = self.workers.get_mut(&worker_id)
             && let Some(size) = worker.executors.remove(&(app.clone(), executor.clone()))
@@ -445,7 +568,8 @@ impl Master {
     /// fits it (spreading an application's executors, as `spark.deploy.spreadOut`),
     /// within the application's `flint.cores.max`. A request that cannot be placed now
     /// is told why, once per reason.
-    fn place(&mut self, out: &mut Vec<Action>) {
+    fn place(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let usable = |w: &Worker| w.shunned_until.is_none_or(|until| now >= until);
         let mut order: Vec<AppId> = self.apps.keys().cloned().collect();
         if let Some(turn) = &self.turn {
             let at = order.iter().position(|a| a > turn).unwrap_or(0);
@@ -464,7 +588,7 @@ impl Master {
                 let best = self
                     .workers
                     .iter()
-                    .filter(|(_, w)| w.free.fits(size))
+                    .filter(|(_, w)| usable(w) && w.free.fits(size))
                     .max_by_key(|(id, w)| (w.free.cores, std::cmp::Reverse((*id).clone())))
                     .map(|(id, _)| id.clone());
                 let Some(worker_id) = best else { continue };
@@ -493,11 +617,13 @@ impl Master {
             }
         }
         // What still waits is told why, when the reason is new.
-        let largest = self.workers.values().map(|w| w.free).max_by_key(|f| (f.cores, f.memory));
+        let largest =
+            self.workers.values().filter(|w| usable(w)).map(|w| w.free).max_by_key(|f| (f.cores, f.memory));
+        let shunned = self.workers.values().filter(|w| !usable(w)).count();
         for (app, entry) in &mut self.apps {
             let (cores_max, cores_used) = (entry.cores_max, entry.cores_used);
             for (executor, size, told) in &mut entry.waiting {
-                let reason = why_waiting(*size, cores_max, cores_used, largest);
+                let reason = why_waiting(*size, cores_max, cores_used, largest, shunned);
                 if told.as_deref() != Some(reason.as_str()) {
                     *told = Some(reason.clone());
                     out.push(Action::Waiting { app: app.clone(), executor: executor.clone(), reason });
@@ -539,6 +665,7 @@ fn why_waiting(
     cores_max: Option<u32>,
     cores_used: u32,
     largest: Option<Resources>,
+    shunned: usize,
 ) -> String {
     let needs = format!("needs {} cores and {}", size.cores, bytes(size.memory));
     if let Some(max) = cores_max
@@ -546,11 +673,17 @@ fn why_waiting(
     {
         return format!("{needs}; the application uses {cores_used} of its flint.cores.max ({max})");
     }
-    match largest {
+    let free = match largest {
         None => format!("{needs}; no worker is registered"),
         Some(free) => {
             format!("{needs}; the largest free worker has {} cores and {}", free.cores, bytes(free.memory))
         }
+    };
+    match shunned {
+        0 => free,
+        n => format!(
+            "{free} ({n} more get no placement for now: an executor placed on them did not register with its driver)"
+        ),
     }
 }
 

@@ -45,6 +45,12 @@ pub trait ExecutorBackend: Send + Sync {
     fn start(&self, ids: Vec<ExecutorId>, report: Reporter);
     /// Makes sure the executor's process is gone: the driver removed it.
     fn stop(&self, id: &ExecutorId);
+    /// The executor never registered within `flint.executor.startTimeout`: gone, as
+    /// [`ExecutorBackend::stop`], and a backend that placed it somewhere may hold that
+    /// against the place.
+    fn abandon(&self, id: &ExecutorId) {
+        self.stop(id);
+    }
     /// Why executors asked for are not starting yet, as the backend last heard it (a
     /// standalone master with no room), for the driver's status.
     fn waiting(&self) -> Option<String> {

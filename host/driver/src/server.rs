@@ -149,6 +149,15 @@ enum PeerError {
     Unproven(String),
 }
 
+/// Whether the hello proves what its role needs: the application secret, or for an
+/// executor the executor key made from it ([`flint_net::Secret::executor_key`]), which
+/// is all a standalone master and its workers ever carry.
+fn proven(config: &FrontConfig, hello: &Hello, connection: &quinn::Connection) -> bool {
+    verify_proof(&config.secret, connection, &hello.proof)
+        || (hello.role == Role::Executor
+            && verify_proof(&config.secret.executor_key(), connection, &hello.proof))
+}
+
 async fn handle_connection(
     driver: Driver,
     incoming: quinn::Incoming,
@@ -165,7 +174,7 @@ async fn handle_connection(
         Err(Rejection::Protocol(format!("the driver serves {MAX_CONNECTIONS} connections already")))
     } else if hello.protocol_version != PROTOCOL_VERSION {
         Err(Rejection::VersionMismatch { driver: PROTOCOL_VERSION, peer: hello.protocol_version })
-    } else if !verify_proof(&config.secret, &connection, &hello.proof) {
+    } else if !proven(config, &hello, &connection) {
         Err(Rejection::NotAuthenticated)
     } else if matches!(hello.role, Role::Worker | Role::Application) {
         Err(Rejection::Protocol(format!("a driver serves executors and clients, not a {:?}", hello.role)))

@@ -51,6 +51,29 @@ impl Secret {
     }
 }
 
+/// What marks an executor key handed to an executor in place of the application secret.
+const EXECUTOR_KEY_MARK: &[u8] = b"flint-executor-key:";
+
+impl Secret {
+    /// The credential executors prove to their driver and to each other, made from the
+    /// application secret: whoever carries it to an executor (a standalone master and
+    /// its workers) can be an executor of the application, not its client. The key of
+    /// a key handed over ([`Secret::executor_key_to_hand`]) is itself.
+    pub fn executor_key(&self) -> Secret {
+        match self.0.strip_prefix(EXECUTOR_KEY_MARK) {
+            Some(key) => Secret(key.to_vec()),
+            None => self.derive("executor"),
+        }
+    }
+
+    /// The executor key as it is handed to executors in place of the secret (a
+    /// worker's launch, its executors' secret file): marked, so that an executor that
+    /// reads it takes it as it is.
+    pub fn executor_key_to_hand(&self) -> Secret {
+        Secret([EXECUTOR_KEY_MARK, &self.executor_key().0].concat())
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(..)")
@@ -81,6 +104,19 @@ pub fn verify_proof(secret: &Secret, connection: &quinn::Connection, claimed: &[
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_executor_key_is_the_same_from_the_secret_and_handed_over_and_is_not_the_secret() {
+        let secret = super::Secret::new("the application's own");
+        let key = secret.executor_key();
+        assert_eq!(secret.executor_key_to_hand().executor_key(), key);
+        let handed = secret.executor_key_to_hand();
+        assert_eq!(handed.executor_key_to_hand(), handed, "handing a handed key over keeps it");
+        assert_ne!(key, secret);
+        assert!(
+            !secret.executor_key_to_hand().expose().windows(21).any(|w| *w == b"the application's own"[..21])
+        );
+    }
+
     #[test]
     fn a_secret_matches_itself_only() {
         let secret = super::Secret::new("s3cret");

@@ -50,6 +50,9 @@ pub enum WorkerMessage {
     /// First, after the hello: who it is, what it offers, what it still runs.
     Register {
         id: WorkerId,
+        /// Drawn when its process starts, the same on every registration of it: the
+        /// master tells a worker registering again from another process under its id.
+        instance: u64,
         host: String,
         cores: u32,
         memory: u64,
@@ -121,13 +124,18 @@ pub enum AppMessage {
         cores_max: Option<u32>,
         /// Where its executors reach it.
         driver_url: String,
-        /// The secret its executors prove to it (its own, or the cluster's).
+        /// What its executors prove to it: the executor key made from its secret
+        /// (marked, as `flint_net::Secret::executor_key_to_hand` makes it), never the
+        /// secret itself, so that a master or worker cannot act as its client.
         secret: Vec<u8>,
     },
     /// An executor of this size, under this id.
     Request { executor: ExecutorId, cores: u32, memory: u64 },
-    /// Given back, or a start abandoned.
+    /// Given back.
     Release { executor: ExecutorId },
+    /// Placed, but it never registered with the driver in its time: the worker it was
+    /// sent to did not start it.
+    Abandon { executor: ExecutorId },
 }
 
 impl fmt::Debug for AppMessage {
@@ -147,6 +155,9 @@ impl fmt::Debug for AppMessage {
                 .finish(),
             AppMessage::Release { executor } => {
                 f.debug_struct("Release").field("executor", executor).finish()
+            }
+            AppMessage::Abandon { executor } => {
+                f.debug_struct("Abandon").field("executor", executor).finish()
             }
         }
     }

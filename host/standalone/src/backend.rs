@@ -47,6 +47,8 @@ pub enum StandaloneError {
 enum Command {
     Start(Vec<ExecutorId>, Reporter),
     Stop(ExecutorId),
+    /// Stopped, and the master told the worker it went to never started it.
+    Abandon(ExecutorId),
 }
 
 pub struct StandaloneBackend {
@@ -98,7 +100,9 @@ async fn register(
         app: o.app.clone(),
         cores_max: o.cores_max,
         driver_url: o.driver_url.clone(),
-        secret: o.app_secret.expose().to_vec(),
+        // The master and its workers carry the executor key, never the secret: with
+        // it they can start executors of this application, not act as its client.
+        secret: o.app_secret.executor_key_to_hand().expose().to_vec(),
     };
     write_frame(&mut send, &register).await.map_err(lost)?;
     match read_frame::<ToApp>(&mut recv).await.map_err(lost)? {
@@ -177,6 +181,14 @@ impl State {
                             self.waiting.lock().expect("waiting lock").remove(&id);
                             AppMessage::Release { executor: id }
                         }
+                        Command::Abandon(id) => {
+                            self.waiting.lock().expect("waiting lock").remove(&id);
+                            match self.asked.remove(&id) {
+                                // Placed, and never heard of since: the worker's doing.
+                                Some(Asked::Placed) => AppMessage::Abandon { executor: id },
+                                _ => AppMessage::Release { executor: id },
+                            }
+                        }
                     };
                     if write_frame(&mut s.send, &message).await.is_err() {
                         session = None;
@@ -244,6 +256,10 @@ impl ExecutorBackend for StandaloneBackend {
 
     fn stop(&self, id: &ExecutorId) {
         let _ = self.commands.try_send(Command::Stop(id.clone()));
+    }
+
+    fn abandon(&self, id: &ExecutorId) {
+        let _ = self.commands.try_send(Command::Abandon(id.clone()));
     }
 
     fn waiting(&self) -> Option<String> {

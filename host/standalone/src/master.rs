@@ -107,11 +107,12 @@ impl MasterHandle {
 enum Input {
     WorkerUp {
         id: WorkerId,
+        instance: u64,
         host: String,
         offer: Resources,
         running: Vec<Running>,
         to: mpsc::Sender<ToWorker>,
-        reply: oneshot::Sender<Option<Incarnation>>,
+        reply: oneshot::Sender<Result<Incarnation, Refused>>,
     },
     WorkerSays {
         id: WorkerId,
@@ -196,19 +197,27 @@ impl Loop {
     fn step(&mut self, input: Input) {
         let now = Instant::now();
         match input {
-            Input::WorkerUp { id, host, offer, running, to, reply } => {
-                let actions =
-                    self.core.handle(now, master::Event::WorkerUp { id: id.clone(), offer, running });
+            Input::WorkerUp { id, instance, host, offer, running, to, reply } => {
+                let up = master::Event::WorkerUp { id: id.clone(), instance, offer, running };
+                let actions = self.core.handle(now, up);
                 // The registration's answer comes first among the actions.
-                let incarnation = actions.iter().find_map(|a| match a {
-                    Action::WorkerRegistered { id: of, incarnation } if *of == id => Some(*incarnation),
-                    _ => None,
-                });
-                if let Some(incarnation) = incarnation {
+                let answer = actions
+                    .iter()
+                    .find_map(|a| match a {
+                        Action::WorkerRegistered { id: of, incarnation } if *of == id => {
+                            Some(Ok(*incarnation))
+                        }
+                        Action::WorkerRefused { id: of, reason } if *of == id => {
+                            Some(Err(Refused(reason.clone())))
+                        }
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| Err(Refused("the master is full".into())));
+                if let Ok(incarnation) = answer {
                     tracing::info!(worker_id = %id, %incarnation, %host, cores = offer.cores, "worker registered");
                     self.workers.insert(id, WorkerLink { incarnation, host, to });
                 }
-                let _ = reply.send(incarnation);
+                let _ = reply.send(answer);
                 self.apply(actions);
             }
             Input::WorkerSays { id, incarnation, message } => {
@@ -265,6 +274,10 @@ impl Loop {
                         master::Event::Request { app, executor, size: Resources { cores, memory } }
                     }
                     AppMessage::Release { executor } => master::Event::Release { app, executor },
+                    AppMessage::Abandon { executor } => {
+                        tracing::warn!(app_id = %app, executor_id = %executor, "executor never registered with its driver");
+                        master::Event::Abandoned { app, executor }
+                    }
                     AppMessage::Register { .. } => return,
                 };
                 let actions = self.core.handle(now, event);
@@ -394,6 +407,11 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
+/// Why the master turned a worker's registration away, for its refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
 #[derive(Debug, thiserror::Error)]
 enum PeerError {
     #[error("{0}")]
@@ -522,7 +540,8 @@ async fn serve_worker(
     send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<(), PeerError> {
-    let Some(WorkerMessage::Register { id, host, cores, memory, running }) = read_frame(&mut recv).await?
+    let Some(WorkerMessage::Register { id, instance, host, cores, memory, running }) =
+        read_frame(&mut recv).await?
     else {
         return Err(PeerError::Protocol("a worker's first message must be Register".into()));
     };
@@ -562,11 +581,16 @@ async fn serve_worker(
         .collect();
     let (reply, answer) = oneshot::channel();
     let offer = Resources { cores, memory };
-    let _ = master.events.send(Input::WorkerUp { id: id.clone(), host, offer, running, to, reply }).await;
-    let Ok(Some(incarnation)) = answer.await else {
-        write_frame(&mut early, &refuse("the master is full".into())).await?;
-        linger(connection, early).await;
-        return Err(PeerError::Protocol(format!("worker {id} refused: the master is full")));
+    let up = Input::WorkerUp { id: id.clone(), instance, host, offer, running, to, reply };
+    let _ = master.events.send(up).await;
+    let incarnation = match answer.await {
+        Ok(Ok(incarnation)) => incarnation,
+        Ok(Err(Refused(reason))) => {
+            write_frame(&mut early, &refuse(reason.clone())).await?;
+            linger(connection, early).await;
+            return Err(PeerError::Protocol(format!("worker {id} refused: {reason}")));
+        }
+        Err(_) => return Err(PeerError::Protocol("the master is stopping".into())),
     };
     write_frame(&mut early, &ToWorker::Registered { incarnation, heartbeat_ms }).await?;
     writer(connection.clone(), early, rx);
@@ -626,7 +650,9 @@ async fn serve_app(
                     let why = format!("executor {executor} asks for {cores} cores, not 1 to {MAX_CORES}");
                     return Err(PeerError::Protocol(why));
                 }
-                AppMessage::Request { executor, .. } | AppMessage::Release { executor } => executor,
+                AppMessage::Request { executor, .. }
+                | AppMessage::Release { executor }
+                | AppMessage::Abandon { executor } => executor,
                 AppMessage::Register { .. } => return Err(PeerError::Protocol("registered twice".into())),
             };
             check_name(executor).map_err(PeerError::Protocol)?;

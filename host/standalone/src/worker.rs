@@ -60,6 +60,8 @@ struct AppProcesses {
 #[derive(Clone)]
 struct Worker {
     options: Arc<WorkerOptions>,
+    /// Drawn once for this process: its registrations are one worker's lives.
+    instance: u64,
     apps: Arc<Mutex<HashMap<AppId, AppProcesses>>>,
     exits: mpsc::Sender<(AppId, ExecutorId, String)>,
 }
@@ -71,7 +73,7 @@ pub async fn run_worker(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), WorkerError> {
     let (exits, mut exit_rx) = mpsc::channel(EXITS);
-    let worker = Worker { options: Arc::new(options), apps: Arc::default(), exits };
+    let worker = Worker { options: Arc::new(options), instance: rand::random(), apps: Arc::default(), exits };
     let serving = async {
         let mut registered = false;
         loop {
@@ -131,6 +133,7 @@ impl Worker {
         let running = self.running();
         let register = WorkerMessage::Register {
             id: o.id.clone(),
+            instance: self.instance,
             host: o.host.clone(),
             cores: o.cores,
             memory: o.memory,
@@ -224,6 +227,10 @@ impl Worker {
                     launch.memory.to_string(),
                     "--hostname".into(),
                     o.host.clone(),
+                    // Shuffle files stay under this worker's folder: a driver's
+                    // flint.local.dir names a path on the driver's machine.
+                    "--conf".into(),
+                    format!("flint.local.dir={}", dir.display()),
                 ],
                 work_root: Some(dir),
             });

@@ -16,7 +16,10 @@ fn offer(cores: u32, gib: u64) -> Resources {
 }
 
 fn worker(m: &mut Master, now: Instant, id: &str, cores: u32) -> Incarnation {
-    let out = m.handle(now, Event::WorkerUp { id: id.into(), offer: offer(cores, 8), running: Vec::new() });
+    let out = m.handle(
+        now,
+        Event::WorkerUp { id: id.into(), instance: 1, offer: offer(cores, 8), running: Vec::new() },
+    );
     match out.first() {
         Some(Action::WorkerRegistered { incarnation, .. }) => *incarnation,
         other => panic!("{other:?}"),
@@ -81,7 +84,10 @@ fn applications_asking_at_once_take_turns() {
         ask(&mut m, now, "b", &format!("b{i}"), 1);
     }
     // Four cores for eight requests: two each.
-    let out = m.handle(now, Event::WorkerUp { id: "w".into(), offer: offer(4, 8), running: Vec::new() });
+    let out = m.handle(
+        now,
+        Event::WorkerUp { id: "w".into(), instance: 1, offer: offer(4, 8), running: Vec::new() },
+    );
     let apps: Vec<String> = launches(&out).into_iter().map(|(a, _, _)| a).collect();
     assert_eq!(apps, ["a", "b", "a", "b"]);
 }
@@ -92,7 +98,10 @@ fn a_request_no_worker_can_hold_is_told_why_once() {
     m.handle(now, Event::AppUp { app: "a".into(), cores_max: None });
     let out = ask(&mut m, now, "a", "e1", 4);
     assert_eq!(reasons(&out), ["needs 4 cores and 1 GiB; no worker is registered"]);
-    let out = m.handle(now, Event::WorkerUp { id: "w".into(), offer: offer(2, 8), running: Vec::new() });
+    let out = m.handle(
+        now,
+        Event::WorkerUp { id: "w".into(), instance: 1, offer: offer(2, 8), running: Vec::new() },
+    );
     assert_eq!(reasons(&out), ["needs 4 cores and 1 GiB; the largest free worker has 2 cores and 8 GiB"]);
     // Nothing new: nothing said again, whatever else happens.
     for later in 1..20 {
@@ -189,7 +198,7 @@ fn after_a_master_restart_workers_and_drivers_rejoin_with_what_they_hold() {
         Running { app: "a".into(), executor: "e1".into(), size: offer(2, 1) },
         Running { app: "gone".into(), executor: "e1".into(), size: offer(1, 1) },
     ];
-    let out = m.handle(now, Event::WorkerUp { id: "w".into(), offer: offer(4, 8), running });
+    let out = m.handle(now, Event::WorkerUp { id: "w".into(), instance: 1, offer: offer(4, 8), running });
     assert!(matches!(out[0], Action::WorkerRegistered { .. }));
     assert_eq!(m.workers()[0].free.cores, 1);
     // "a"'s driver re-registers within the grace; "gone"'s never does.
@@ -233,7 +242,7 @@ fn a_worker_that_reconnects_keeps_the_executors_it_still_runs() {
     // Its connection dropped and came back before the master noticed: e1 still runs,
     // e2 ended meanwhile.
     let running = vec![Running { app: "a".into(), executor: "e1".into(), size: offer(2, 1) }];
-    let out = m.handle(now, Event::WorkerUp { id: "w".into(), offer: offer(4, 8), running });
+    let out = m.handle(now, Event::WorkerUp { id: "w".into(), instance: 1, offer: offer(4, 8), running });
     let ended: Vec<&ExecutorId> = out
         .iter()
         .filter_map(|a| match a {
@@ -246,4 +255,98 @@ fn a_worker_that_reconnects_keeps_the_executors_it_still_runs() {
     assert_ne!(w.incarnation, first);
     assert_eq!((w.free.cores, w.executors.len()), (2, 1));
     assert_eq!(m.apps()[0].cores_used, 2);
+}
+
+#[test]
+fn a_second_process_under_a_live_workers_id_is_refused_and_the_first_keeps_serving() {
+    let (mut m, now) = master();
+    let first = worker(&mut m, now, "host", 2);
+    let twin = Event::WorkerUp { id: "host".into(), instance: 2, offer: offer(2, 8), running: Vec::new() };
+    let out = m.handle(now, twin.clone());
+    match &out[..] {
+        [Action::WorkerRefused { id, reason }] => {
+            assert_eq!(id, "host");
+            assert!(reason.contains("worker id host is taken") && reason.contains("--worker-id"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.workers()[0].incarnation, first, "the first keeps its life");
+    // Its own process registering again (a lost connection) is a new life, as ever.
+    let again = worker(&mut m, now, "host", 2);
+    assert_ne!(again, first);
+    // Once the first is lost, the id is free for another process.
+    let out = m.handle_timeout(now + Duration::from_secs(3));
+    assert!(m.workers().is_empty(), "{out:?}");
+    assert!(matches!(m.handle(now + Duration::from_secs(3), twin)[0], Action::WorkerRegistered { .. }));
+}
+
+#[test]
+fn workers_naming_made_up_applications_fill_no_more_than_their_bound_and_drivers_still_register() {
+    let (mut m, now) = master();
+    for w in 0..3 {
+        let running = (0..MAX_ORPHANED_APPS)
+            .map(|i| Running { app: format!("fake-{w}-{i}").into(), executor: "e".into(), size: offer(1, 0) })
+            .collect();
+        let up = Event::WorkerUp {
+            id: format!("liar-{w}").into(),
+            instance: 1,
+            offer: offer(1 << 16, 1 << 20),
+            running,
+        };
+        let out = m.handle(now, up);
+        let killed = out.iter().filter(|a| matches!(a, Action::Kill { .. })).count();
+        assert_eq!(killed, if w == 0 { 0 } else { MAX_ORPHANED_APPS }, "liar {w}");
+    }
+    assert_eq!(m.apps().len(), MAX_ORPHANED_APPS);
+    // Every registered place is still there for real drivers.
+    for i in 0..MAX_APPS {
+        m.handle(now, Event::AppUp { app: format!("real-{i}").into(), cores_max: None });
+    }
+    assert_eq!(m.apps().len(), MAX_ORPHANED_APPS + MAX_APPS);
+    assert!(m.apps().iter().any(|a| a.app == "real-1023"));
+}
+
+#[test]
+fn a_worker_that_starts_nothing_it_is_given_is_shunned_and_the_next_request_goes_elsewhere() {
+    let (mut m, now) = master();
+    let honest = worker(&mut m, now, "honest", 2);
+    // Offers far more than it runs: it takes the first placement.
+    let liar = worker(&mut m, now, "liar", 1 << 16);
+    m.handle(now, Event::AppUp { app: "a".into(), cores_max: None });
+    let out = ask(&mut m, now, "a", "1", 1);
+    assert_eq!(launches(&out), [("a".into(), "1".into(), "liar".into())]);
+    // The driver heard nothing from it in its time, and says so.
+    let later = now + Duration::from_secs(60);
+    let out = m.handle(later, Event::Abandoned { app: "a".into(), executor: "1".into() });
+    assert!(out.iter().any(|a| matches!(a, Action::Kill { worker, .. } if worker == "liar")), "{out:?}");
+    let out = ask(&mut m, later, "a", "2", 1);
+    assert_eq!(launches(&out), [("a".into(), "2".into(), "honest".into())]);
+    // Past the shun (both heard from meanwhile), it may be given work again.
+    let end = later + SHUNNED_FOR;
+    for (id, incarnation) in [("honest", honest), ("liar", liar)] {
+        m.handle(end, Event::WorkerHeartbeat { id: id.into(), incarnation });
+    }
+    let out = ask(&mut m, end, "a", "3", 2);
+    assert_eq!(launches(&out), [("a".into(), "3".into(), "liar".into())]);
+}
+
+#[test]
+fn executor_ids_a_worker_claims_cost_their_driver_one_start_and_then_the_claims_go() {
+    let (mut m, now) = master();
+    worker(&mut m, now, "honest", 4);
+    m.handle(now, Event::AppUp { app: "a".into(), cores_max: None });
+    // A worker claims to run the ids the driver will ask for next.
+    let running = (1..=3)
+        .map(|i| Running { app: "a".into(), executor: i.to_string().into(), size: offer(1, 0) })
+        .collect();
+    m.handle(now, Event::WorkerUp { id: "liar".into(), instance: 1, offer: offer(8, 8), running });
+    // Asked for, the driver is told where the worker says it runs: not "asked already".
+    let out = ask(&mut m, now, "a", "1", 1);
+    assert!(out.iter().any(|a| matches!(a, Action::Placed { worker, .. } if worker == "liar")), "{out:?}");
+    // It never registers: the worker is shunned and every claim of its goes with it.
+    let out = m.handle(now, Event::Abandoned { app: "a".into(), executor: "1".into() });
+    let killed = out.iter().filter(|a| matches!(a, Action::Kill { worker, .. } if worker == "liar")).count();
+    assert_eq!(killed, 3, "{out:?}");
+    let out = ask(&mut m, now, "a", "2", 1);
+    assert_eq!(launches(&out), [("a".into(), "2".into(), "honest".into())]);
 }

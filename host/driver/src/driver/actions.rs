@@ -224,7 +224,7 @@ impl EventLoop {
                 Action::AbandonStart { executor } => {
                     tracing::warn!(executor_id = %executor, "executor did not register in time; stopping it");
                     if let Some(backend) = self.shared.backend.get() {
-                        backend.stop(&executor);
+                        backend.abandon(&executor);
                     }
                 }
                 Action::FetchToken { service } => {

@@ -10,7 +10,7 @@ use flint_proto::{ClusterStatus, ExecutorId, JobId, JobState, JobStatus, StatusU
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::events::{Event, PEER_QUEUE, reporter};
@@ -34,9 +34,6 @@ const _: () =
 /// Result blocks fetched from executors at once; more wait their turn (and keep their
 /// executor's slot meanwhile, which slows the producers down).
 pub(super) const CONCURRENT_FETCHES: usize = 4;
-
-/// How long a reserved executor id waits for its executor to register.
-pub(super) const BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(super) struct EventLoop {
     pub(super) shared: Arc<Shared>,
@@ -95,7 +92,7 @@ impl EventLoop {
                 }),
             },
             heartbeat_timeout: settings.network_timeout,
-            bootstrap_timeout: BOOTSTRAP_TIMEOUT,
+            bootstrap_timeout: settings.executor_start_timeout,
             allocation: flint_core::AllocationConfig::from_settings(settings),
             backend: settings.executor_backend.name(),
             decommission_timeout: settings.decommission_timeout,

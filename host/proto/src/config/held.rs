@@ -65,6 +65,7 @@ impl Settings {
             ("flint.executor.heartbeatInterval", fixed(&self.heartbeat_interval)),
             ("flint.network.timeout", fixed(&self.network_timeout)),
             ("flint.decommission.timeout", fixed(&self.decommission_timeout)),
+            ("flint.executor.startTimeout", fixed(&self.executor_start_timeout)),
             ("flint.excludeOnFailure.enabled", fixed(&self.exclude_on_failure)),
             ("flint.excludeOnFailure.maxFailedTasksPerExecutor", fixed(&self.max_failed_tasks_per_executor)),
             // A job refuses copies in its manifest (`speculation = false`), not here.

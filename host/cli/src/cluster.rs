@@ -184,6 +184,8 @@ pub fn driver(args: DriverArgs) -> u8 {
             let bind = SocketAddr::new(args.ui_bind, args.ui_port);
             match flint_driver::ui::serve_ui(driver.clone(), bind, &secret).await {
                 Ok(at) => tracing::info!(url = %format!("http://{at}/"), "status page listening"),
+                // A secret too weak for where the page listens: said, and not started.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return fail(exit::USAGE, e),
                 // The driver runs on without it.
                 Err(e) => tracing::warn!(error = %e, %bind, "no status API: cannot listen"),
             }

@@ -137,7 +137,8 @@ impl FromRequestParts<Arc<History>> for View {
             .map_err(IntoResponse::into_response)?;
         let app = params.get("app").cloned().unwrap_or_default();
         match history.load(&app).await {
-            Ok(store) => Ok(View::Logged { store, base: format!("/history/{app}") }),
+            // The folder's name is anything a disk holds: one encoded path segment.
+            Ok(store) => Ok(View::Logged { store, base: format!("/history/{}", page::url_segment(&app)) }),
             Err(e) => Err((StatusCode::NOT_FOUND, format!("{e}\n")).into_response()),
         }
     }
@@ -161,7 +162,9 @@ pub async fn serve_history(
         .route("/api/v1/applications", get(applications))
         .route(
             "/history/{app}",
-            get(|Path(app): Path<String>| async move { Redirect::to(&format!("/history/{app}/")) }),
+            get(|Path(app): Path<String>| async move {
+                Redirect::to(&format!("/history/{}/", page::url_segment(&app)))
+            }),
         )
         .layer(axum::middleware::from_fn_with_state(history.clone(), queue))
         .layer(axum::middleware::from_fn(move |request: Request, next: Next| async move {

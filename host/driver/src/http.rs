@@ -40,8 +40,8 @@ struct Conn {
 pub async fn serve(listener: tokio::net::TcpListener, app: Router) {
     let open = Arc::new(Mutex::new(Open::default()));
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors, say: wait a moment rather than spin.
                 tracing::warn!(error = %e, "accepting an HTTP connection failed");
@@ -57,8 +57,10 @@ pub async fn serve(listener: tokio::net::TcpListener, app: Router) {
         let app = app.clone();
         let open = open.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
                 let (mut app, busy, idle_since) = (app.clone(), busy.clone(), idle_since.clone());
+                // Who asks, for the guard's count of wrong credentials.
+                request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
                 busy.fetch_add(1, Ordering::SeqCst);
                 async move {
                     let response = app.call(request).await;

@@ -14,6 +14,8 @@ pub const TASKS_PER_PAGE: usize = 500;
 /// What every page says around its tables.
 pub struct Frame<'a> {
     /// Prefix of the page's links: empty for a live driver, `/history/<app>` in history.
+    /// Where the application's pages are, a URL path (its parts percent-encoded);
+    /// escaped again wherever it is written into a page.
     pub base: &'a str,
     pub app_id: &'a str,
     /// Polled for changes: the application still runs.
@@ -81,7 +83,7 @@ pub fn document(frame: &Frame, title: &str, main: &str) -> String {
 /// The links every page of an application carries; the history's own front page,
 /// which lists applications, has its own.
 fn nav(frame: &Frame) -> String {
-    let base = frame.base;
+    let base = esc(frame.base);
     if !frame.driver && base.is_empty() {
         return "<a href='/'>Applications</a><a href='/api/v1/applications'>JSON</a>".into();
     }
@@ -154,7 +156,7 @@ pub fn overview(frame: &Frame, status: &ClusterStatus) -> String {
             "<tr class='{state}' id='job-{id}'><td><a href='{base}/jobs/{id}'>{id}</a></td><td>{name}</td>\
 <td>{state}</td><td>{done} / {total}</td><td>{running}</td><td>{failed}</td><td>{started}</td>\
 <td>{duration}</td></tr>",
-            base = frame.base,
+            base = esc(frame.base),
             id = j.job,
             name = esc(&j.name),
             state = j.state,
@@ -235,7 +237,7 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
             out,
             "<form class=inline id=cancel method=post action='{base}/jobs/{id}/cancel'>\
 <input type=hidden name=csrf value='{token}'><button type=submit>Cancel job</button></form>",
-            base = frame.base,
+            base = esc(frame.base),
             id = s.job,
             token = esc(token),
         );
@@ -285,7 +287,7 @@ failed, lost or copied, and the slowest {SUCCEEDED_KEPT} that succeeded)",
         );
     }
     if launched > TASKS_PER_PAGE {
-        let base = format!("{}/jobs/{}", frame.base, s.job);
+        let base = format!("{}/jobs/{}", esc(frame.base), s.job);
         let _ = write!(out, " · showing {}–{}", from + 1, from + tasks.len());
         if from > 0 {
             let _ =
@@ -315,7 +317,7 @@ fn task_row(out: &mut String, frame: &Frame, job: JobId, t: &TaskRecord) {
         "<tr class='{state}'><td><a href='{base}/jobs/{job}/tasks/{index}'>{index}</a></td><td>{attempt}</td>\
 <td>{executor}</td><td>{state}</td><td>{launched}</td><td class=num>{duration}</td><td class=num>{input}</td>\
 <td class=num>{records}</td><td class=num>{read}</td><td class=num>{compute}</td><td>{failure}</td></tr>",
-        base = frame.base,
+        base = esc(frame.base),
         index = t.index,
         attempt = t.attempt,
         executor = esc(&t.executor),
@@ -482,7 +484,7 @@ fn folded_failures(out: &mut String, frame: &Frame, job: JobId, failures: &[Fail
         let shown: Vec<String> = tasks
             .iter()
             .take(20)
-            .map(|t| format!("<a href='{}/jobs/{job}/tasks/{t}'>{t}</a>", frame.base))
+            .map(|t| format!("<a href='{}/jobs/{job}/tasks/{t}'>{t}</a>", esc(frame.base)))
             .collect();
         let _ = write!(
             out,
@@ -522,7 +524,7 @@ fn failure(out: &mut String, frame: &Frame, job: JobId, f: &FailureRecord) {
         out,
         "<div class=failure><p><a href='{base}/jobs/{job}/tasks/{task}'>Task {task}</a>, attempt {attempt} on \
 executor {executor}: <strong class=kind>{kind}</strong> — {message}</p>",
-        base = frame.base,
+        base = esc(frame.base),
         task = f.task,
         attempt = f.attempt,
         executor = esc(&f.executor),
@@ -538,7 +540,7 @@ pub fn task(frame: &Frame, entry: &JobEntry, index: u32) -> String {
     let job = entry.status.job;
     let mut out = format!(
         "<h2>Job {job} (<a href='{base}/jobs/{job}'>{name}</a>), task {index}</h2>",
-        base = frame.base,
+        base = esc(frame.base),
         name = esc(&entry.status.name)
     );
     match entry.tasks.get(&index) {
@@ -613,7 +615,7 @@ credential or access key are redacted; so is a password in a URL.</p><table id=c
 
 /// A folder name as one segment of a URL path: anything but letters, digits and
 /// `-._~` percent-encoded, so `?`, `#`, `/` or a quote in a name cannot change the link.
-fn url_segment(name: &str) -> String {
+pub fn url_segment(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for byte in name.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {

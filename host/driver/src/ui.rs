@@ -6,7 +6,11 @@
 //! application secret as a bearer token; a browser the UI's own token (derived from the
 //! secret, never the secret), which it is given once as `?token=` (the secret works
 //! there too) and keeps in an `HttpOnly`, `SameSite=Strict` cookie, the address then
-//! redirected without it.
+//! redirected without it. The UI token is only ever a cookie: as a bearer it is
+//! refused (a browser sends it to every port of the host). Beyond loopback a secret
+//! shorter than [`MIN_SECRET`] is refused at start, and a peer that shows
+//! [`FAILURES_ALLOWED`] wrong credentials within [`FAILURE_WINDOW`] is answered 429,
+//! unchecked, until the window ends.
 //!
 //! Reading needs no credential on loopback; changing anything (cancelling a job) needs
 //! one everywhere, and a browser's form must also carry the page's form token and come
@@ -42,6 +46,15 @@ const QUEUE_WAIT: Duration = Duration::from_secs(5);
 /// The cookie a browser keeps the UI token in, once given it by `?token=`.
 const TOKEN_COOKIE: &str = "flint_ui";
 
+/// The shortest secret a page reachable from other hosts is guarded with.
+pub const MIN_SECRET: usize = 16;
+/// Wrong credentials one peer may show within [`FAILURE_WINDOW`] before the rest of the
+/// window is refused, unchecked.
+pub const FAILURES_ALLOWED: u32 = 10;
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(10);
+/// Peers whose failures are counted one by one; past them, the rest share one count.
+const FAILURES_TRACKED: usize = 4096;
+
 pub struct Ui {
     driver: Driver,
     /// The form token the guard checks on a browser's posts.
@@ -56,14 +69,67 @@ pub struct Guard {
     /// Reachable beyond loopback: every request must show a credential.
     required: bool,
     permits: Semaphore,
+    failures: std::sync::Mutex<Failures>,
 }
 
 impl Guard {
     /// The guard of a server bound to `bind`: beyond loopback, `secret` (or the UI
-    /// token made from it) is demanded of every request.
-    pub fn new(bind: SocketAddr, secret: &flint_net::Secret) -> Guard {
+    /// token made from it) is demanded of every request, and must be at least
+    /// [`MIN_SECRET`] long (a short one is guessed from anywhere).
+    pub fn new(bind: SocketAddr, secret: &flint_net::Secret) -> std::io::Result<Guard> {
         let required = !bind.ip().is_loopback();
-        Guard { auth: Credentials::new(secret), required, permits: Semaphore::new(CONCURRENT_REQUESTS) }
+        if required && secret.expose().len() < MIN_SECRET {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the page at {bind} is reachable from other hosts and its secret has {} bytes: use one of at least {MIN_SECRET} (a driver started without one makes one of 64)",
+                    secret.expose().len()
+                ),
+            ));
+        }
+        Ok(Guard {
+            auth: Credentials::new(secret),
+            required,
+            permits: Semaphore::new(CONCURRENT_REQUESTS),
+            failures: Default::default(),
+        })
+    }
+}
+
+/// Wrong credentials by peer address, in windows of [`FAILURE_WINDOW`].
+#[derive(Default)]
+struct Failures {
+    by_peer: std::collections::HashMap<std::net::IpAddr, (u32, std::time::Instant)>,
+}
+
+impl Failures {
+    /// Where `ip`'s failures are counted: its own entry, or once [`FAILURES_TRACKED`]
+    /// peers are, one shared by the rest.
+    fn key(&mut self, ip: std::net::IpAddr, now: std::time::Instant) -> std::net::IpAddr {
+        if self.by_peer.len() >= FAILURES_TRACKED && !self.by_peer.contains_key(&ip) {
+            self.by_peer.retain(|_, (_, since)| now.duration_since(*since) < FAILURE_WINDOW);
+            if self.by_peer.len() >= FAILURES_TRACKED {
+                return std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED);
+            }
+        }
+        ip
+    }
+
+    /// Whether `ip` has used up its window: until it ends, nothing it shows is checked.
+    fn blocked(&mut self, ip: std::net::IpAddr, now: std::time::Instant) -> Option<Duration> {
+        let key = self.key(ip, now);
+        let &(count, since) = self.by_peer.get(&key)?;
+        let left = FAILURE_WINDOW.checked_sub(now.duration_since(since))?;
+        (count >= FAILURES_ALLOWED).then_some(left)
+    }
+
+    fn note(&mut self, ip: std::net::IpAddr, now: std::time::Instant) {
+        let key = self.key(ip, now);
+        let entry = self.by_peer.entry(key).or_insert((0, now));
+        if now.duration_since(entry.1) >= FAILURE_WINDOW {
+            *entry = (0, now);
+        }
+        entry.0 += 1;
     }
 }
 
@@ -71,8 +137,8 @@ impl Guard {
 /// request that showed a credential).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shown {
-    /// The secret or UI token as a bearer token: an API client, which no other site's
-    /// page can make a browser send.
+    /// The secret as a bearer token: an API client, which no other site's page can
+    /// make a browser send.
     Bearer,
     /// The UI token's cookie: a browser, whose forms must also carry the form token.
     Cookie,
@@ -92,6 +158,7 @@ impl Credentials {
         Credentials { secret: secret.clone(), token: ui_token(secret), form }
     }
 
+    /// What `?token=` takes: the secret, or the UI token a browser was given before.
     fn accepts(&self, shown: &[u8]) -> bool {
         self.secret.matches(shown) || self.token.matches(shown)
     }
@@ -129,7 +196,7 @@ pub async fn serve_ui(
     bind: SocketAddr,
     secret: &flint_net::Secret,
 ) -> std::io::Result<SocketAddr> {
-    let guard = Arc::new(Guard::new(bind, secret));
+    let guard = Arc::new(Guard::new(bind, secret)?);
     let ui = Arc::new(Ui { driver, form: guard.auth.form.clone() });
     let app = app_routes("")
         .route("/metrics", get(metrics))
@@ -190,8 +257,27 @@ pub async fn guard(State(ui): State<Arc<Guard>>, mut request: Request, next: Nex
         .flat_map(|v| v.split(';'))
         .find_map(|c| c.trim().strip_prefix(TOKEN_COOKIE)?.strip_prefix('='))
         .map(str::as_bytes);
+    let uri = request.uri();
+    let query = uri.query().unwrap_or("");
+    let (given, rest): (Vec<&str>, Vec<&str>) = query.split('&').partition(|kv| kv.starts_with("token="));
+    // A peer that keeps guessing is not checked again until its window ends.
+    let peer = request.extensions().get::<axum::extract::ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let now = std::time::Instant::now();
+    let showed_any = bearer.is_some() || cookie.is_some() || !given.is_empty();
+    if showed_any
+        && let Some(ip) = peer
+        && let Some(left) = ui.failures.lock().expect("failures lock").blocked(ip, now)
+    {
+        let wait = (left.as_secs() + 1).to_string();
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, wait)],
+            "too many wrong credentials; wait\n",
+        )
+            .into_response();
+    }
     let shown = match (bearer, cookie) {
-        (Some(b), _) if auth.accepts(b) => Some(Shown::Bearer),
+        (Some(b), _) if auth.secret.matches(b) => Some(Shown::Bearer),
         (_, Some(c)) if auth.token.matches(c) => Some(Shown::Cookie),
         _ => None,
     };
@@ -202,9 +288,6 @@ pub async fn guard(State(ui): State<Arc<Guard>>, mut request: Request, next: Nex
     // A browser is given a credential once, in the address: it gets the UI token as a
     // cookie and the same address without it, so no page, polled URL or history entry
     // carries it from then on.
-    let uri = request.uri();
-    let query = uri.query().unwrap_or("");
-    let (given, rest): (Vec<&str>, Vec<&str>) = query.split('&').partition(|kv| kv.starts_with("token="));
     if given.iter().any(|kv| auth.accepts(&kv.as_bytes()["token=".len()..])) {
         let rest: Vec<&str> = rest.into_iter().filter(|kv| !kv.is_empty()).collect();
         let location = if rest.is_empty() {
@@ -218,6 +301,9 @@ pub async fn guard(State(ui): State<Arc<Guard>>, mut request: Request, next: Nex
         );
         return (StatusCode::SEE_OTHER, [(header::LOCATION, location), (header::SET_COOKIE, cookie)])
             .into_response();
+    }
+    if showed_any && let Some(ip) = peer {
+        ui.failures.lock().expect("failures lock").note(ip, now);
     }
     if !ui.required {
         // Loopback: anyone here may read, as Spark's UI; acting needs a credential.

@@ -23,7 +23,7 @@ pub async fn serve_page(
         .route("/api/v1/workers", get(workers))
         .route("/api/v1/applications", get(applications))
         .route("/api/v1/status", get(status))
-        .layer(axum::middleware::from_fn_with_state(Arc::new(Guard::new(bind, secret)), guard))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(Guard::new(bind, secret)?), guard))
         .with_state(master);
     serve_on(bind, app).await
 }

@@ -137,12 +137,29 @@ fn each_template_tests_and_runs_with_the_exact_result_outside_the_repository() {
         (&["new", "job-task"][..], "exists and is not empty"),
         (&["new", "x", "--template", "task", "--value", "top=3"][..], "the task template takes description"),
         (&["new", "x", "--value", "top"][..], "KEY=VALUE"),
+        (&["new", "fn"][..], "Rust keyword"),
+        (&["new", "self"][..], "Rust keyword"),
+        (&["new", "test"][..], "cargo keeps for itself"),
     ] {
         let out = machine.run(home, "flint", args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         assert!(text(&out).contains(said), "{args:?}: {}", text(&out));
     }
     assert!(!home.join("x").exists(), "nothing written for a refused one");
+    for refused in ["fn", "self", "test"] {
+        assert!(!home.join(refused).exists(), "nothing written for {refused}");
+    }
+    // A value holding a placeholder is written as it is: the manifest still parses.
+    let out = machine.run(
+        home,
+        "flint",
+        &["new", "placeholder", "--value", "description=see {{config}} and {{name}}"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let manifest = std::fs::read_to_string(home.join("placeholder/flint.toml")).unwrap();
+    assert!(manifest.contains("# see {{config}} and {{name}}\n"), "{manifest}");
+    let parsed = flint_proto::Manifest::from_toml(&manifest).unwrap_or_else(|e| panic!("{e}: {manifest}"));
+    assert_eq!(parsed.name, "placeholder");
 
     // Not a cdylib: the build makes no component, and the message says what to add.
     let job = home.join("job-task");

@@ -176,15 +176,16 @@ fn make(args: &NewArgs) -> Result<PathBuf> {
             template.config.iter().map(|(key, _)| format!("{key} = \"{}\"", values[key])).collect();
         format!("\n[config]\n{}\n", lines.join("\n"))
     };
-    let fill = |text: &str| {
-        text.replace("{{name}}", &name)
-            .replace("{{description}}", &values["description"])
-            .replace("{{flint_version}}", env!("CARGO_PKG_VERSION"))
-            .replace("{{contract}}", CONTRACT)
-            .replace("{{world}}", template.world)
-            .replace("{{template}}", template.name)
-            .replace("{{config}}", config.trim_end())
-    };
+    let placeholders = [
+        ("name", name.as_str()),
+        ("description", values["description"].as_str()),
+        ("flint_version", env!("CARGO_PKG_VERSION")),
+        ("contract", CONTRACT),
+        ("world", template.world),
+        ("template", template.name),
+        ("config", config.trim_end()),
+    ];
+    let fill = |text: &str| fill(text, &placeholders);
     if args.lang == "python" {
         let python =
             PYTHON_TEMPLATES.iter().find(|t| t.name == template.name).expect("every template in Python too");
@@ -216,12 +217,52 @@ fn make(args: &NewArgs) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// `text` with each `{{key}}` of `values` replaced, in one pass: what a value holds
+/// (`{{config}}` in a description, say) is written as it is, never expanded.
+fn fill(text: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("{{") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let known = after.find("}}").and_then(|end| {
+            values.iter().find(|(key, _)| *key == &after[..end]).map(|(_, value)| (end, *value))
+        });
+        match known {
+            Some((end, value)) => {
+                out.push_str(value);
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn write(path: &Path, text: &str) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot make {}", parent.display()))?;
     }
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
+
+/// Rust's keywords, strict and reserved (2024 edition): cargo takes none as a package
+/// name, as the crate's name would be one.
+const KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false",
+    "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where",
+    "while", "abstract", "become", "box", "do", "final", "macro", "override", "priv", "try", "typeof",
+    "unsized", "virtual", "yield",
+];
+/// Names cargo refuses beside the keywords: the standard library's crates and the
+/// folders of its own build output.
+const CARGO_REFUSES: &[&str] =
+    &["std", "core", "alloc", "proc_macro", "test", "build", "deps", "examples", "incremental"];
 
 /// A name cargo takes for a package, and that is not the SDK's own.
 fn check_name(name: &str) -> Result<()> {
@@ -231,7 +272,14 @@ fn check_name(name: &str) -> Result<()> {
     {
         bail!("{name:?}: a job's name starts with a letter and holds only letters, digits, - and _");
     }
-    if name == "flint-guest" || name == "flint_guest" {
+    let crate_name = name.replace('-', "_");
+    if KEYWORDS.contains(&crate_name.as_str()) {
+        bail!("{name:?} is a Rust keyword, which cargo takes for no crate: choose another");
+    }
+    if CARGO_REFUSES.contains(&crate_name.as_str()) {
+        bail!("{name:?} is a name cargo keeps for itself or the standard library: choose another");
+    }
+    if crate_name == "flint_guest" {
         bail!("{name:?} is the SDK's own name: choose another");
     }
     Ok(())
@@ -255,8 +303,32 @@ mod tests {
     }
 
     #[test]
+    fn a_value_is_written_as_it_is_never_expanded() {
+        let values =
+            [("name", "wc"), ("description", "counts {{name}} and {{config}}"), ("config", "[config]")];
+        let text =
+            fill("name = \"{{name}}\"\ndescription = \"{{description}}\"\n{{config}}\n{{unknown}}", &values);
+        assert_eq!(
+            text,
+            "name = \"wc\"\ndescription = \"counts {{name}} and {{config}}\"\n[config]\n{{unknown}}"
+        );
+    }
+
+    #[test]
     fn names_cargo_would_refuse_are_refused() {
-        for bad in ["9lives", "with space", "dots.in", "", "flint-guest"] {
+        for bad in [
+            "9lives",
+            "with space",
+            "dots.in",
+            "",
+            "flint-guest",
+            "fn",
+            "test",
+            "self",
+            "std",
+            "proc-macro",
+            "build",
+        ] {
             assert!(check_name(bad).is_err(), "{bad}");
         }
         for good in ["wc", "word-count", "job_2"] {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::cluster::{APP, Cluster, SECRET, ok_json};
+use common::cluster::{APP, Cluster, SECRET, ok_json, shuffle_endpoint};
 use common::{
     Proc, alive, catches_ctrl_c, children_of, command, corpus, corpus_of, eventually, flint, free_port,
     http_get, http_get_with, json, lossy, read_url, wasm,
@@ -1043,6 +1043,10 @@ fn the_cancel_api_and_the_job_pages_button_end_a_job_as_cancelled_and_no_other_s
     let cancel = format!("/api/v1/jobs/{id}/cancel");
     assert_eq!(post(&cancel, "", "").0, 401, "no credential");
     assert_eq!(post(&cancel, "Authorization: Bearer wrong\r\n", "").0, 401, "a wrong one");
+    // The UI token is a browser's cookie, sent to every port of the host: as a bearer
+    // it is nothing.
+    let ui_bearer = format!("Authorization: Bearer {}\r\n", derived_ui_token());
+    assert_eq!(post(&cancel, &ui_bearer, "").0, 401, "the UI token as a bearer");
     assert_eq!(state_of(&cluster, id), Some(Value::from("running")));
     let now_ms = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let started = std::time::Instant::now();
@@ -1794,7 +1798,7 @@ impl S3Server {
 }
 
 /// Makes the bucket `data` and a user allowed S3; uploads the corpus (argv[2]) as three
-/// objects under `corpus/` (cut at line ends) and one object elsewhere; prints the
+/// objects under `corpus/` (cut at line ends, beside hidden ones) and one object elsewhere; prints the
 /// user's key as a token provider's JSON.
 const S3_SETUP: &str = r#"
 import boto3, json, sys
@@ -1813,6 +1817,10 @@ third = len(lines) // 3
 for i, part in enumerate([lines[:third], lines[third:2 * third], lines[2 * third:]]):
     s3.put_object(Bucket="data", Key=f"corpus/part-{i}", Body=b"".join(part))
 s3.put_object(Bucket="data", Key="elsewhere.txt", Body=b"not part of the corpus\n")
+# What a folder's listing hides, a prefix's does too: a marker, a checksum, an
+# uncommitted part under `_temporary/`.
+for hidden in ["corpus/_SUCCESS", "corpus/.part-0.crc", "corpus/_temporary/part-9"]:
+    s3.put_object(Bucket="data", Key=hidden, Body=b"hidden words never counted\n")
 secret = {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
 print(json.dumps({"secret": secret, "expires_in_s": 3600}))
 "#;
@@ -3163,6 +3171,19 @@ fn a_job_holds_its_output_directory_until_it_ends() {
     assert!(names[1..].iter().all(|n| n.starts_with("part-")), "no _temporary left: {names:?}");
 }
 
+/// The map output files (`data` or `index`) an executor with this work dir holds.
+fn map_files(work: &std::path::Path, extension: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(work)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("flint-shuffle-"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("job-"))
+        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten().map(|f| f.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == extension))
+        .collect()
+}
+
 #[test]
 fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exact() {
     let mut cluster = Cluster::start(&[]);
@@ -3173,15 +3194,7 @@ fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exa
     // Eight reducers on two slots: six wait while the first two hold back.
     let (child, inputs) = paused_map_reduce(&cluster, "8", 1_000_000);
     wait_for_maps(&cluster);
-    let data: Vec<std::path::PathBuf> = std::fs::read_dir(&work)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("flint-shuffle-"))
-        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("job-"))
-        .flat_map(|e| std::fs::read_dir(e.path()).unwrap().flatten().map(|f| f.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "data"))
-        .collect();
+    let data = map_files(&work, "data");
     assert_eq!(data.len(), 6, "one data file per map: {data:?}");
     let victim = &data[0];
     let size = std::fs::metadata(victim).unwrap().len() as usize;
@@ -3197,17 +3210,37 @@ fn a_corrupted_map_output_fails_its_checksum_runs_again_and_the_answer_stays_exa
     );
 }
 
-/// What an executor's log says of where it serves its map outputs.
-fn shuffle_endpoint(log: &str) -> (std::net::SocketAddr, [u8; 32]) {
-    let line = log.lines().find(|l| l.contains("serving map outputs")).expect("the executor says where");
-    let field =
-        |name: &str| line.split(&format!("{name}=")).nth(1).unwrap().split_whitespace().next().unwrap();
-    let hex = field("fingerprint");
-    let mut fingerprint = [0u8; 32];
-    for (i, b) in fingerprint.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+#[test]
+fn an_index_that_lies_about_its_sizes_fails_its_map_and_the_executor_serves_on() {
+    let mut cluster = Cluster::start(&[]);
+    let work = cluster.dir.path().join("work");
+    let w = work.to_string_lossy().into_owned();
+    cluster.executor(&["--cores", "2", "--work-dir", &w]);
+    cluster.wait_live(1);
+    let (child, inputs) = paused_map_reduce(&cluster, "8", 1_000_000);
+    wait_for_maps(&cluster);
+    let indexes = map_files(&work, "index");
+    assert_eq!(indexes.len(), 6, "one index per map: {indexes:?}");
+    // Every offset from the first partition's end on says 32 TiB: still in order, the
+    // same length, but past the data file.
+    let mut index = std::fs::read(&indexes[0]).unwrap();
+    let reduces = u32::from_le_bytes(index[8..12].try_into().unwrap()) as usize;
+    for at in 1..=reduces {
+        index[12 + at * 8..20 + at * 8].copy_from_slice(&(1u64 << 45).to_le_bytes());
     }
-    (field("address").parse().unwrap(), fingerprint)
+    std::fs::write(&indexes[0], index).unwrap();
+    let report = ok_json(&child.wait_with_output().unwrap());
+    assert_eq!(report["result"], word_count_of(&inputs[0]));
+    assert_eq!(report["maps_rerun"], 1, "the one map whose index lies: {report}");
+    let failures = report["task_failures"].as_array().unwrap();
+    assert!(
+        failures.iter().any(|f| f["failure"]["kind"] == "fetch-failed"
+            && f["failure"]["reason"].as_str().unwrap().contains("-byte data file")),
+        "{report}"
+    );
+    // The executor that read the lie is the one that served the rest.
+    assert!(alive(cluster.executors[0].pid()), "{}", cluster.executors[0].log_text());
+    assert_eq!(cluster.live_executors().len(), 1);
 }
 
 #[test]
@@ -3230,7 +3263,8 @@ fn an_executor_serves_map_outputs_only_to_a_peer_with_the_secret_and_the_jobs_to
         let hello = |secret: &str, conn: &quinn::Connection| PeerHello {
             protocol_version: flint_proto::wire::PROTOCOL_VERSION,
             app_id: APP.into(),
-            proof: flint_net::proof(&flint_net::Secret::new(secret.as_bytes()), conn),
+            // Executors prove the executor key made from the secret to each other.
+            proof: flint_net::proof(&flint_net::Secret::new(secret.as_bytes()).executor_key(), conn),
         };
         // Without the application secret, nothing.
         let conn = endpoint.connect_with(config.clone(), addr, "flint-executor").unwrap().await.unwrap();

@@ -108,3 +108,16 @@ pub fn ok_json(out: &Output) -> Value {
     );
     json(out)
 }
+
+/// What an executor's log says of where it serves its map outputs.
+pub fn shuffle_endpoint(log: &str) -> (std::net::SocketAddr, [u8; 32]) {
+    let line = log.lines().find(|l| l.contains("serving map outputs")).expect("the executor says where");
+    let field =
+        |name: &str| line.split(&format!("{name}=")).nth(1).unwrap().split_whitespace().next().unwrap();
+    let hex = field("fingerprint");
+    let mut fingerprint = [0u8; 32];
+    for (i, b) in fingerprint.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    (field("address").parse().unwrap(), fingerprint)
+}

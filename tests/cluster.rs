@@ -8,7 +8,7 @@ use common::{
     Proc, alive, catches_ctrl_c, children_of, command, corpus, corpus_of, eventually, flint, free_port,
     http_get, http_get_with, json, lossy, read_url, wasm,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
@@ -2574,6 +2574,39 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
     assert!(text.contains("flint.security.credentials.vault.file\t*********(redacted)"), "{text}");
     browser.screenshot(&shots.join("config.png"));
 
+    // A map/reduce job: its two stages as the report, the API, the page and, later,
+    // history show them.
+    let input = cluster.dir.path().join("inputs/mr.txt");
+    corpus_of(&input, 256 << 10, 500);
+    let mr = ok_json(&cluster.submit(&[
+        "examples/word-count-mr",
+        "--input",
+        input.to_str().unwrap(),
+        "--partitions",
+        "3",
+        "--reduce-partitions",
+        "2",
+        "--json",
+    ]));
+    let (_, listed) = http_get(port, "/api/v1/jobs", None);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let mr_job = listed.as_array().unwrap().iter().find(|j| j["job"] == mr["job_id"]).expect("listed");
+    assert_eq!(mr_job["stages"], mr["stages"], "the API's stages are the report's: {mr_job}");
+    assert_eq!(mr["stages"].as_array().map(Vec::len), Some(2), "{mr}");
+    browser.goto(&format!("{page}/jobs/{}", mr["job_id"]));
+    let drawn = browser.eval(
+        "return [document.querySelectorAll('svg#stages-dag g.stage.succeeded').length, \
+         [...document.querySelectorAll('svg#stages-dag line.edge')].map(l => l.dataset.from + '>' + l.dataset.to), \
+         document.querySelectorAll('table#stages tr[data-stage]').length];",
+    );
+    assert_eq!(
+        drawn,
+        json!([2, ["0>1"], 2]),
+        "two stages drawn, the shuffle between them:\n{}",
+        browser.text()
+    );
+    browser.screenshot(&shots.join("stages.png"));
+
     // What the live API says, to compare with history after the driver is gone.
     let api = |base: &str, path: &str| -> Value {
         let (code, body) = http_get_at(base, path);
@@ -2658,6 +2691,7 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
             j["progress"]["total"].clone(),
             j["progress"]["done"].clone(),
             j["progress"]["failed_attempts"].clone(),
+            j["stages"].clone(),
         )
     };
     let jobs = |v: &Value| v.as_array().unwrap().iter().map(job_row).collect::<Vec<_>>();
@@ -2912,6 +2946,16 @@ fn a_killed_executor_costs_exactly_the_maps_it_held_and_the_answer_stays_exact()
     let report = ok_json(&child.wait_with_output().unwrap());
     assert_eq!(report["result"], word_count_of(&inputs[0]));
     assert_eq!(report["maps_rerun"], held, "exactly the maps it held ran again: {report}");
+    // Its stages say where: the map stage ran those again, the reduce stage none.
+    let stages = report["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 2, "{report}");
+    assert_eq!((&stages[0]["kind"], &stages[1]["kind"]), (&json!("shuffle"), &json!("result")), "{report}");
+    assert_eq!((&stages[0]["tasks"], &stages[1]["tasks"]), (&json!(6), &json!(4)), "{report}");
+    assert_eq!(stages[1]["parents"], json!([0]), "{report}");
+    assert_eq!((&stages[0]["rerun_tasks"], &stages[1]["rerun_tasks"]), (&json!(held), &json!(0)), "{report}");
+    assert!(stages[0]["attempts"].as_u64() >= Some(6 + held), "{report}");
+    assert!(stages[0]["shuffle_write_bytes"].as_u64() > Some(0), "{report}");
+    assert_eq!(stages[0]["shuffle_write_bytes"], stages[1]["shuffle_read_bytes"], "{report}");
     // The status says so too, beside the job.
     let jobs = cluster.status()["jobs"].clone();
     assert_eq!(jobs[0]["progress"]["outputs_lost"], held, "{jobs}");

@@ -537,6 +537,19 @@ fn map_reduce_word_count_equals_word_count_and_leaves_no_shuffle_files() {
     assert_eq!(report["result"], json(&reference)["result"]);
     let maps = json(&reference)["tasks"].as_u64().unwrap();
     assert_eq!(report["tasks"], maps + 8, "the maps, then eight reduce tasks: {report}");
+    // Two stages: the maps write the shuffle the reducers read, every byte of it.
+    let stages = report["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 2, "{report}");
+    assert_eq!((&stages[0]["kind"], &stages[0]["tasks"]), (&Value::from("shuffle"), &Value::from(maps)));
+    assert_eq!((&stages[1]["kind"], &stages[1]["tasks"]), (&Value::from("result"), &Value::from(8)));
+    assert_eq!(stages[1]["parents"], serde_json::json!([0]));
+    assert!(stages[0]["shuffle_write_bytes"].as_u64() > Some(0), "{report}");
+    assert_eq!(stages[0]["shuffle_write_bytes"], stages[1]["shuffle_read_bytes"], "{report}");
+    assert_eq!((&stages[0]["skipped"], &stages[1]["rerun_tasks"]), (&Value::from(false), &Value::from(0)));
+    // A job of one stage says so as well.
+    let one = json(&reference)["stages"].clone();
+    assert_eq!(one.as_array().map(Vec::len), Some(1), "{one}");
+    assert_eq!((&one[0]["kind"], &one[0]["tasks"]), (&Value::from("result"), &Value::from(maps)), "{one}");
     let left: Vec<_> = std::fs::read_dir(&local).unwrap().flatten().map(|e| e.path()).collect();
     assert!(left.is_empty(), "shuffle folders left behind: {left:?}");
 }

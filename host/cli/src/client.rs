@@ -365,6 +365,25 @@ fn table(status: &ClusterStatus) -> String {
             "  {:>4} {:<20} {:<10} {}/{} tasks\n",
             j.job, j.name, j.state, j.progress.done, j.progress.total
         ));
+        // A job of several stages: where each stands.
+        if j.stages.len() > 1 {
+            for s in &j.stages {
+                let reads: Vec<String> = s.parents.iter().map(u32::to_string).collect();
+                let reads =
+                    if reads.is_empty() { String::new() } else { format!(", reads {}", reads.join(" ")) };
+                out.push_str(&format!(
+                    "         stage {} ({}{reads}): {}/{} tasks, {} attempts\n",
+                    s.id,
+                    match s.kind {
+                        flint_proto::StageKind::Shuffle => "shuffle",
+                        flint_proto::StageKind::Result => "result",
+                    },
+                    s.done,
+                    s.tasks,
+                    s.attempts
+                ));
+            }
+        }
     }
     if status.left_out > 0 {
         out.push_str(&format!(

@@ -62,6 +62,7 @@ fn json_fields(report: &JobReport) -> Value {
     if let Some(shuffle) = &report.shuffle {
         out["shuffle"] = serde_json::to_value(shuffle).expect("sizes encode");
     }
+    out["stages"] = serde_json::to_value(&report.stages).expect("stages encode");
     match &report.outcome {
         Ok(_) => {}
         Err(e) => {
@@ -87,6 +88,8 @@ fn json_fields(report: &JobReport) -> Value {
                     json!({ "task": map, "reason": { "kind": "nondeterministic-map", "map": map } })
                 }
                 JobError::Shuffle(message) => json!({ "reason": { "kind": "shuffle", "message": message } }),
+                JobError::StageFailed { stage, attempts, last } => json!({ "stage": stage, "reason": {
+                    "kind": "stage-failed", "attempts": attempts, "last": last, "key": "flint.stage.maxConsecutiveAttempts" } }),
                 JobError::Output(message) => json!({ "reason": { "kind": "output", "message": message } }),
             };
         }
@@ -116,6 +119,11 @@ fn succeeded(report: &JobReport) -> String {
             report.speculative, report.speculative_won
         ));
     }
+    if report.stages.len() > 1 {
+        for s in &report.stages {
+            text.push_str(&stage_line(s));
+        }
+    }
     if report.maps_rerun > 0 {
         text.push_str(&format!(
             "{} map tasks ran again: their outputs were lost with an executor or could not be read\n",
@@ -135,6 +143,37 @@ fn succeeded(report: &JobReport) -> String {
         ));
     }
     text
+}
+
+/// One stage of a job of several, as its summary says it.
+fn stage_line(s: &flint_proto::StageReport) -> String {
+    let mut line = format!("stage {}", s.id);
+    let reads: Vec<String> = s.parents.iter().map(u32::to_string).collect();
+    match (s.kind, reads.is_empty()) {
+        (flint_proto::StageKind::Shuffle, true) => line.push_str(" (shuffle)"),
+        (flint_proto::StageKind::Shuffle, false) => {
+            line.push_str(&format!(" (shuffle, reads {})", reads.join(", ")))
+        }
+        (flint_proto::StageKind::Result, true) => line.push_str(" (result)"),
+        (flint_proto::StageKind::Result, false) => {
+            line.push_str(&format!(" (result, reads {})", reads.join(", ")))
+        }
+    }
+    line.push_str(&format!(": {} tasks, {} attempts", s.tasks, s.attempts));
+    if s.shuffle_read_bytes > 0 {
+        line.push_str(&format!(", read {} shuffle bytes", s.shuffle_read_bytes));
+    }
+    if s.shuffle_write_bytes > 0 {
+        line.push_str(&format!(", wrote {} shuffle bytes", s.shuffle_write_bytes));
+    }
+    if s.rerun_tasks > 0 {
+        line.push_str(&format!(", {} tasks ran again", s.rerun_tasks));
+    }
+    if s.skipped {
+        line.push_str(", skipped: its outputs were there");
+    }
+    line.push('\n');
+    line
 }
 
 pub fn human(report: &JobReport) -> String {
@@ -264,6 +303,7 @@ mod tests {
             shuffle: None,
             speculative: 0,
             speculative_won: 0,
+            stages: Vec::new(),
         }
     }
 

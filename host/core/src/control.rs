@@ -9,17 +9,22 @@
 
 use crate::allocation::{AllocationConfig, Allocator, Decision, TICK, View};
 use crate::credentials::{Credentials, Renewal, RenewalConfig};
-use crate::registry::{ExecutorInfo, Incarnation, Lifecycle, Registry};
-use crate::scheduler::{Decided, Input, Output, Policy, Scheduler, StagePlan};
-use crate::shuffle::{Gone, MapOutput, MapOutputTracker, ReduceInput, ShuffleId, TrackerError};
+use crate::registry::{Incarnation, Lifecycle, Registry};
+use crate::scheduler::{Decided, Input, Output, Policy, Scheduler};
+use crate::shuffle::{MapOutput, MapOutputTracker, ShuffleId, TrackerError};
+use dag::Dag;
 use flint_proto::wire::Rejection;
-use flint_proto::{Attempt, ExecutorId, ExecutorState, ExecutorStatus, JobError, JobId, TaskFailure};
+use flint_proto::{Attempt, ExecutorId, JobError, JobId, TaskFailure};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+mod dag;
 mod events;
 mod leaving;
-pub use events::{Action, Event, JobCounts};
+mod stages;
+mod status;
+pub use dag::{MAX_STAGES, PlanError};
+pub use events::{Action, Event, JobCounts, Launch, ShuffleRead};
 use leaving::{Due, Leavers};
 
 /// Unanswered kills remembered per executor.
@@ -42,6 +47,9 @@ pub struct CoreConfig {
     /// `flint.decommission.timeout`: how long a leaving executor's map outputs may take
     /// to be copied to executors that stay.
     pub decommission_timeout: Duration,
+    /// `flint.stage.maxConsecutiveAttempts`: attempts of a stage in a row that could
+    /// not read their inputs before its job fails.
+    pub max_stage_attempts: u32,
 }
 
 #[derive(Debug)]
@@ -49,6 +57,9 @@ pub struct ControlCore {
     registry: Registry,
     scheduler: Scheduler,
     jobs: BTreeMap<JobId, JobCounts>,
+    /// Each running job's stages.
+    dags: BTreeMap<JobId, Dag>,
+    max_stage_attempts: u32,
     /// Attempts killed on each executor and not yet answered: a late answer to one of
     /// these counts for its executor. Bounded by credit; dropped with the executor.
     killed: BTreeMap<ExecutorId, BTreeSet<Attempt>>,
@@ -81,6 +92,8 @@ impl ControlCore {
             // silent one gets to live.
             scheduler: Scheduler::new(config.policy).with_collect_timeout(config.heartbeat_timeout),
             jobs: BTreeMap::new(),
+            dags: BTreeMap::new(),
+            max_stage_attempts: config.max_stage_attempts.max(1),
             killed: BTreeMap::new(),
             stale: 0,
             allocator: config.allocation.map(Allocator::new),
@@ -94,34 +107,6 @@ impl ControlCore {
             credentials: None,
             outputs: MapOutputTracker::new(),
             leaving: Leavers::new(config.decommission_timeout),
-        }
-    }
-
-    /// Where reduce partition `reduce` of the job reads its slices: one holder per
-    /// executor incarnation with bytes for it.
-    pub fn reduce_sources(&self, job: JobId, reduce: u32) -> Result<ReduceInput, TrackerError> {
-        self.outputs.slices_for(ShuffleId { job, index: 0 }, reduce)
-    }
-
-    /// Outputs that are gone run again: the scheduler requeues those maps and holds
-    /// back the reducers that read them. With `launch` false nothing is placed yet (the
-    /// caller's next step will).
-    fn outputs_gone(&mut self, now: Instant, gone: Vec<Gone>, launch: bool, actions: &mut Vec<Action>) {
-        let mut by_job: BTreeMap<JobId, Vec<u32>> = BTreeMap::new();
-        for g in gone {
-            by_job.entry(g.shuffle.job).or_default().push(g.map);
-        }
-        for (job, tasks) in by_job {
-            if let Some(counts) = self.jobs.get_mut(&job) {
-                counts.maps_rerun += tasks.len() as u32;
-            }
-            match launch {
-                true => self.step(now, Input::OutputsLost { job, tasks }, actions),
-                false => {
-                    let outputs = self.scheduler.forget_outputs(job, &tasks);
-                    self.apply_outputs(now, outputs, actions);
-                }
-            }
         }
     }
 
@@ -260,9 +245,9 @@ impl ControlCore {
                     self.step(now, Input::ExecutorDecommissioning { id }, &mut actions);
                 }
             }
-            Event::Adopted { id, incarnation, job, from, maps, failed } => {
+            Event::Adopted { id, incarnation, shuffle, from, maps, failed } => {
                 if self.registry.current(&id, incarnation).is_none()
-                    || !self.leaving.adopted((id, incarnation), job, from, maps, failed)
+                    || !self.leaving.adopted((id, incarnation), shuffle, from, maps, failed)
                 {
                     self.stale += 1;
                 }
@@ -270,30 +255,44 @@ impl ControlCore {
             Event::Lost { id, incarnation, reason } => {
                 self.remove(now, id, incarnation, reason, &mut actions)
             }
-            Event::JobSubmitted { job, tasks, max_failures, period, shuffle, speculate, remote_input } => {
-                if let std::collections::btree_map::Entry::Vacant(slot) = self.jobs.entry(job) {
-                    slot.insert(JobCounts { tasks, ..JobCounts::default() });
+            Event::JobSubmitted { job, stages, max_failures, period, speculate, remote_input } => {
+                if self.jobs.contains_key(&job) {
+                    self.stale += 1;
+                } else {
+                    let tasks =
+                        stages.iter().map(|s| u64::from(s.tasks)).sum::<u64>().min(u32::MAX.into()) as u32;
+                    let planned = Dag::new(stages).map_err(|e| e.to_string()).and_then(|dag| {
+                        for (stage, maps, partitions) in dag.shuffles() {
+                            let shuffle = ShuffleId { job, index: stage };
+                            if let Err(e) = self.outputs.register(shuffle, maps, partitions) {
+                                self.outputs.job_ended(job);
+                                return Err(format!("stage {stage}: {e}"));
+                            }
+                        }
+                        Ok(dag)
+                    });
+                    let dag = match planned {
+                        Ok(dag) => dag,
+                        Err(e) => {
+                            let counts = JobCounts { tasks, ..JobCounts::default() };
+                            let reason = JobError::Shuffle(e);
+                            actions.push(Action::JobFailed { job, reason, counts, stages: Vec::new() });
+                            return actions;
+                        }
+                    };
+                    let tasks = dag.tasks();
+                    self.jobs.insert(job, JobCounts { tasks, ..JobCounts::default() });
                     if let Some(period) = period {
                         self.recurring.insert(job, (period, now));
                     }
-                    let input = match shuffle {
-                        Some((maps, reduces)) => {
-                            if let Err(e) = self.outputs.register(ShuffleId { job, index: 0 }, maps, reduces)
-                            {
-                                let counts = self.jobs.remove(&job).unwrap_or_default();
-                                self.recurring.remove(&job);
-                                let reason = JobError::Shuffle(e.to_string());
-                                actions.push(Action::JobFailed { job, reason, counts });
-                                return actions;
-                            }
-                            let stages = vec![
-                                StagePlan { tasks: maps, parents: Vec::new() },
-                                StagePlan { tasks: reduces, parents: vec![0] },
-                            ];
+                    let input = match dag.is_single() {
+                        true => Input::JobSubmitted { job, tasks, max_failures, speculate, remote_input },
+                        false => {
+                            let stages = dag.plans();
                             Input::StagedJobSubmitted { job, stages, max_failures, speculate, remote_input }
                         }
-                        None => Input::JobSubmitted { job, tasks, max_failures, speculate, remote_input },
                     };
+                    self.dags.insert(job, dag);
                     self.step(now, input, &mut actions);
                     // No executor and none coming: the job cannot run.
                     if let Some(reason) = self.allocator.as_ref().and_then(|a| a.given_up())
@@ -302,16 +301,20 @@ impl ControlCore {
                         let error = JobError::NoExecutors(reason.to_owned());
                         self.step(now, Input::FailJob { job, error }, &mut actions);
                     }
-                } else {
-                    self.stale += 1;
                 }
             }
             Event::TaskSucceeded { id, incarnation, attempt, elapsed } => {
                 if self.scheduler.holds(&id, attempt)
                     && self.registry.reported(now, &id, incarnation, Some(true))
                 {
-                    let input = Input::TaskSucceeded { attempt, executor: id, elapsed };
-                    self.step(now, input, &mut actions);
+                    // A task of a stage that writes a shuffle must say what it wrote.
+                    if let Some(stage) = self.stage_writing(attempt) {
+                        let message = format!("a task of stage {stage} reported no map output");
+                        self.report_failed(now, id, attempt, TaskFailure::Host { message }, &mut actions);
+                    } else {
+                        let input = Input::TaskSucceeded { attempt, executor: id, elapsed };
+                        self.step(now, input, &mut actions);
+                    }
                 } else {
                     self.unheld(&id, incarnation, attempt, true);
                 }
@@ -320,7 +323,13 @@ impl ControlCore {
                 if self.scheduler.holds(&id, attempt)
                     && self.registry.reported(now, &id, incarnation, Some(true))
                 {
-                    let shuffle = ShuffleId { job: attempt.job, index: 0 };
+                    let Some(stage) = self.stage_writing(attempt) else {
+                        let message = "a map output of a task whose stage writes no shuffle".to_owned();
+                        self.report_failed(now, id, attempt, TaskFailure::Host { message }, &mut actions);
+                        return actions;
+                    };
+                    let shuffle = ShuffleId { job: attempt.job, index: stage };
+                    let map = attempt.index - self.dags[&attempt.job].first(stage);
                     let output = MapOutput {
                         executor: id.clone(),
                         incarnation,
@@ -328,8 +337,14 @@ impl ControlCore {
                         digest: status.digest,
                         inline: status.inline,
                     };
-                    match self.outputs.record(shuffle, attempt.index, output) {
+                    match self.outputs.record(shuffle, map, output) {
                         Ok(_) => {
+                            // Its readers' next fetch failures are a new attempt of theirs.
+                            if self.outputs.missing(shuffle).is_ok_and(|m| m.is_empty())
+                                && let Some(dag) = self.dags.get_mut(&attempt.job)
+                            {
+                                dag.whole(stage);
+                            }
                             let input = Input::TaskSucceeded { attempt, executor: id, elapsed };
                             self.step(now, input, &mut actions);
                         }
@@ -340,16 +355,7 @@ impl ControlCore {
                         // An executor saying something no map can have written.
                         Err(e) => {
                             let failure = TaskFailure::Host { message: format!("the map's report: {e}") };
-                            actions.push(Action::TaskFailed {
-                                attempt,
-                                executor: id.clone(),
-                                failure: failure.clone(),
-                            });
-                            self.step(
-                                now,
-                                Input::TaskFailed { attempt, executor: id, failure },
-                                &mut actions,
-                            );
+                            self.report_failed(now, id, attempt, failure, &mut actions);
                         }
                     }
                 } else {
@@ -361,14 +367,24 @@ impl ControlCore {
                 if self.scheduler.holds(&id, attempt)
                     && self.registry.reported(now, &id, incarnation, counts.then_some(false))
                 {
-                    // A reducer that could not read map outputs: exactly those are
-                    // gone, and run again before it does.
-                    if let TaskFailure::FetchFailed { incarnation: holder, maps, reason, .. } = &failure {
-                        let shuffle = ShuffleId { job: attempt.job, index: 0 };
-                        if let Ok(gone) =
-                            self.outputs.fetch_failed(shuffle, Incarnation(*holder), maps, reason)
-                        {
-                            self.outputs_gone(now, gone, false, &mut actions);
+                    // A task that could not read map outputs of a shuffle its stage
+                    // reads: exactly those are gone, and run again before it does;
+                    // unless its stage has failed so too often in a row.
+                    let mut stage_failed = None;
+                    if let TaskFailure::FetchFailed { incarnation: holder, shuffle, maps, reason, .. } =
+                        &failure
+                    {
+                        match self.stage_fetch_failed(attempt, *shuffle, reason) {
+                            Ok(true) => {
+                                let shuffle = ShuffleId { job: attempt.job, index: *shuffle };
+                                if let Ok(gone) =
+                                    self.outputs.fetch_failed(shuffle, Incarnation(*holder), maps, reason)
+                                {
+                                    self.outputs_gone(now, gone, false, &mut actions);
+                                }
+                            }
+                            Ok(false) => {}
+                            Err(error) => stage_failed = Some(error),
                         }
                     }
                     if counts && let Some(counts) = self.jobs.get_mut(&attempt.job) {
@@ -379,7 +395,14 @@ impl ControlCore {
                         executor: id.clone(),
                         failure: failure.clone(),
                     });
-                    self.step(now, Input::TaskFailed { attempt, executor: id, failure }, &mut actions);
+                    match stage_failed {
+                        Some(error) => {
+                            self.step(now, Input::FailJob { job: attempt.job, error }, &mut actions)
+                        }
+                        None => {
+                            self.step(now, Input::TaskFailed { attempt, executor: id, failure }, &mut actions)
+                        }
+                    }
                 } else {
                     self.unheld(&id, incarnation, attempt, false);
                 }
@@ -662,6 +685,9 @@ impl ControlCore {
                         if let Some(counts) = self.jobs.get_mut(&attempt.job) {
                             counts.attempts += 1;
                         }
+                        if let Some(dag) = self.dags.get_mut(&attempt.job) {
+                            dag.launched(attempt.index);
+                        }
                     }
                     launches.push((executor, attempts));
                 }
@@ -669,12 +695,21 @@ impl ControlCore {
                     // The job's done count moves with what the scheduler decided.
                     match &decided {
                         Decided::TaskDone { attempt } => {
-                            self.count_done(attempt.job, |d| d.saturating_add(1))
+                            self.count_done(attempt.job, |d| d.saturating_add(1));
+                            if let Some(dag) = self.dags.get_mut(&attempt.job) {
+                                dag.task(attempt.index, true);
+                            }
                         }
-                        Decided::TaskLost { job, .. } => {
+                        Decided::TaskLost { job, index } => {
                             self.count_done(*job, |d| d.saturating_sub(1));
+                            let map =
+                                self.stage_writing(Attempt { job: *job, index: *index, number: 0 }).is_some();
                             if let Some(counts) = self.jobs.get_mut(job) {
                                 counts.outputs_lost += 1;
+                                counts.maps_rerun += u32::from(map);
+                            }
+                            if let Some(dag) = self.dags.get_mut(job) {
+                                dag.task(*index, false);
                             }
                         }
                         Decided::Speculated { attempt, .. } => {
@@ -710,32 +745,31 @@ impl ControlCore {
                     }
                 }
                 Output::JobSucceeded { job } => {
-                    let shuffle = self.outputs.sizes(ShuffleId { job, index: 0 });
-                    self.outputs.job_ended(job);
-                    self.leaving.forget_job(job);
-                    let counts = JobCounts { shuffle, ..self.jobs.remove(&job).unwrap_or_default() };
-                    self.run_ended(now, job, counts.tasks);
-                    actions.push(Action::JobSucceeded { job, counts: JobCounts { running: 0, ..counts } });
+                    let (counts, stages) = self.job_ended(now, job);
+                    actions.push(Action::JobSucceeded { job, counts, stages });
                 }
                 Output::JobFailed { job, reason } => {
-                    let shuffle = self.outputs.sizes(ShuffleId { job, index: 0 });
-                    self.outputs.job_ended(job);
-                    self.leaving.forget_job(job);
-                    let counts = JobCounts { shuffle, ..self.jobs.remove(&job).unwrap_or_default() };
-                    self.run_ended(now, job, counts.tasks);
-                    actions.push(Action::JobFailed {
-                        job,
-                        reason,
-                        counts: JobCounts { running: 0, ..counts },
-                    });
+                    let (counts, stages) = self.job_ended(now, job);
+                    actions.push(Action::JobFailed { job, reason, counts, stages });
                 }
             }
         }
+        let mut unsourced = Vec::new();
         for (executor, attempts) in launches {
-            if let Some(incarnation) = self.incarnation(&executor) {
-                actions.push(Action::Launch { executor, incarnation, attempts });
-            }
+            let Some(incarnation) = self.incarnation(&executor) else { continue };
+            let attempts = attempts
+                .into_iter()
+                .filter_map(|attempt| match self.whole_launch(attempt) {
+                    Ok(launch) => Some(launch),
+                    Err(e) => {
+                        unsourced.push((executor.clone(), incarnation, attempt, e));
+                        None
+                    }
+                })
+                .collect();
+            actions.push(Action::Launch { executor, incarnation, attempts });
         }
+        self.unsourced(now, unsourced, actions);
     }
 
     fn count_done(&mut self, job: JobId, change: impl FnOnce(u32) -> u32) {
@@ -761,7 +795,7 @@ impl ControlCore {
     pub fn job(&self, job: JobId) -> Option<JobCounts> {
         self.jobs.get(&job).map(|c| JobCounts {
             running: self.scheduler.job_running(job),
-            shuffle: self.outputs.sizes(ShuffleId { job, index: 0 }),
+            shuffle: self.first_shuffle(job),
             ..*c
         })
     }
@@ -786,82 +820,5 @@ impl ControlCore {
     /// the executor does not hold, or a job that is not running.
     pub fn stale_reports(&self) -> u64 {
         self.stale
-    }
-
-    /// Registered and recently removed executors, for status.
-    pub fn executors(&self, now: Instant) -> Vec<ExecutorStatus> {
-        // The latest life of each id: a live one, else its last removal.
-        let mut by_id: BTreeMap<ExecutorId, ExecutorStatus> = BTreeMap::new();
-        for r in self.registry.removed() {
-            by_id.insert(r.id.clone(), self.removed_status(r));
-        }
-        for (id, e) in self.registry.live().filter(|(_, e)| e.state != Lifecycle::Pending) {
-            by_id.insert(id.clone(), self.live_status(now, id, e));
-        }
-        by_id.into_values().collect()
-    }
-
-    /// The executors alive now (registered or draining), without the removed ones
-    /// [`ControlCore::executors`] adds.
-    pub fn live_statuses(&self, now: Instant) -> Vec<ExecutorStatus> {
-        self.registry
-            .live()
-            .filter(|(_, e)| e.state != Lifecycle::Pending)
-            .map(|(id, e)| self.live_status(now, id, e))
-            .collect()
-    }
-
-    /// One executor's latest life, as [`ControlCore::executors`] lists it.
-    pub fn executor(&self, now: Instant, id: &ExecutorId) -> Option<ExecutorStatus> {
-        match self.registry.get(id).filter(|(_, e)| e.state != Lifecycle::Pending) {
-            Some((id, e)) => Some(self.live_status(now, id, e)),
-            None => self.registry.removed().filter(|r| r.id == *id).last().map(|r| self.removed_status(r)),
-        }
-    }
-
-    fn entry_status(&self, id: &ExecutorId, entry: &crate::registry::Entry) -> ExecutorStatus {
-        let info =
-            entry.info.clone().unwrap_or(ExecutorInfo { host: String::new(), cores: 0, memory: 0, slots: 0 });
-        ExecutorStatus {
-            id: id.clone(),
-            host: info.host,
-            cores: info.cores,
-            memory: info.memory,
-            slots: info.slots,
-            running: 0,
-            tasks_done: entry.tasks_done,
-            tasks_failed: entry.tasks_failed,
-            last_heartbeat_ms: None,
-            excluded: false,
-            removed: None,
-            backend: if entry.by_backend { self.backend } else { "static" }.to_owned(),
-            pod: entry.pod.clone(),
-            state: match entry.state {
-                Lifecycle::Draining => ExecutorState::Draining,
-                _ => ExecutorState::Registered,
-            },
-            added_ms: None,
-            removed_ms: None,
-        }
-    }
-
-    fn removed_status(&self, r: &crate::registry::Removed) -> ExecutorStatus {
-        ExecutorStatus {
-            removed: Some(r.reason.clone()),
-            state: ExecutorState::Removed,
-            ..self.entry_status(&r.id, &r.entry)
-        }
-    }
-
-    fn live_status(&self, now: Instant, id: &ExecutorId, e: &crate::registry::Entry) -> ExecutorStatus {
-        let excluded = self.scheduler.is_excluded(id);
-        let base = self.entry_status(id, e);
-        ExecutorStatus {
-            running: self.scheduler.running_on(id),
-            last_heartbeat_ms: Some(now.saturating_duration_since(e.last_heard).as_millis() as u64),
-            excluded,
-            state: if excluded { ExecutorState::Excluded } else { base.state },
-            ..base
-        }
     }
 }

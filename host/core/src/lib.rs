@@ -16,7 +16,7 @@ pub mod scheduler;
 pub mod shuffle;
 
 pub use allocation::AllocationConfig;
-pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts};
+pub use control::{Action, ControlCore, CoreConfig, Event, JobCounts, Launch, ShuffleRead};
 pub use credentials::{Credentials, Renewal, RenewalConfig};
 pub use registry::{ExecutorInfo, Incarnation, MAX_SLOTS};
 pub use scheduler::{Decided, Policy, Speculation, Straggling};

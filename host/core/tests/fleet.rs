@@ -19,6 +19,7 @@ fn core() -> ControlCore {
         allocation: None,
         backend: "static",
         decommission_timeout: Duration::from_secs(20),
+        max_stage_attempts: 4,
     })
 }
 
@@ -82,7 +83,7 @@ fn ten_thousand_executors_heartbeat_for_ten_minutes_run_a_job_and_leave_bounded_
         for action in actions {
             match action {
                 Action::Launch { executor, incarnation, attempts } => {
-                    running.extend(attempts.into_iter().map(|a| (executor.clone(), incarnation, a)));
+                    running.extend(attempts.into_iter().map(|a| (executor.clone(), incarnation, a.attempt)));
                 }
                 Action::JobSucceeded { counts, .. } => succeeded = Some(counts),
                 _ => {}
@@ -92,10 +93,9 @@ fn ten_thousand_executors_heartbeat_for_ten_minutes_run_a_job_and_leave_bounded_
     let tasks = FLEET * 100;
     let submitted = Event::JobSubmitted {
         job: JobId(1),
-        tasks,
+        stages: vec![flint_proto::StageSpec::tasks(tasks)],
         max_failures: 1,
         period: None,
-        shuffle: None,
         speculate: false,
         remote_input: false,
     };

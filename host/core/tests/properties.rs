@@ -198,6 +198,7 @@ impl World {
             allocation,
             backend: "local",
             decommission_timeout: Duration::from_secs(20),
+            max_stage_attempts: 4,
         });
         let mut world = World {
             core,
@@ -223,10 +224,9 @@ impl World {
             world.jobs.insert(job, JobSeen { tasks: *tasks, ..JobSeen::default() });
             let submitted = Event::JobSubmitted {
                 job,
-                tasks: *tasks,
+                stages: vec![flint_proto::StageSpec::tasks(*tasks)],
                 max_failures: 3,
                 period: None,
-                shuffle: None,
                 speculate: false,
                 // Every other job reads across the network: its tasks may go one ahead.
                 remote_input: n % 2 == 1,
@@ -267,7 +267,8 @@ impl World {
             match action {
                 Action::Launch { executor, incarnation, attempts } => {
                     assert_eq!(self.live.get(&executor), Some(&incarnation), "launch on a dead executor");
-                    for attempt in attempts {
+                    for launch in attempts {
+                        let attempt = launch.attempt;
                         let key = (attempt.job, attempt.index);
                         let seen = &self.jobs[&attempt.job];
                         assert_eq!(seen.ended, 0, "job {} launched after it ended", attempt.job);
@@ -315,7 +316,7 @@ impl World {
                     }
                     self.placed.retain(|_, (e, i, _)| !(*e == executor && *i == incarnation));
                 }
-                Action::JobSucceeded { job, counts } => {
+                Action::JobSucceeded { job, counts, .. } => {
                     let seen = self.jobs.get_mut(&job).expect("a job of the test");
                     assert_eq!(
                         seen.folded.len() as u32,

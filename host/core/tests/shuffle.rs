@@ -3,13 +3,15 @@
 //! exactly the maps it held before any reducer is placed again.
 
 use flint_core::registry::ExecutorInfo;
+use flint_core::shuffle::ShuffleId;
 use flint_core::{Action, ControlCore, CoreConfig, Event, Incarnation, Policy};
-use flint_proto::{Attempt, ExecutorId, JobId, MapStatus, TaskFailure};
+use flint_proto::{Attempt, ExecutorId, JobId, JobPlan, MapStatus, TaskFailure};
 use std::time::{Duration, Instant};
 
 const JOB: JobId = JobId(1);
 const MAPS: u32 = 4;
 const REDUCES: u32 = 2;
+const SHUFFLE: ShuffleId = ShuffleId { job: JOB, index: 0 };
 
 fn core() -> ControlCore {
     ControlCore::new(CoreConfig {
@@ -19,6 +21,7 @@ fn core() -> ControlCore {
         allocation: None,
         backend: "static",
         decommission_timeout: Duration::from_secs(20),
+        max_stage_attempts: 4,
     })
 }
 
@@ -31,15 +34,14 @@ fn join(core: &mut ControlCore, now: Instant, name: &str) -> Incarnation {
 
 /// Submits the job of four maps into two reduce partitions.
 fn submit(core: &mut ControlCore, now: Instant) -> Vec<Action> {
-    let shuffle = Some((MAPS, REDUCES));
+    let stages = JobPlan::indices(MAPS).with_reduces(REDUCES).stages();
     core.handle(
         now,
         Event::JobSubmitted {
             job: JOB,
-            tasks: MAPS + REDUCES,
+            stages,
             max_failures: 4,
             period: None,
-            shuffle,
             speculate: false,
             remote_input: false,
         },
@@ -51,7 +53,7 @@ fn launched(actions: &[Action]) -> Vec<(ExecutorId, Attempt)> {
         .iter()
         .flat_map(|a| match a {
             Action::Launch { executor, attempts, .. } => {
-                attempts.iter().map(|t| (executor.clone(), *t)).collect()
+                attempts.iter().map(|t| (executor.clone(), t.attempt)).collect()
             }
             _ => Vec::new(),
         })
@@ -94,12 +96,12 @@ fn a_lost_executor_reruns_its_maps_before_any_reducer_is_placed_again() {
     let mut reducers = Vec::new();
     for (on, attempt) in &maps {
         let incarnation = if on.as_str() == "a" { a } else { b };
-        assert!(core.reduce_sources(JOB, 0).is_err(), "no sources while a map is missing");
+        assert!(core.shuffle_input(JOB, 0, 0).is_err(), "no sources while a map is missing");
         reducers.extend(launched(&map_done(&mut core, now, on.as_str(), incarnation, *attempt)));
     }
     assert_eq!(reducers.len(), 2, "both reducers once the last map is in: {reducers:?}");
     let held_by_b = maps.iter().filter(|(on, _)| on.as_str() == "b").count() as u32;
-    assert_eq!(core.reduce_sources(JOB, 0).unwrap().holders.len(), 2, "one request per holder");
+    assert_eq!(core.shuffle_input(JOB, 0, 0).unwrap().holders.len(), 2, "one request per holder");
 
     // `b` goes: its maps run again first; its reducer waits for them.
     let lost = core.handle(now, Event::Lost { id: "b".into(), incarnation: b, reason: "killed".into() });
@@ -114,7 +116,7 @@ fn a_lost_executor_reruns_its_maps_before_any_reducer_is_placed_again() {
     // A late report from the lost executor changes nothing.
     let (_, stale) = maps.iter().find(|(on, _)| on.as_str() == "b").unwrap();
     assert!(map_done(&mut core, now, "b", b, *stale).is_empty());
-    assert!(core.reduce_sources(JOB, 0).is_err());
+    assert!(core.shuffle_input(JOB, 0, 0).is_err());
 }
 
 #[test]
@@ -133,6 +135,7 @@ fn a_fetch_failure_reruns_exactly_the_maps_named_and_a_rerun_must_write_the_same
     let failure = TaskFailure::FetchFailed {
         executor: "a".into(),
         incarnation: a.0,
+        shuffle: 0,
         maps: vec![2],
         reason: "checksum".into(),
     };
@@ -168,7 +171,7 @@ fn adoptions(actions: &[Action]) -> Vec<(ExecutorId, ExecutorId, Vec<u32>)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Adopt { executor, from, outputs, job, .. } if *job == JOB => {
+            Action::Adopt { executor, from, outputs, shuffle, .. } if shuffle.job == JOB => {
                 Some((executor.clone(), from.0.clone(), outputs.iter().map(|o| o.0).collect()))
             }
             _ => None,
@@ -241,7 +244,7 @@ fn a_leaving_executor_hands_its_map_outputs_over_and_goes_only_once_the_tracker_
         let event = Event::Adopted {
             id: to.clone(),
             incarnation,
-            job: JOB,
+            shuffle: SHUFFLE,
             from: b,
             maps: maps.clone(),
             failed: Vec::new(),
@@ -249,12 +252,12 @@ fn a_leaving_executor_hands_its_map_outputs_over_and_goes_only_once_the_tracker_
         last = core.handle(now, event);
         if i + 1 < asked.len() {
             assert!(leaves(&last).is_empty(), "{last:?}");
-            let holders = core.reduce_sources(JOB, 0).unwrap().holders;
+            let holders = core.shuffle_input(JOB, 0, 0).unwrap().holders;
             assert!(holders.iter().any(|h| h.executor.as_str() == "b"), "not switched yet: {holders:?}");
         }
     }
     assert_eq!(leaves(&last), ["b"], "let go once every copy is in: {last:?}");
-    let holders = core.reduce_sources(JOB, 0).unwrap().holders;
+    let holders = core.shuffle_input(JOB, 0, 0).unwrap().holders;
     assert!(holders.iter().all(|h| h.executor.as_str() != "b"), "switched in one step: {holders:?}");
     // It goes: nothing runs again.
     let gone = core.handle(now, Event::Lost { id: "b".into(), incarnation: b, reason: "closed".into() });
@@ -295,7 +298,7 @@ fn outputs_not_copied_in_time_or_refused_run_again_and_the_removal_says_so() {
     let event = Event::Adopted {
         id: "a".into(),
         incarnation: a,
-        job: JOB,
+        shuffle: SHUFFLE,
         from: b,
         maps: vec![copied],
         failed: vec![(refused, "no room".into())],
@@ -307,7 +310,7 @@ fn outputs_not_copied_in_time_or_refused_run_again_and_the_removal_says_so() {
     let stale = Event::Adopted {
         id: "b".into(),
         incarnation: b,
-        job: JOB,
+        shuffle: SHUFFLE,
         from: b,
         maps: of_b.clone(),
         failed: vec![],
@@ -346,7 +349,7 @@ fn a_leaving_executor_killed_mid_copy_keeps_the_copies_made_and_loses_the_rest()
     let event = Event::Adopted {
         id: "a".into(),
         incarnation: a,
-        job: JOB,
+        shuffle: SHUFFLE,
         from: b,
         maps: vec![of_b[0]],
         failed: vec![],
@@ -381,6 +384,7 @@ fn dynamic_allocation_gives_back_an_idle_executor_holding_map_outputs_once_they_
         }),
         backend: "local",
         decommission_timeout: Duration::from_secs(20),
+        max_stage_attempts: 4,
     });
     let t0 = Instant::now();
     let ids = core
@@ -430,7 +434,7 @@ fn dynamic_allocation_gives_back_an_idle_executor_holding_map_outputs_once_they_
     let event = Event::Adopted {
         id: to.clone(),
         incarnation: on(&to),
-        job: JOB,
+        shuffle: SHUFFLE,
         from: on(&done_on),
         maps,
         failed: vec![],

@@ -26,6 +26,7 @@ fn core() -> ControlCore {
         }),
         backend: "kubernetes",
         decommission_timeout: Duration::from_secs(20),
+        max_stage_attempts: 4,
     })
 }
 
@@ -35,10 +36,9 @@ fn asked(core: &mut ControlCore, now: Instant) -> ExecutorId {
         now,
         Event::JobSubmitted {
             job: JobId(1),
-            tasks: 1,
+            stages: vec![flint_proto::StageSpec::tasks(1)],
             max_failures: 1,
             period: None,
-            shuffle: None,
             speculate: false,
             remote_input: false,
         },

@@ -387,8 +387,13 @@ mod tests {
             log_tail: log_tail.map(Into::into),
             metrics: TaskMetrics { input_bytes: u64::from(index), input_records: 1, read_us: 0 },
         };
-        let start =
-            |index, attempt| AppEvent::TaskStart { job: JobId(1), index, attempt, executor: "a".into() };
+        let start = |index, attempt| AppEvent::TaskStart {
+            job: JobId(1),
+            index,
+            attempt,
+            executor: "a".into(),
+            timeline: None,
+        };
         for index in 0..tasks {
             events.push(start(index, 0));
             match index {
@@ -408,6 +413,7 @@ mod tests {
             error: None,
             attempts: tasks + 1,
             progress: None,
+            stages: Vec::new(),
         });
         for chunk in events.chunks(1000) {
             let batch: Vec<Envelope> = chunk.iter().cloned().map(Envelope::now).collect();
@@ -436,6 +442,12 @@ mod tests {
         assert_eq!(read.tasks.len(), crate::journal::SUCCEEDED_KEPT);
         assert_eq!(read.failures.len(), 1);
         assert_eq!((read.failures[0].task, read.failures[0].attempt), (5, 0));
+        // The same timeline: the first attempts to start, task 5's retry among them,
+        // each its own bar, and as many left out.
+        assert_eq!(live.attempts.len(), crate::journal::TIMELINE_KEPT);
+        assert!(read.attempts == live.attempts, "the timeline read back is the live one");
+        assert_eq!(read.attempts_not_kept, live.attempts_not_kept);
+        assert_eq!(live.attempts_not_kept, u64::from(tasks) + 1 - crate::journal::TIMELINE_KEPT as u64);
         for (r, l) in read.succeeded.sketches.iter().zip(&live.succeeded.sketches) {
             assert_eq!(r.count(), l.count());
             for q in [0.0, 0.5, 1.0] {

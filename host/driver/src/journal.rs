@@ -83,12 +83,21 @@ pub enum AppEvent {
         /// added keep the counts their task events added up to).
         #[serde(default)]
         progress: Option<JobProgress>,
+        /// Its stages at its end (logs before this field was added have none).
+        #[serde(default)]
+        stages: Vec<flint_proto::StageReport>,
     },
     TaskStart {
         job: JobId,
         index: u32,
         attempt: u32,
         executor: ExecutorId,
+        /// Whether the live store drew it on the job's timeline (it keeps the first
+        /// [`TIMELINE_KEPT`] attempts to start): written by the event log, whose lines
+        /// come in another order than the live store saw them; the live store's own
+        /// events have none and follow the rule.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeline: Option<bool>,
     },
     TaskEnd {
         job: JobId,
@@ -116,6 +125,12 @@ pub enum AppEvent {
         summary: Vec<SketchData>,
         /// The slowest of them, whole.
         slowest: Vec<TaskRecord>,
+        /// Those the live store drew on the timeline: (index, attempt, its executor's
+        /// place in `executors`, launched, ended); and how many it did not.
+        #[serde(default)]
+        spans: Vec<(u32, u32, u32, u64, u64)>,
+        #[serde(default)]
+        spans_not_kept: u64,
     },
     /// A copy of a straggling attempt was started (its `task_start` follows), and why.
     Speculated {
@@ -125,6 +140,9 @@ pub enum AppEvent {
         original: u32,
         straggler: ExecutorId,
         reason: String,
+        /// As a `task_start`'s.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeline: Option<bool>,
     },
     /// Of a task's two attempts `winner` succeeded first, and `loser` was killed.
     SpeculationEnded {
@@ -325,6 +343,7 @@ impl Store {
                             progress: JobProgress { total: tasks, ..JobProgress::default() },
                             started_ms: Some(at),
                             ended_ms: None,
+                            stages: Vec::new(),
                         },
                         started_ms: at,
                         ended_ms: None,
@@ -341,7 +360,7 @@ impl Store {
                     },
                 );
             }
-            AppEvent::JobEnd { job, succeeded, cancelled, error, progress, .. } => {
+            AppEvent::JobEnd { job, succeeded, cancelled, error, progress, stages, .. } => {
                 if let Some(entry) = self.jobs.get_mut(job).filter(|j| j.ended_ms.is_none()) {
                     let state = match (succeeded, cancelled) {
                         (true, _) => JobState::Succeeded,
@@ -349,6 +368,8 @@ impl Store {
                         (false, false) => JobState::Failed,
                     };
                     entry.end(at, state, error.clone(), *progress);
+                    entry.status.stages =
+                        stages.iter().take(flint_core::control::MAX_STAGES).cloned().collect();
                     self.finished_tasks += entry.records();
                     self.finished.push_back(*job);
                     while self.finished.len() > self.retained_jobs {
@@ -372,7 +393,7 @@ impl Store {
                     }
                 }
             }
-            AppEvent::TaskStart { job, index, attempt, executor } => {
+            AppEvent::TaskStart { job, index, attempt, executor, timeline } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
                 if *index >= entry.status.progress.total {
                     return;
@@ -408,6 +429,7 @@ impl Store {
                     ended_ms: None,
                     speculative: None,
                 };
+                let timeline = *timeline;
                 match slot {
                     // A copy beside a running attempt: the task's record stays the
                     // original's until one of them ends.
@@ -417,7 +439,7 @@ impl Store {
                         v.insert(record);
                     }
                 }
-                entry.keep_attempt(span);
+                entry.keep_attempt(span, timeline);
             }
             AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail, metrics } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
@@ -437,21 +459,10 @@ impl Store {
                     None => AttemptState::Succeeded,
                     Some(_) => AttemptState::Failed,
                 };
-                let span = entry.attempts.get_mut(&(*index, *attempt));
-                match span {
-                    Some(span) => {
-                        span.state = state;
-                        span.ended_ms = Some(at);
-                    }
-                    None => entry.keep_attempt(AttemptSpan {
-                        index: *index,
-                        attempt: *attempt,
-                        executor: executor.clone(),
-                        state,
-                        launched_ms: at.saturating_sub(*duration_ms),
-                        ended_ms: Some(at),
-                        speculative: None,
-                    }),
+                // Its start decided whether the timeline draws it.
+                if let Some(span) = entry.attempts.get_mut(&(*index, *attempt)) {
+                    span.state = state;
+                    span.ended_ms = Some(at);
                 }
                 // Another attempt of the task runs on (its original or its copy): a
                 // failure here is counted and kept, and leaves the task's record to it.
@@ -544,7 +555,7 @@ impl Store {
                     }
                 }
             }
-            AppEvent::TasksSucceeded { job, tasks, executors, summary, slowest } => {
+            AppEvent::TasksSucceeded { job, tasks, executors, summary, slowest, spans, spans_not_kept } => {
                 for (id, n) in executors {
                     if let Some(e) = self.executors.get_mut(id) {
                         e.tasks_done += u64::from(*n);
@@ -552,19 +563,39 @@ impl Store {
                 }
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
                 entry.tasks_succeeded(tasks, summary, slowest);
+                for &(index, attempt, on, launched_ms, ended_ms) in spans {
+                    let Some((executor, _)) = executors.get(on as usize) else { continue };
+                    if index >= entry.status.progress.total {
+                        continue;
+                    }
+                    let span = AttemptSpan {
+                        index,
+                        attempt,
+                        executor: executor.clone(),
+                        state: AttemptState::Succeeded,
+                        launched_ms,
+                        ended_ms: Some(ended_ms),
+                        speculative: None,
+                    };
+                    entry.keep_attempt(span, Some(true));
+                }
+                entry.attempts_not_kept = entry.attempts_not_kept.saturating_add(*spans_not_kept);
             }
-            AppEvent::Speculated { job, index, attempt, reason, straggler, .. } => {
+            AppEvent::Speculated { job, index, attempt, reason, straggler, timeline, .. } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
                 // Its span, marked; its `task_start` (next) places it.
-                entry.keep_attempt(AttemptSpan {
-                    index: *index,
-                    attempt: *attempt,
-                    executor: straggler.clone(),
-                    state: AttemptState::Running,
-                    launched_ms: at,
-                    ended_ms: None,
-                    speculative: Some(reason.clone()),
-                });
+                entry.keep_attempt(
+                    AttemptSpan {
+                        index: *index,
+                        attempt: *attempt,
+                        executor: straggler.clone(),
+                        state: AttemptState::Running,
+                        launched_ms: at,
+                        ended_ms: None,
+                        speculative: Some(reason.clone()),
+                    },
+                    *timeline,
+                );
             }
             AppEvent::SpeculationEnded { job, index, loser, .. } => {
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
@@ -721,12 +752,20 @@ impl JobEntry {
         self.tasks.len() + self.attempts.len() + self.succeeded.weight()
     }
 
-    fn keep_attempt(&mut self, mut span: AttemptSpan) {
+    /// Draws an attempt on the timeline: the first [`TIMELINE_KEPT`] to start, or, for
+    /// a line of the event log, as it says the live store did (`timeline`). A crafted
+    /// log saying yes to more is still held to twice the bound.
+    fn keep_attempt(&mut self, mut span: AttemptSpan, timeline: Option<bool>) {
         let key = (span.index, span.attempt);
         if let Some(known) = self.attempts.get(&key) {
             span.speculative = span.speculative.or_else(|| known.speculative.clone());
         }
-        if self.attempts.len() < TIMELINE_KEPT || self.attempts.contains_key(&key) {
+        let keep = match timeline {
+            _ if self.attempts.contains_key(&key) => true,
+            None => self.attempts.len() < TIMELINE_KEPT,
+            Some(keep) => keep && self.attempts.len() < 2 * TIMELINE_KEPT,
+        };
+        if keep {
             self.attempts.insert(key, span);
         } else {
             self.attempts_not_kept += 1;

@@ -4,7 +4,10 @@
 //! from anywhere else.
 
 use crate::journal::{AttemptSpan, JobEntry, METRICS, SUCCEEDED_KEPT};
-use flint_proto::{ClusterStatus, ExecutorStatus, FailureRecord, JobId, JobState, TaskFailure, TaskRecord};
+use flint_proto::{
+    ClusterStatus, ExecutorStatus, FailureRecord, JobId, JobState, StageKind, StageReport, TaskFailure,
+    TaskRecord,
+};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -54,6 +57,8 @@ svg.timeline{border:1px solid #ddd;background:#fcfcfc}svg.timeline rect.succeede
 svg.timeline rect.running{fill:#a9d08e}svg.timeline rect.failed,svg.timeline rect.lost{fill:#e06666}\
 svg.timeline rect.killed,svg.timeline rect.cancelled{fill:#bbb}\
 svg.timeline rect.speculative{stroke:#333;stroke-dasharray:3 2}svg.timeline text{font-size:11px;fill:#444}\
+svg.dag{border:1px solid #ddd;background:#fcfcfc}svg.dag rect{fill:#eef6ff;stroke:#5b9bd5}\
+svg.dag g.succeeded rect{fill:#dbe9f6}svg.dag g.skipped rect{fill:#eee;stroke:#bbb}svg.dag text{font-size:11px;fill:#333}\
 td.num{text-align:right}form.inline{display:inline}";
 
 /// Polls the page's own address for a fresh `<main>` while the application runs.
@@ -201,7 +206,9 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
 /// A job's summary, its timeline, its task summary, its failures folded by what they
 /// said, and its tasks from `from` on (`entry` holds those, of `launched` in all: see
 /// `JobEntry::window`).
-pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> String {
+/// A job's page; `stages` as they stand (a running job's from the event loop, a
+/// finished one's as it ended).
+pub fn job(frame: &Frame, entry: &JobEntry, stages: &[StageReport], from: usize, launched: usize) -> String {
     let s = &entry.status;
     let mut out = String::new();
     let ended = entry.ended_ms.unwrap_or_else(crate::journal::now_ms);
@@ -267,6 +274,7 @@ pub fn job(frame: &Frame, entry: &JobEntry, from: usize, launched: usize) -> Str
     if entry.tasks_forgotten {
         out.push_str("<p class=muted>This job's task records were let go to make room for newer jobs'.</p>");
     }
+    stage_graph(&mut out, stages);
     timeline(&mut out, entry, ended);
     summary(&mut out, entry);
     if !entry.failures.is_empty() {
@@ -364,6 +372,116 @@ const LABEL: u64 = 150;
 /// The job's attempts as bars in time, one row per slot an executor used (attempts
 /// that overlapped on an executor ran in different slots), drawn as SVG on the driver:
 /// no script, no CDN.
+/// Width and height of a stage's box in the DAG, and the room between columns and rows.
+const STAGE_W: u64 = 150;
+const STAGE_H: u64 = 46;
+const STAGE_GAP_X: u64 = 50;
+const STAGE_GAP_Y: u64 = 14;
+
+/// The job's stages: a DAG drawn as an SVG (a column per depth, an edge per shuffle
+/// read), then a table with what each ran, read and wrote.
+fn stage_graph(out: &mut String, stages: &[StageReport]) {
+    if stages.is_empty() {
+        return;
+    }
+    // A stage's column is one past its deepest parent's (parents come first).
+    let mut depth = vec![0u64; stages.len()];
+    let mut row = vec![0u64; stages.len()];
+    let mut rows: BTreeMap<u64, u64> = BTreeMap::new();
+    for (i, s) in stages.iter().enumerate() {
+        let d = s.parents.iter().filter_map(|&p| depth.get(p as usize)).map(|d| d + 1).max().unwrap_or(0);
+        depth[i] = d;
+        let r = rows.entry(d).or_default();
+        row[i] = *r;
+        *r += 1;
+    }
+    let columns = depth.iter().max().map_or(1, |d| d + 1);
+    let most = rows.values().max().copied().unwrap_or(1);
+    let width = columns * (STAGE_W + STAGE_GAP_X);
+    let height = most * (STAGE_H + STAGE_GAP_Y) + STAGE_GAP_Y;
+    let at =
+        |i: usize| (depth[i] * (STAGE_W + STAGE_GAP_X) + 4, row[i] * (STAGE_H + STAGE_GAP_Y) + STAGE_GAP_Y);
+    let _ = write!(
+        out,
+        "<h3>Stages</h3><svg class=dag id=stages-dag xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' \
+viewBox='0 0 {width} {height}' role=img aria-label='The stages of the job and the shuffles between them'>"
+    );
+    for (i, s) in stages.iter().enumerate() {
+        let (x1, y1) = at(i);
+        for &p in s.parents.iter().filter(|&&p| (p as usize) < i) {
+            let (x0, y0) = at(p as usize);
+            let _ = write!(
+                out,
+                "<line class=edge data-from='{p}' data-to='{i}' x1='{x0}' y1='{y0}' x2='{x1}' y2='{y1}' stroke='#888'/>",
+                x0 = x0 + STAGE_W,
+                y0 = y0 + STAGE_H / 2,
+                y1 = y1 + STAGE_H / 2,
+            );
+        }
+    }
+    for (i, s) in stages.iter().enumerate() {
+        let (x, y) = at(i);
+        let state = match (s.skipped, s.done == s.tasks) {
+            (true, _) => "skipped",
+            (false, true) => "succeeded",
+            (false, false) => "running",
+        };
+        let _ = write!(
+            out,
+            "<g class='stage {state}' data-stage='{id}'><rect x='{x}' y='{y}' width='{STAGE_W}' height='{STAGE_H}' rx='4'/>\
+<text x='{tx}' y='{ty}'>stage {id} · {kind}</text><text x='{tx}' y='{ty2}'>{done}/{tasks} tasks{rerun}</text>\
+<title>stage {id} ({kind}): {done} of {tasks} tasks done, {attempts} attempts, {rerun_tasks} run again, \
+read {read}, wrote {wrote}</title></g>",
+            id = s.id,
+            kind = kind_name(s.kind),
+            tx = x + 6,
+            ty = y + 18,
+            ty2 = y + 36,
+            done = s.done,
+            tasks = s.tasks,
+            rerun = match s.rerun_tasks {
+                0 => String::new(),
+                n => format!(" · {n} rerun"),
+            },
+            attempts = s.attempts,
+            rerun_tasks = s.rerun_tasks,
+            read = bytes(s.shuffle_read_bytes),
+            wrote = bytes(s.shuffle_write_bytes),
+        );
+    }
+    out.push_str(
+        "</svg><table id=stages><tr><th>Stage</th><th>Kind</th><th>Reads</th><th>Tasks</th><th>Attempts</th>\
+<th>Run again</th><th>Fetch failures</th><th>Shuffle read</th><th>Shuffle written</th></tr>",
+    );
+    for s in stages {
+        let reads: Vec<String> = s.parents.iter().map(u32::to_string).collect();
+        let _ = write!(
+            out,
+            "<tr data-stage='{id}'><td>{id}</td><td>{kind}{skipped}</td><td>{reads}</td><td>{done}/{tasks}</td><td>{attempts}</td>\
+<td>{rerun}</td><td>{fetch}</td><td>{read}</td><td>{wrote}</td></tr>",
+            id = s.id,
+            kind = kind_name(s.kind),
+            skipped = if s.skipped { " (skipped)" } else { "" },
+            reads = if reads.is_empty() { "—".to_owned() } else { reads.join(", ") },
+            done = s.done,
+            tasks = s.tasks,
+            attempts = s.attempts,
+            rerun = s.rerun_tasks,
+            fetch = s.fetch_failures,
+            read = bytes(s.shuffle_read_bytes),
+            wrote = bytes(s.shuffle_write_bytes),
+        );
+    }
+    out.push_str("</table>");
+}
+
+fn kind_name(kind: StageKind) -> &'static str {
+    match kind {
+        StageKind::Shuffle => "shuffle",
+        StageKind::Result => "result",
+    }
+}
+
 fn timeline(out: &mut String, entry: &JobEntry, now: u64) {
     if entry.attempts.is_empty() {
         return;
@@ -449,7 +567,11 @@ height='{h}'><title>task {index}, attempt {attempt} on {executor}: {state}, {dur
                 .unwrap_or_default(),
             index = a.index,
             attempt = a.attempt,
-            w = x1.saturating_sub(x0).max(1),
+            // Back-to-back attempts on one slot are bars of their own: a pixel apart.
+            w = match x1.saturating_sub(x0) {
+                w @ 0..=2 => w.max(1),
+                w => w - 1,
+            },
             h = LANE - 3,
             executor = esc(executor),
             duration = millis(end.saturating_sub(a.launched_ms)),

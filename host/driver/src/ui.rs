@@ -548,7 +548,16 @@ async fn job_page(view: View, Path(JobPath { job }): Path<JobPath>, Query(q): Qu
             })
         })
     });
-    let main = window.map(|(entry, launched)| view.frame(|f| page::job(f, &entry, from, launched)));
+    // A running job's stages are the event loop's; a finished one's are in its record.
+    let stages = match &window {
+        Some((entry, _)) if entry.status.state == flint_proto::JobState::Running => {
+            let status = view.status().await;
+            status.jobs.into_iter().find(|j| j.job == job).map(|j| j.stages).unwrap_or_default()
+        }
+        Some((entry, _)) => entry.status.stages.clone(),
+        None => Vec::new(),
+    };
+    let main = window.map(|(entry, launched)| view.frame(|f| page::job(f, &entry, &stages, from, launched)));
     match main {
         Some(main) => view.render(&format!("Job {job}"), q.fragment.is_some(), main),
         None => {

@@ -687,7 +687,12 @@ impl ExecutorCore {
             self.know_shuffle(launch.job.job, spec.token);
         }
         let input = match &launch.partition {
-            PartitionSpec::Reduce { partition, sources, inline } => {
+            // An executor keeps one shuffle a job (the map/reduce world's); its
+            // fetch failures name that one.
+            PartitionSpec::Reduce { shuffle: 1.., .. } => {
+                return Err(TaskFailure::Host { message: "a task reading a later stage's shuffle".into() });
+            }
+            PartitionSpec::Reduce { partition, sources, inline, .. } => {
                 let runs = self.reduce_input(launch, *partition, (sources, inline), deadline)?;
                 return Ok((component, Prepared::Reduce { partition: *partition, runs }, reading.elapsed()));
             }

@@ -53,6 +53,10 @@ pub struct Settings {
     /// a task failure, so without it a task that takes its executor down would take one
     /// after another. Set on the driver; a job may only lower it.
     pub task_max_executor_losses: u32,
+    /// `flint.stage.maxConsecutiveAttempts` (default 4, as Spark's): a stage whose
+    /// tasks could not read their inputs in this many attempts of the stage in a row
+    /// (each attempt's lost outputs made again in between) fails its job.
+    pub stage_max_consecutive_attempts: u32,
     /// `flint.task.deadline` (default 10m): a task running longer is interrupted.
     pub task_deadline: Duration,
     /// `flint.task.maxResultSize` (default 64m): the largest output one task may return.
@@ -197,6 +201,7 @@ impl Default for Settings {
             task_cpus: 1,
             task_max_failures: 4,
             task_max_executor_losses: 4,
+            stage_max_consecutive_attempts: 4,
             task_deadline: Duration::from_secs(600),
             task_max_result_size: 64 << 20,
             task_combine: true,
@@ -249,6 +254,7 @@ impl Settings {
         "flint.task.cpus",
         "flint.task.maxFailures",
         "flint.task.maxExecutorLosses",
+        "flint.stage.maxConsecutiveAttempts",
         "flint.task.deadline",
         "flint.task.maxResultSize",
         "flint.task.combine",
@@ -359,6 +365,10 @@ impl Settings {
                 }
                 "flint.task.maxExecutorLosses" => {
                     s.task_max_executor_losses = parse_u32(value).map_err(unreadable)?
+                }
+                "flint.stage.maxConsecutiveAttempts" => {
+                    s.stage_max_consecutive_attempts =
+                        positive(parse_u32(value).map_err(unreadable)?.into())? as u32
                 }
                 "flint.task.deadline" => s.task_deadline = parse_duration(value).map_err(unreadable)?,
                 "flint.task.maxResultSize" => {

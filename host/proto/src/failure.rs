@@ -41,8 +41,16 @@ pub enum TaskFailure {
     /// A reduce task could not read map outputs held by `executor` (its incarnation):
     /// unreachable, refused, or not matching their checksums. Not the reduce task's
     /// fault: those maps run again, then the task.
-    #[error("fetch failed: map outputs {maps:?} of executor {executor}: {reason}")]
-    FetchFailed { executor: ExecutorId, incarnation: u64, maps: Vec<u32>, reason: String },
+    #[error("fetch failed: map outputs {maps:?} of shuffle {shuffle} on executor {executor}: {reason}")]
+    FetchFailed {
+        executor: ExecutorId,
+        incarnation: u64,
+        /// The shuffle they belong to: the stage of the job that wrote it.
+        #[serde(default)]
+        shuffle: u32,
+        maps: Vec<u32>,
+        reason: String,
+    },
     /// The executor would not write more shuffle files: `key` names the bound it would
     /// have passed (`flint.shuffle.maxDiskSize`, or `flint.local.dir.minFree` left free
     /// on the disk). Another attempt may run where there is room.
@@ -112,10 +120,10 @@ impl TaskFailure {
             TaskFailure::Input { message, retryable } => {
                 TaskFailure::Input { message: cut(message), retryable }
             }
-            TaskFailure::FetchFailed { executor, incarnation, mut maps, reason } => {
+            TaskFailure::FetchFailed { executor, incarnation, shuffle, mut maps, reason } => {
                 maps.truncate(MAX_MESSAGE / 4);
                 let executor = cut(executor.into_string()).into();
-                TaskFailure::FetchFailed { executor, incarnation, maps, reason: cut(reason) }
+                TaskFailure::FetchFailed { executor, incarnation, shuffle, maps, reason: cut(reason) }
             }
             TaskFailure::DiskFull { key, message } => {
                 TaskFailure::DiskFull { key: cut(key), message: cut(message) }

@@ -201,10 +201,11 @@ pub enum PartitionSpec {
     /// The lines of `source` whose first byte falls in `start..end`; `size` is the
     /// whole input's, as the driver found it when it planned the job.
     Split { source: Source, start: u64, end: u64, size: u64 },
-    /// A reduce task's partition and where its slices are: one source per executor
-    /// holding map outputs with bytes for it, and the slices that came inline in their
-    /// maps' reports, by map index (filled in at launch). No map is in both.
-    Reduce { partition: u32, sources: Vec<MapSource>, inline: Vec<(u32, crate::InlineSlice)> },
+    /// A reduce task's partition of the shuffle it reads and where its slices are: one
+    /// source per executor holding map outputs with bytes for it, and the slices that
+    /// came inline in their maps' reports, by map index (filled in at launch). No map
+    /// is in both. `shuffle` is the stage of the job that wrote it.
+    Reduce { partition: u32, shuffle: u32, sources: Vec<MapSource>, inline: Vec<(u32, crate::InlineSlice)> },
 }
 
 /// Where an executor serves its map outputs to its peers: an address and the SHA-256

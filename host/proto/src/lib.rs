@@ -25,11 +25,11 @@ pub use ids::{AppId, ExecutorId, Incarnation, JobId, WorkerId};
 pub use job::{
     Compression, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source, World,
 };
-pub use plan::{JobPlan, MAX_TASKS};
+pub use plan::{JobPlan, MAX_TASKS, StageSpec};
 pub use report::{
     AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,
-    JobReport, JobState, JobStatus, LOG_TAIL, SKEW_FACTOR, SKEW_MIN_BYTES, ShuffleSizes, TaskRecord,
-    log_tail,
+    JobReport, JobState, JobStatus, LOG_TAIL, SKEW_FACTOR, SKEW_MIN_BYTES, ShuffleSizes, StageKind,
+    StageReport, TaskRecord, log_tail,
 };
 pub use task::{
     Adopted, Adoption, Attempt, BlockId, BlockRef, Digest, ExecutorCommand, INLINE_PER_LAUNCH,

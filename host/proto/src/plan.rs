@@ -3,12 +3,32 @@
 //! task: ten million generated partitions or splits cost what one does.
 
 use crate::job::{PartitionSpec, Source};
+use serde::{Deserialize, Serialize};
 
 /// The most tasks one job may have: 2³¹ − 1. Task indices travel as `u32`; the bound
 /// keeps every count of a job's tasks (done plus running plus waiting) within an
 /// `i32`, as the tools that read the status API (JavaScript's bit operations, Spark's
 /// listeners) hold them. It costs the driver nothing: tasks cost bytes, not records.
 pub const MAX_TASKS: u32 = i32::MAX as u32;
+
+/// One stage of a job as the control core schedules it: its task count, the stages
+/// whose shuffles its tasks read (each before it in the job's list, its `partitions`
+/// equal to this stage's tasks: task `i` reads partition `i` of each), and, when its
+/// tasks write a shuffle, into how many partitions. A job's tasks are numbered stage
+/// after stage; a stage runs once every stage it reads has its outputs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageSpec {
+    pub tasks: u32,
+    pub reads: Vec<u32>,
+    pub partitions: Option<u32>,
+}
+
+impl StageSpec {
+    /// A stage of `tasks` tasks reading and writing no shuffle: a whole job of one.
+    pub fn tasks(tasks: u32) -> StageSpec {
+        StageSpec { tasks, reads: Vec::new(), partitions: None }
+    }
+}
 
 /// A job split into partitions, one task each: its maps (generated indices, values or
 /// byte ranges of files), then, for a map/reduce job, its reduce partitions.
@@ -87,6 +107,18 @@ impl JobPlan {
         }
     }
 
+    /// The plan's stages, as the control core schedules them: its maps, then, for a
+    /// map/reduce job, its reduces reading the maps' shuffle.
+    pub fn stages(&self) -> Vec<StageSpec> {
+        match self.reduces {
+            0 => vec![StageSpec { tasks: self.maps(), reads: Vec::new(), partitions: None }],
+            reduces => vec![
+                StageSpec { tasks: self.maps(), reads: Vec::new(), partitions: Some(reduces) },
+                StageSpec { tasks: reduces, reads: vec![0], partitions: None },
+            ],
+        }
+    }
+
     /// Partitions, maps and reduces together.
     pub fn len(&self) -> u64 {
         u64::from(self.maps()) + u64::from(self.reduces)
@@ -103,6 +135,7 @@ impl JobPlan {
             let partition = index - maps;
             return (partition < self.reduces).then(|| PartitionSpec::Reduce {
                 partition,
+                shuffle: 0,
                 sources: Vec::new(),
                 inline: Vec::new(),
             });

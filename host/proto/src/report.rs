@@ -113,6 +113,10 @@ pub enum JobError {
     Nondeterministic { map: u32 },
     #[error("the shuffle cannot be planned: {0}")]
     Shuffle(String),
+    #[error(
+        "stage {stage} could not read its inputs in {attempts} attempts in a row (flint.stage.maxConsecutiveAttempts): {last}"
+    )]
+    StageFailed { stage: u32, attempts: u32, last: String },
     /// The job's part files could not be put in place.
     #[error("output: {0}")]
     Output(String),
@@ -148,6 +152,43 @@ pub struct JobProgress {
     pub speculative: u32,
     #[serde(default)]
     pub speculative_won: u32,
+}
+
+/// What a stage is for: writing a shuffle its children read, or the job's own output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageKind {
+    Shuffle,
+    Result,
+}
+
+/// One stage of a job, as the report, the status API, history and the page show it
+/// (each serializes this record as it is, so they agree).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageReport {
+    /// Its place in the job's plan.
+    pub id: u32,
+    pub kind: StageKind,
+    /// Its tasks are the job's `first..first + tasks`.
+    pub first: u32,
+    pub tasks: u32,
+    /// Its tasks done now (at the job's end: then).
+    pub done: u32,
+    /// The stages whose shuffles it reads.
+    pub parents: Vec<u32>,
+    /// Attempts launched, retries and reruns included.
+    pub attempts: u32,
+    /// Done tasks run again because their outputs were lost.
+    pub rerun_tasks: u32,
+    /// Attempts that could not read the shuffles they were given.
+    pub fetch_failures: u32,
+    /// The shuffle it wrote, as its outputs held it (stored bytes; 0 until every map
+    /// of it is in).
+    pub shuffle_write_bytes: u64,
+    /// The bytes of its parents' shuffles, which its tasks read between them.
+    pub shuffle_read_bytes: u64,
+    /// None of its tasks had to run: its outputs were there already.
+    pub skipped: bool,
 }
 
 /// A reduce partition is skewed when it holds more than this many times the median…
@@ -255,6 +296,9 @@ pub struct JobReport {
     /// Copies of straggling attempts started, and those of them that finished first.
     pub speculative: u32,
     pub speculative_won: u32,
+    /// Its stages, in plan order.
+    #[serde(default)]
+    pub stages: Vec<StageReport>,
 }
 
 /// About the most bytes of failure records a report carries: it travels in one frame.
@@ -322,6 +366,9 @@ pub struct JobStatus {
     pub started_ms: Option<u64>,
     #[serde(default)]
     pub ended_ms: Option<u64>,
+    /// Its stages (a job that never started has none).
+    #[serde(default)]
+    pub stages: Vec<StageReport>,
 }
 
 /// A task of a job as the status page shows it: its latest attempt.
@@ -427,6 +474,7 @@ mod tests {
             progress: JobProgress::default(),
             started_ms: None,
             ended_ms: None,
+            stages: Vec::new(),
         };
         let mut jobs: Vec<JobStatus> = (0..100_000).map(|n| job(n, JobState::Succeeded)).collect();
         jobs.extend((100_000..100_016).map(|n| job(n, JobState::Running)));
@@ -473,6 +521,7 @@ mod tests {
             outputs_handed_over: 0,
             failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
             shuffle: None,
+            stages: Vec::new(),
             failures_dropped: 0,
             elapsed: Duration::from_millis(7),
         };

@@ -3,7 +3,8 @@
 
 use crate::registry::{ExecutorInfo, Incarnation};
 use crate::scheduler::Decided;
-use flint_proto::{Attempt, ExecutorId, JobError, JobId, TaskFailure};
+use crate::shuffle::{ReduceInput, ShuffleId};
+use flint_proto::{Attempt, ExecutorId, JobError, JobId, StageReport, StageSpec, TaskFailure};
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -33,13 +34,13 @@ pub enum Event {
     },
     JobSubmitted {
         job: JobId,
-        tasks: u32,
+        /// Its stages, its tasks numbered stage after stage: a stage that writes a
+        /// shuffle reports each task's output as [`Event::MapSucceeded`], and a stage
+        /// that reads shuffles waits until every output of them is there.
+        stages: Vec<StageSpec>,
         max_failures: u32,
         /// A recurring job's period: each run's time against it sizes the fleet.
         period: Option<Duration>,
-        /// A map/reduce job's (maps, reduces): its first `maps` tasks write a shuffle
-        /// the next `reduces` read, and those wait until every map output is there.
-        shuffle: Option<(u32, u32)>,
         /// Its straggling tasks may get copies, when the policy speculates (its
         /// manifest can say no: its tasks must not run twice).
         speculate: bool,
@@ -117,12 +118,12 @@ pub enum Event {
     TokenFailed {
         service: String,
     },
-    /// An executor asked to adopt map outputs of `job` from the executor life `from`
-    /// copied `maps` and holds them now; it could not copy `failed`.
+    /// An executor asked to adopt map outputs of `shuffle` from the executor life
+    /// `from` copied `maps` and holds them now; it could not copy `failed`.
     Adopted {
         id: ExecutorId,
         incarnation: Incarnation,
-        job: JobId,
+        shuffle: ShuffleId,
         from: Incarnation,
         maps: Vec<u32>,
         failed: Vec<(u32, String)>,
@@ -134,11 +135,12 @@ pub enum Action {
     /// A task done, lost or retried, a partial result accepted, an executor excluded:
     /// as the scheduler decided it.
     Decided(Decided),
-    /// Run these attempts on the executor (one batch per executor per event).
+    /// Run these attempts on the executor (one batch per executor per event), each
+    /// with where its inputs are.
     Launch {
         executor: ExecutorId,
         incarnation: Incarnation,
-        attempts: Vec<Attempt>,
+        attempts: Vec<Launch>,
     },
     Kill {
         executor: ExecutorId,
@@ -164,15 +166,18 @@ pub enum Action {
         incarnation: Incarnation,
         reason: String,
     },
-    /// Every task of the job succeeded; `counts` are its final counts.
+    /// Every task of the job succeeded; `counts` are its final counts, `stages` its
+    /// stages' (as [`crate::ControlCore::stages`] gave them).
     JobSucceeded {
         job: JobId,
         counts: JobCounts,
+        stages: Vec<StageReport>,
     },
     JobFailed {
         job: JobId,
         reason: JobError,
         counts: JobCounts,
+        stages: Vec<StageReport>,
     },
     /// Ask the backend for executors with these ids.
     StartExecutors {
@@ -188,12 +193,12 @@ pub enum Action {
         executor: ExecutorId,
         incarnation: Incarnation,
     },
-    /// Copy these map outputs of `job` from the leaving executor `from` and hold them:
-    /// each its map, digest and most bytes.
+    /// Copy these map outputs of `shuffle` from the leaving executor `from` and hold
+    /// them: each its map, digest and most bytes.
     Adopt {
         executor: ExecutorId,
         incarnation: Incarnation,
-        job: JobId,
+        shuffle: ShuffleId,
         from: (ExecutorId, Incarnation),
         outputs: Vec<(u32, [u8; 32], u64)>,
     },
@@ -217,6 +222,23 @@ pub enum Action {
         failures: u32,
         wait: Duration,
     },
+}
+
+/// An attempt to run, whole: for a task of a stage that reads shuffles, where its
+/// partition of each is, so that whoever carries it out never asks back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub attempt: Attempt,
+    pub reads: Vec<ShuffleRead>,
+}
+
+/// One shuffle a task reads: its partition of it, and where that partition's slices are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShuffleRead {
+    /// The stage that wrote it.
+    pub shuffle: u32,
+    pub partition: u32,
+    pub input: ReduceInput,
 }
 
 /// A running job's counts.

@@ -136,20 +136,20 @@ impl Leavers {
         let mut load: Vec<(u64, Life)> = adopters.into_iter().map(|a| (0, a)).collect();
         held.sort_by_key(|o| std::cmp::Reverse(o.3));
         let mut asked = BTreeMap::new();
-        let mut batches: BTreeMap<(Life, JobId), Vec<Asked>> = BTreeMap::new();
+        let mut batches: BTreeMap<(Life, ShuffleId), Vec<Asked>> = BTreeMap::new();
         for (shuffle, map, digest, bytes) in held {
             let least = load.iter_mut().min_by_key(|a| a.0).expect("at least one adopter");
             least.0 += bytes;
-            batches.entry((least.1.clone(), shuffle.job)).or_default().push((map, digest, bytes));
+            batches.entry((least.1.clone(), shuffle)).or_default().push((map, digest, bytes));
             asked.insert((shuffle, map), least.1.clone());
         }
         tracing::info!(executor_id = %id, outputs = asked.len(), "handing map outputs over");
         let actions = batches
             .into_iter()
-            .map(|(((executor, adopter), job), outputs)| Action::Adopt {
+            .map(|(((executor, adopter), shuffle), outputs)| Action::Adopt {
                 executor,
                 incarnation: adopter,
-                job,
+                shuffle,
                 from: (id.clone(), incarnation),
                 outputs,
             })
@@ -181,14 +181,13 @@ impl Leavers {
     pub fn adopted(
         &mut self,
         adopter: Life,
-        job: JobId,
+        shuffle: ShuffleId,
         from: Incarnation,
         maps: Vec<u32>,
         failed: Vec<(u32, String)>,
     ) -> bool {
         let stage = self.leaving.values_mut().find(|l| l.incarnation == from).map(|l| &mut l.stage);
         let Some(Stage::Copying { asked, copied, failed: count, .. }) = stage else { return false };
-        let shuffle = ShuffleId { job, index: 0 };
         let mut known = false;
         let mut answered = |map: u32| {
             let yes = asked.get(&(shuffle, map)) == Some(&adopter);

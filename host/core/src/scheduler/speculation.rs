@@ -49,7 +49,10 @@ impl Scheduler {
             let mut running: Vec<u32> =
                 job.tasks.records().filter(|(_, t)| t.running.is_some()).map(|(i, _)| i).collect();
             running.sort_unstable();
-            for stage in &mut job.stages {
+            // A stage whose inputs are not all there (an output it reads was lost)
+            // gets no copy: a copy would read what is gone.
+            let ready: Vec<bool> = (0..job.stages.len()).map(|i| job.ready(i)).collect();
+            for (stage, _) in job.stages.iter_mut().zip(ready).filter(|(_, ready)| *ready) {
                 let n = stage.end - stage.start;
                 let done = n - stage.undone;
                 // At most every placed task of the job is waiting or straggling: a stage

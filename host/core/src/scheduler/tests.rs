@@ -508,6 +508,7 @@ fn lost_map_outputs_run_again_before_the_reducers_that_need_them() {
     let failure = TaskFailure::FetchFailed {
         executor: "a".into(),
         incarnation: 1,
+        shuffle: 0,
         maps: vec![1],
         reason: "gone".into(),
     };

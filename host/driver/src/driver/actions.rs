@@ -56,11 +56,11 @@ impl EventLoop {
                     let Some((_, link)) = self.links.get(&executor).filter(|(i, _)| *i == incarnation) else {
                         continue;
                     };
-                    // Reduce attempts whose inputs the tracker does not have all of.
-                    let mut unsourced = Vec::new();
+                    // Attempts whose plan and launch disagree on what they read.
+                    let mut unplanned = Vec::new();
                     let batch: Vec<TaskLaunch> = attempts
                         .into_iter()
-                        .filter_map(|attempt| {
+                        .filter_map(|flint_core::Launch { attempt, reads }| {
                             let job = self.jobs.get_mut(&attempt.job)?;
                             if !job.executors.contains(&executor) {
                                 job.executors.insert(executor.clone());
@@ -69,46 +69,39 @@ impl EventLoop {
                                 job: attempt.job,
                                 index: attempt.index,
                                 attempt: attempt.number,
-                                executor: executor.clone(),
-                            }));
+                                executor: executor.clone(), timeline: None }));
                             if attempt.number > 0 {
                                 job.span.in_scope(
                                     || tracing::info!(%attempt, executor_id = %executor, "attempt relaunched"),
                                 );
                             }
-                            let partition = match job.plan.partition(attempt.index)? {
-                                // A reduce task reads from wherever its maps' outputs are now.
-                                PartitionSpec::Reduce { partition, .. } => {
-                                    let (sources, inline) = match self.core.reduce_sources(attempt.job, partition) {
-                                        Ok(input) => (
-                                            input.holders.into_iter().map(|h| map_source(&self.shuffle_addresses, h)).collect(),
-                                            input.inline,
-                                        ),
-                                        // The scheduler places a reducer only once every
-                                        // map output is there; should it not be, the
-                                        // attempt fails as unable to read them, never
-                                        // runs on part of its input.
-                                        Err(e) => {
-                                            tracing::error!(%attempt, error = %e, "a reduce task was placed before its inputs");
-                                            unsourced.push((attempt, e.to_string()));
-                                            return None;
-                                        }
-                                    };
-                                    PartitionSpec::Reduce { partition, sources, inline }
+                            // A reduce task reads from wherever its maps' outputs are now, as
+                            // the core's launch says.
+                            let partition = match (job.plan.partition(attempt.index)?, reads.as_slice()) {
+                                (PartitionSpec::Reduce { .. }, [read]) => {
+                                    let holders = read.input.holders.iter().cloned();
+                                    PartitionSpec::Reduce {
+                                        partition: read.partition,
+                                        shuffle: read.shuffle,
+                                        sources: holders.map(|h| map_source(&self.shuffle_addresses, h)).collect(),
+                                        inline: read.input.inline.clone(),
+                                    }
                                 }
-                                other => other,
+                                (other @ (PartitionSpec::Index(_) | PartitionSpec::Value(_) | PartitionSpec::Split { .. }), []) => other,
+                                // Never run on part of its input.
+                                (_, reads) => {
+                                    tracing::error!(%attempt, shuffles = reads.len(), "a launch reads other shuffles than its plan");
+                                    unplanned.push(attempt);
+                                    return None;
+                                }
                             };
                             Some(TaskLaunch { attempt, job: job.descriptor.clone(), partition })
                         })
                         .collect();
                     link.launch(batch);
-                    for (attempt, reason) in unsourced {
-                        let failure = TaskFailure::FetchFailed {
-                            executor: executor.clone(),
-                            incarnation: 0,
-                            maps: Vec::new(),
-                            reason,
-                        };
+                    for attempt in unplanned {
+                        let message = "the task's plan reads other shuffles than its launch".to_owned();
+                        let failure = TaskFailure::Host { message };
                         let event =
                             CoreEvent::TaskFailed { id: executor.clone(), incarnation, attempt, failure };
                         self.feed(std::time::Instant::now(), event);
@@ -168,6 +161,7 @@ impl EventLoop {
                         original: original.number,
                         straggler,
                         reason: why.to_string(),
+                        timeline: None,
                     });
                 }
                 Action::Decided(Decided::SpeculationEnded { winner, loser, loser_executor }) => {
@@ -242,10 +236,15 @@ impl EventLoop {
                 Action::TokenRetry { service, failures, wait } => {
                     tracing::warn!(%service, failures, retry_in_ms = wait.as_millis() as u64, "token renewal will be tried again");
                 }
-                Action::Adopt { executor, incarnation, job, from, outputs } => {
+                Action::Adopt { executor, incarnation, shuffle, from, outputs } => {
+                    let job = shuffle.job;
                     let link = self.links.get(&executor).filter(|(i, _)| *i == incarnation);
                     let spec = self.jobs.get(&job).and_then(|r| r.descriptor.shuffle.as_ref());
-                    if let (Some((_, link)), Some(spec)) = (link, spec) {
+                    // Executors keep one shuffle a job, the map/reduce world's: the
+                    // outputs of another are not asked for, and are made again if read.
+                    if shuffle.index != 0 {
+                        tracing::warn!(%job, shuffle = shuffle.index, "map outputs of a later stage are not handed over");
+                    } else if let (Some((_, link)), Some(spec)) = (link, spec) {
                         let address = self.shuffle_addresses.get(&from.0).cloned();
                         let from =
                             MapSource { executor: from.0, incarnation: from.1.0, address, maps: Vec::new() };
@@ -277,15 +276,15 @@ impl EventLoop {
                         executor,
                     });
                 }
-                Action::JobSucceeded { job, counts } => {
+                Action::JobSucceeded { job, counts, stages } => {
                     if let Some(record) = self.jobs.get_mut(&job) {
-                        record.ended = Some(counts);
+                        record.ended = Some((counts, stages));
                     }
                     self.job_succeeded(job);
                 }
-                Action::JobFailed { job, reason, counts } => {
+                Action::JobFailed { job, reason, counts, stages } => {
                     if let Some(record) = self.jobs.get_mut(&job) {
-                        record.ended = Some(counts);
+                        record.ended = Some((counts, stages));
                     }
                     self.complete(job, Err(reason));
                 }

@@ -96,6 +96,7 @@ impl EventLoop {
             allocation: flint_core::AllocationConfig::from_settings(settings),
             backend: settings.executor_backend.name(),
             decommission_timeout: settings.decommission_timeout,
+            max_stage_attempts: settings.stage_max_consecutive_attempts,
         });
         EventLoop {
             shared,
@@ -278,7 +279,17 @@ impl EventLoop {
             Event::Adopted { id, incarnation, adopted } => {
                 let flint_proto::Adopted { job, from, maps, failed } = adopted;
                 let from = Incarnation(from);
-                self.feed(now, CoreEvent::Adopted { id, incarnation, job, from, maps, failed })
+                self.feed(
+                    now,
+                    CoreEvent::Adopted {
+                        id,
+                        incarnation,
+                        shuffle: flint_core::shuffle::ShuffleId { job, index: 0 },
+                        from,
+                        maps,
+                        failed,
+                    },
+                )
             }
             Event::ExecutorLost { id, incarnation, reason } => {
                 self.feed(now, CoreEvent::Lost { id, incarnation, reason })
@@ -397,6 +408,7 @@ impl EventLoop {
             progress: *j.progress.borrow(),
             started_ms,
             ended_ms: None,
+            stages: self.core.stages(*id),
         }));
         jobs.extend(self.waiting.iter().map(|w| JobStatus {
             job: w.id,
@@ -405,6 +417,7 @@ impl EventLoop {
             progress: *w.progress.borrow(),
             started_ms: None,
             ended_ms: None,
+            stages: Vec::new(),
         }));
         jobs.sort_by_key(|j| j.job);
         // A live executor replaces the record of an earlier life of its id.

@@ -104,6 +104,7 @@ impl EventLoop {
             shuffle: None,
             speculative: 0,
             speculative_won: 0,
+            stages: Vec::new(),
         });
     }
 
@@ -195,6 +196,7 @@ impl EventLoop {
             )),
             World::Task => Fold::Collect(vec![None; descriptor.outputs() as usize]),
         };
+        let stages = job.plan.stages();
         self.jobs.insert(
             id,
             JobRecord {
@@ -216,23 +218,18 @@ impl EventLoop {
             },
         );
         let max_failures = job.settings.task_max_failures;
-        let (period, shuffle, speculate) = (job.every, job.shuffle, job.speculate);
-        let submitted = CoreEvent::JobSubmitted {
-            job: id,
-            tasks,
-            max_failures,
-            period,
-            shuffle,
-            speculate,
-            remote_input,
-        };
+        let (period, speculate) = (job.every, job.speculate);
+        let submitted =
+            CoreEvent::JobSubmitted { job: id, stages, max_failures, period, speculate, remote_input };
         self.feed(now, submitted);
     }
 
     pub(super) fn refresh_progress(&mut self) {
         let executors = self.core.live_executors();
         for (id, job) in &self.jobs {
-            let Some(c) = job.ended.or_else(|| self.core.job(*id)) else { continue };
+            let Some(c) = job.ended.as_ref().map(|(c, _)| *c).or_else(|| self.core.job(*id)) else {
+                continue;
+            };
             job.progress.send_if_modified(|p| {
                 let now = progress(c, executors);
                 let changed = *p != now;
@@ -297,8 +294,13 @@ impl EventLoop {
         };
         // Read before a cancel below makes the core forget the job.
         let tasks = job.descriptor.task_count;
-        let counts =
-            job.ended.or_else(|| self.core.job(id)).unwrap_or(JobCounts { tasks, ..JobCounts::default() });
+        let (counts, stages) = match job.ended.take() {
+            Some(ended) => ended,
+            None => (
+                self.core.job(id).unwrap_or(JobCounts { tasks, ..JobCounts::default() }),
+                self.core.stages(id),
+            ),
+        };
         // A merge still running for a job that ended another way stops now.
         if let Fold::Aggregate(worker) = &job.fold {
             worker.kill.kill();
@@ -331,6 +333,7 @@ impl EventLoop {
             shuffle: counts.shuffle,
             speculative: counts.speculative,
             speculative_won: counts.speculative_won,
+            stages,
         };
         // The report travels in one frame: many large failures must not stop it.
         report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
@@ -344,6 +347,7 @@ impl EventLoop {
             error: report.outcome.as_ref().err().map(ToString::to_string),
             attempts: report.attempts,
             progress: Some(progress),
+            stages: report.stages.clone(),
         });
         job.span.in_scope(|| match &report.outcome {
             Ok(_) => tracing::info!(elapsed = ?report.elapsed, attempts = report.attempts, "job succeeded"),

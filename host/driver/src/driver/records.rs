@@ -30,9 +30,10 @@ pub(super) struct JobRecord {
     pub(super) progress: watch::Sender<JobProgress>,
     pub(super) reply: Option<oneshot::Sender<JobReport>>,
     pub(super) started: Instant,
-    /// The job's counts as the core gave them when it ended the job (it forgets the
-    /// job then); while the job runs they are read from the core, where they are kept.
-    pub(super) ended: Option<JobCounts>,
+    /// The job's counts and stages as the core gave them when it ended the job (it
+    /// forgets the job then); while the job runs they are read from the core, where
+    /// they are kept.
+    pub(super) ended: Option<(JobCounts, Vec<flint_proto::StageReport>)>,
     pub(super) failures: Vec<FailureRecord>,
     /// Bytes of task results charged so far, against `flint.driver.maxResultSize`.
     pub(super) budget: ResultBudget,

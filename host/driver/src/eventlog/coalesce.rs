@@ -4,7 +4,7 @@
 //! (its index, its executor, what it measured; the frame's slowest whole), in place of
 //! two lines; a hundred thousand no-op tasks a second are a line a second.
 
-use crate::journal::{AppEvent, EVENT_LOG_VERSION, Envelope, METRICS, SUCCEEDED_KEPT, Sketch};
+use crate::journal::{AppEvent, EVENT_LOG_VERSION, Envelope, METRICS, SUCCEEDED_KEPT, Sketch, TIMELINE_KEPT};
 use flint_proto::{AttemptState, ExecutorId, JobId, TaskRecord};
 use roaring::RoaringBitmap;
 use std::cmp::Reverse;
@@ -20,11 +20,33 @@ pub(super) struct Coalescer {
     /// Starts not written yet, by attempt.
     starts: HashMap<(JobId, u32, u32), Envelope>,
     batches: BTreeMap<JobId, Batch>,
+    /// Each running job's timeline as the live store keeps it.
+    timelines: HashMap<JobId, Timeline>,
+}
+
+/// Which attempts of a job the live store draws: the first [`TIMELINE_KEPT`] to start,
+/// in the order it saw them, which the log's lines do not keep (starts wait here).
+#[derive(Default)]
+struct Timeline {
+    started: usize,
+    /// Copies announced whose start is still to come: that start is no new attempt.
+    announced: std::collections::HashSet<(u32, u32)>,
+}
+
+impl Timeline {
+    /// A new attempt, announced or started: whether the live store draws it.
+    fn draws(&mut self) -> bool {
+        self.started += 1;
+        self.started <= TIMELINE_KEPT
+    }
 }
 
 #[derive(Default)]
 struct Batch {
     tasks: RoaringBitmap,
+    /// The attempts the live store drew, and how many it did not.
+    spans: Vec<(u32, u32, ExecutorId, u64, u64)>,
+    spans_not_kept: u64,
     executors: BTreeMap<ExecutorId, u32>,
     sketches: [Sketch; 5],
     /// Its slowest, whole: as many as the store keeps of a job, so that a log read back
@@ -36,16 +58,36 @@ struct Batch {
 
 impl Coalescer {
     /// Takes one event; puts in `out` what is to be written now, in order.
-    pub(super) fn take(&mut self, envelope: Envelope, out: &mut Vec<Envelope>) {
-        match &envelope.event {
-            AppEvent::TaskStart { job, index, attempt: 0, .. } if self.starts.len() < STARTS_HELD => {
-                self.starts.insert((*job, *index, 0), envelope);
+    pub(super) fn take(&mut self, mut envelope: Envelope, out: &mut Vec<Envelope>) {
+        match &mut envelope.event {
+            AppEvent::TaskStart { job, index, attempt, timeline, .. } => {
+                let drawn = self.timelines.entry(*job).or_default();
+                *timeline = Some(match drawn.announced.remove(&(*index, *attempt)) {
+                    true => true, // its copy's announcement placed it
+                    false => drawn.draws(),
+                });
+                match (*job, *index, *attempt) {
+                    (job, index, 0) if self.starts.len() < STARTS_HELD => {
+                        self.starts.insert((job, index, 0), envelope);
+                    }
+                    _ => out.push(envelope),
+                }
             }
-            AppEvent::TaskStart { .. } => out.push(envelope),
+            AppEvent::Speculated { job, index, attempt, timeline, .. } => {
+                let drawn = self.timelines.entry(*job).or_default();
+                let draws = drawn.draws();
+                if draws {
+                    drawn.announced.insert((*index, *attempt));
+                }
+                *timeline = Some(draws);
+                self.flush(out);
+                out.push(envelope);
+            }
             AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail, metrics } => {
                 let start = self.starts.remove(&(*job, *index, *attempt));
                 match start {
                     Some(start) if failure.is_none() && log_tail.is_none() => {
+                        let drawn = matches!(start.event, AppEvent::TaskStart { timeline: Some(true), .. });
                         let record = TaskRecord {
                             index: *index,
                             attempt: *attempt,
@@ -58,7 +100,7 @@ impl Coalescer {
                             failure: None,
                             log_tail: None,
                         };
-                        self.batches.entry(*job).or_default().add(record, envelope.at_ms);
+                        self.batches.entry(*job).or_default().add(record, envelope.at_ms, drawn);
                     }
                     Some(start) => {
                         out.push(start);
@@ -67,9 +109,12 @@ impl Coalescer {
                     None => out.push(envelope),
                 }
             }
-            // Anything else may speak of a task held here (a copy, a loss, the job's
-            // end): what is held goes first.
+            // Anything else may speak of a task held here (a loss, the job's end): what
+            // is held goes first.
             _ => {
+                if let AppEvent::JobEnd { job, .. } = &envelope.event {
+                    self.timelines.remove(job);
+                }
                 self.flush(out);
                 out.push(envelope);
             }
@@ -89,8 +134,18 @@ impl Coalescer {
 }
 
 impl Batch {
-    fn add(&mut self, record: TaskRecord, at_ms: u64) {
+    fn add(&mut self, record: TaskRecord, at_ms: u64, drawn: bool) {
         self.tasks.insert(record.index);
+        match drawn {
+            true => self.spans.push((
+                record.index,
+                record.attempt,
+                record.executor.clone(),
+                record.launched_ms,
+                at_ms,
+            )),
+            false => self.spans_not_kept += 1,
+        }
         *self.executors.entry(record.executor.clone()).or_default() += 1;
         for (sketch, (_, _, value)) in self.sketches.iter_mut().zip(METRICS) {
             sketch.add(value(&record));
@@ -116,10 +171,15 @@ impl Batch {
             };
         }
         tasks.extend(run);
+        let executors: Vec<(ExecutorId, u32)> = self.executors.into_iter().collect();
+        let place = |id: &ExecutorId| executors.binary_search_by(|(e, _)| e.cmp(id)).unwrap_or(0) as u32;
+        let spans = self.spans.iter().map(|(i, a, e, from, to)| (*i, *a, place(e), *from, *to)).collect();
         let event = AppEvent::TasksSucceeded {
             job,
             tasks,
-            executors: self.executors.into_iter().collect(),
+            spans,
+            spans_not_kept: self.spans_not_kept,
+            executors,
             summary: self.sketches.iter().map(Sketch::data).collect(),
             slowest: self.slowest.into_iter().map(|Reverse(Slow(record))| record).collect(),
         };

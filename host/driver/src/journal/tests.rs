@@ -42,6 +42,7 @@ fn a_cancelled_job_ends_cancelled_and_an_older_log_without_the_field_reads_faile
         error: Some("cancelled on request".into()),
         attempts: 1,
         progress: None,
+        stages: Vec::new(),
     };
     store.apply(&at(3, end(1, true)));
     // A line written before `cancelled` was: the same, without the field.
@@ -61,6 +62,7 @@ fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
         index,
         attempt,
         executor: executor.into(),
+        timeline: None,
     };
     let end = |index, attempt, executor: &str, failure| AppEvent::TaskEnd {
         job: JobId(1),
@@ -89,6 +91,7 @@ fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
             error: None,
             attempts: 3,
             progress: None,
+            stages: Vec::new(),
         },
     ));
     let job = store.job(JobId(1)).unwrap();
@@ -124,7 +127,13 @@ fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
 fn a_done_task_whose_output_was_lost_is_not_done_until_it_runs_again() {
     let mut store = Store::new(10);
     store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks: 1 }));
-    let start = |attempt| AppEvent::TaskStart { job: JobId(1), index: 0, attempt, executor: "a".into() };
+    let start = |attempt| AppEvent::TaskStart {
+        job: JobId(1),
+        index: 0,
+        attempt,
+        executor: "a".into(),
+        timeline: None,
+    };
     let end = |attempt| AppEvent::TaskEnd {
         job: JobId(1),
         index: 0,
@@ -151,7 +160,10 @@ fn a_done_task_whose_output_was_lost_is_not_done_until_it_runs_again() {
 fn a_removed_executors_running_attempts_show_as_lost() {
     let mut store = Store::new(10);
     store.apply(&at(1, AppEvent::JobStart { job: JobId(1), name: "j".into(), tasks: 1 }));
-    store.apply(&at(2, AppEvent::TaskStart { job: JobId(1), index: 0, attempt: 0, executor: "a".into() }));
+    store.apply(&at(
+        2,
+        AppEvent::TaskStart { job: JobId(1), index: 0, attempt: 0, executor: "a".into(), timeline: None },
+    ));
     let gone = executor("a", Some("no heartbeat"));
     store.apply(&at(3, AppEvent::ExecutorRemoved { executor: gone }));
     let task = &store.job(JobId(1)).unwrap().launched()[0];
@@ -188,6 +200,7 @@ fn finished_jobs_beyond_the_retained_number_are_dropped_oldest_first() {
                 error: None,
                 attempts: 0,
                 progress: None,
+                stages: Vec::new(),
             },
         ));
     }
@@ -204,13 +217,25 @@ fn old_finished_jobs_let_their_task_records_go_past_the_budget() {
             let executor = "a".to_owned();
             store.apply(&at(
                 job,
-                AppEvent::TaskStart { job: JobId(job), index, attempt: 0, executor: executor.into() },
+                AppEvent::TaskStart {
+                    job: JobId(job),
+                    index,
+                    attempt: 0,
+                    executor: executor.into(),
+                    timeline: None,
+                },
             ));
         }
         // A hostile or stale event naming a task past the job's end is ignored.
         store.apply(&at(
             job,
-            AppEvent::TaskStart { job: JobId(job), index: per_job, attempt: 0, executor: "a".into() },
+            AppEvent::TaskStart {
+                job: JobId(job),
+                index: per_job,
+                attempt: 0,
+                executor: "a".into(),
+                timeline: None,
+            },
         ));
         store.apply(&at(
             job,
@@ -221,6 +246,7 @@ fn old_finished_jobs_let_their_task_records_go_past_the_budget() {
                 error: None,
                 attempts: per_job,
                 progress: None,
+                stages: Vec::new(),
             },
         ));
     }
@@ -257,7 +283,10 @@ fn a_job_of_many_tasks_keeps_its_slowest_records_and_counts_the_rest() {
         metrics: TaskMetrics::default(),
     };
     for index in 0..tasks {
-        store.apply(&at(2, AppEvent::TaskStart { job: JobId(1), index, attempt: 0, executor: "a".into() }));
+        store.apply(&at(
+            2,
+            AppEvent::TaskStart { job: JobId(1), index, attempt: 0, executor: "a".into(), timeline: None },
+        ));
         // Task 7 runs longest of all; the others 1 to 100 ms.
         let duration = if index == 7 { 10_000 } else { u64::from(index % 100) + 1 };
         store.apply(&at(3, end(index, 0, duration)));
@@ -281,8 +310,10 @@ fn a_job_of_many_tasks_keeps_its_slowest_records_and_counts_the_rest() {
     // A log that starts a task it counted done, then counts every task done again in a
     // batch (crafted, or torn): the task runs and is not done; no count passes the job.
     let other = store.job(JobId(1)).unwrap().tasks_not_kept.max().unwrap();
-    store
-        .apply(&at(6, AppEvent::TaskStart { job: JobId(1), index: other, attempt: 1, executor: "a".into() }));
+    store.apply(&at(
+        6,
+        AppEvent::TaskStart { job: JobId(1), index: other, attempt: 1, executor: "a".into(), timeline: None },
+    ));
     assert_eq!(store.job(JobId(1)).unwrap().status.progress.done, tasks - 2);
     let batch = AppEvent::TasksSucceeded {
         job: JobId(1),
@@ -290,6 +321,9 @@ fn a_job_of_many_tasks_keeps_its_slowest_records_and_counts_the_rest() {
         executors: Vec::new(),
         summary: Vec::new(),
         slowest: Vec::new(),
+        // Spans naming an executor the batch does not list, or a task past the job.
+        spans: vec![(1, 0, 3, 0, 1), (u32::MAX, 0, 0, 0, 1)],
+        spans_not_kept: 1,
     };
     store.apply(&at(7, batch));
     let entry = store.job(JobId(1)).unwrap();

@@ -194,6 +194,7 @@ pub(crate) fn fetch_all(
                 TaskFailure::FetchFailed {
                     executor: source.executor.clone(),
                     incarnation: source.incarnation,
+                    shuffle: 0,
                     maps,
                     reason,
                 }

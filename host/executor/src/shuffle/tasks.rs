@@ -190,6 +190,7 @@ impl ExecutorCore {
             let failed = |map: u32, reason: String| TaskFailure::FetchFailed {
                 executor: source.executor.clone(),
                 incarnation: source.incarnation,
+                shuffle: 0,
                 maps: vec![map],
                 reason,
             };
@@ -211,6 +212,7 @@ impl ExecutorCore {
                 return Err(TaskFailure::FetchFailed {
                     executor: source.executor.clone(),
                     incarnation: source.incarnation,
+                    shuffle: 0,
                     maps: source.maps.iter().map(|(m, _)| *m).collect(),
                     reason: "this executor cannot reach its peers".into(),
                 });

@@ -48,6 +48,7 @@ impl Settings {
                     n => n.into(),
                 }),
             ),
+            ("flint.stage.maxConsecutiveAttempts", Limit(self.stage_max_consecutive_attempts.into())),
             ("flint.driver.maxResultSize", Limit(self.driver_max_result_size)),
             ("flint.driver.memory", fixed(&self.driver_memory)),
             ("flint.input.roots", fixed(&self.input_roots)),

@@ -2621,8 +2621,24 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
         format!("/api/v1/jobs/{job}/failures"),
         format!("/api/v1/jobs/{job}/attempts"),
         "/api/v1/config".into(),
+        // The map/reduce job's tasks succeeded at once, saying nothing: the event log
+        // writes them as batches, and history must draw them as live did.
+        format!("/api/v1/jobs/{}/attempts", mr["job_id"]),
+        format!("/api/v1/jobs/{}/tasks", mr["job_id"]),
     ];
     let seen: Vec<Value> = paths.iter().map(|p| api(&live, p)).collect();
+    // What each job's page draws: its timeline's bars and its stages.
+    const DRAWING: &str = "return [...document.querySelectorAll('svg#timeline rect[data-task], svg#stages-dag g.stage')]\
+                           .map(r => r.outerHTML).join('');";
+    let drawn: Vec<(Value, Value)> = [Value::from(job), mr["job_id"].clone()]
+        .into_iter()
+        .map(|id| {
+            browser.goto(&format!("{page}/jobs/{id}"));
+            let drawing = browser.eval(DRAWING);
+            assert!(drawing.as_str().is_some_and(|d| d.contains("data-task")), "job {id} drawn: {drawing}");
+            (id, drawing)
+        })
+        .collect();
     let mut shown = String::new();
     for path in [
         "/",
@@ -2700,8 +2716,16 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
     assert_eq!(logged[3], seen[3], "the job's failures");
     assert_eq!(logged[4], seen[4], "the job's attempts");
     assert_eq!(logged[5], seen[5], "the configuration");
+    assert_eq!(seen[6].as_array().map(Vec::len), Some(5), "the map/reduce job's five attempts: {}", seen[6]);
+    assert_eq!(logged[6], seen[6], "the map/reduce job's attempts");
+    assert_eq!(logged[7], seen[7], "the map/reduce job's tasks");
     assert_eq!(seen[3].as_array().unwrap().len(), 4, "task 1 failed four times: {}", seen[3]);
 
+    // Every job's page draws the same bars and stages from the log as it did live.
+    for (id, live) in &drawn {
+        browser.goto(&format!("http://{history}{base}/jobs/{id}"));
+        assert_eq!(&browser.eval(DRAWING), live, "job {id}'s timeline and stages in history");
+    }
     browser.goto(&format!("http://{history}{base}/jobs/{job}/tasks/1"));
     let text = browser.text();
     assert!(text.contains("chaos.wasm!") && text.contains("history; finished"), "{text}");

@@ -941,3 +941,32 @@ fn gzip_and_zstd_inputs_are_read_decompressed_one_split_each() {
         "{report}"
     );
 }
+
+/// A toolchain without the `wasm32-wasip2` standard library (rustup's default one, say)
+/// is named before anything is built, with the one command that adds the target.
+#[test]
+fn a_toolchain_without_the_wasm_target_is_named_before_the_build() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let sysroot = dir.path().join("sysroot");
+    std::fs::create_dir_all(sysroot.join("lib/rustlib/x86_64-unknown-linux-gnu")).unwrap();
+    let rustc = dir.path().join("rustc");
+    std::fs::write(&rustc, format!("#!/bin/sh\necho {}\n", sysroot.display())).unwrap();
+    std::fs::set_permissions(&rustc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = command(&["run", "examples/pi"]).env("RUSTC", &rustc).output().unwrap();
+    let stderr = lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("cannot build for wasm32-wasip2"), "{stderr}");
+    assert!(stderr.contains("`rustup target add wasm32-wasip2`"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    // `flint new` writes the crate, and says the command before the first run.
+    let job = dir.path().join("counts");
+    let made = command(&["new", job.to_str().unwrap()]).env("RUSTC", &rustc).output().unwrap();
+    let said = lossy(&made.stdout);
+    assert!(made.status.success(), "{}", lossy(&made.stderr));
+    assert!(said.contains("rustup target add wasm32-wasip2"), "{said}");
+    // Inside the repository its toolchain, which has the target, builds the job.
+    let inside = tempfile::tempdir_in(common::root().join("target")).unwrap();
+    let fine = command(&["new", inside.path().join("other").to_str().unwrap()]).output().unwrap();
+    assert!(!lossy(&fine.stdout).contains("rustup target add"), "not where the target is there");
+}

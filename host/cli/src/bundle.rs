@@ -5,6 +5,7 @@
 use anyhow::{Context, Result, bail};
 pub use flint_proto::Bundle;
 use flint_proto::Manifest;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -75,18 +76,40 @@ fn from_python(path: &Path) -> Result<Bundle> {
     Ok(Bundle { manifest, component })
 }
 
+/// The target jobs are built for.
+pub const TARGET: &str = "wasm32-wasip2";
+
+/// Whether the toolchain that builds the crate in `dir` (its `rust-toolchain.toml`'s,
+/// as rustup picks it there, or `RUSTC`) has the standard library for [`TARGET`]: a
+/// build without it fails only after compiling every dependency. `None` when rustc
+/// cannot say (cargo will).
+pub fn has_target(dir: &Path) -> Option<bool> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(rustc).args(["--print", "sysroot"]).current_dir(dir).output().ok()?;
+    let sysroot = String::from_utf8(out.stdout).ok().filter(|_| out.status.success())?;
+    Some(Path::new(sysroot.trim()).join("lib/rustlib").join(TARGET).is_dir())
+}
+
 /// Builds the crate in `dir` for `wasm32-wasip2` and returns the component cargo made.
+/// On a terminal it says so and cargo shows its progress; elsewhere cargo is quiet.
 fn build_component(dir: &Path) -> Result<PathBuf> {
+    if has_target(dir) == Some(false) {
+        bail!(
+            "the Rust toolchain for {} cannot build for {TARGET}: add it with `rustup target add {TARGET}` (run in that folder, so that rustup adds it to the toolchain the folder uses)",
+            dir.display()
+        );
+    }
+    let terminal = std::io::stderr().is_terminal();
+    if terminal {
+        eprintln!("flint: building {} for {TARGET} with cargo (release)", dir.display());
+    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--message-format=json-render-diagnostics",
-        ])
+    let mut cargo = Command::new(cargo);
+    cargo.args(["build", "--release", "--target", TARGET, "--message-format=json-render-diagnostics"]);
+    if !terminal {
+        cargo.arg("--quiet");
+    }
+    let output = cargo
         .current_dir(dir)
         .stderr(std::process::Stdio::inherit())
         .output()

@@ -324,32 +324,60 @@ pub fn cancel(args: CancelArgs) -> u8 {
     code
 }
 
+/// Rows laid out in columns as wide as their widest cell (`right`: the columns whose
+/// cells are numbers, aligned right), two spaces in, two between; the last column is
+/// not padded.
+fn columns(rows: &[Vec<String>], right: &[usize]) -> String {
+    let mut widths = vec![0; rows.iter().map(Vec::len).max().unwrap_or(0)];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        out.push_str("  ");
+        for (i, cell) in row.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            match (right.contains(&i), i + 1 == row.len()) {
+                (true, _) => out.push_str(&format!("{}{cell}", " ".repeat(pad))),
+                (false, true) => out.push_str(cell),
+                (false, false) => out.push_str(&format!("{cell}{}", " ".repeat(pad))),
+            }
+            if i + 1 < row.len() {
+                out.push_str("  ");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 fn table(status: &ClusterStatus) -> String {
     let mut out = format!("application {}\n\nexecutors:\n", status.app_id);
-    out.push_str(&format!(
-        "  {:<16} {:<10} {:<24} {:>5} {:>8} {:>5} {:>7} {:>6} {:>6}  {}\n",
-        "ID", "BACKEND", "POD OR HOST", "CORES", "MEMORY", "SLOTS", "RUNNING", "DONE", "FAILED", "STATE"
-    ));
+    let header =
+        ["ID", "BACKEND", "POD OR HOST", "CORES", "MEMORY", "SLOTS", "RUNNING", "DONE", "FAILED", "STATE"];
+    let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
     for e in &status.executors {
         let state = match (&e.removed, e.last_heartbeat_ms) {
             (Some(reason), _) => format!("removed: {reason}"),
             (None, Some(ms)) => format!("{} (heartbeat {:.1} s ago)", e.state, ms as f64 / 1e3),
             (None, None) => e.state.to_string(),
         };
-        out.push_str(&format!(
-            "  {:<16} {:<10} {:<24} {:>5} {:>7}m {:>5} {:>7} {:>6} {:>6}  {}\n",
-            e.id,
-            e.backend,
-            e.pod.as_deref().unwrap_or(&e.host),
-            e.cores,
-            e.memory >> 20,
-            e.slots,
-            e.running,
-            e.tasks_done,
-            e.tasks_failed,
-            state
-        ));
+        rows.push(vec![
+            e.id.to_string(),
+            e.backend.clone(),
+            e.pod.clone().unwrap_or_else(|| e.host.clone()),
+            e.cores.to_string(),
+            format!("{}m", e.memory >> 20),
+            e.slots.to_string(),
+            e.running.to_string(),
+            e.tasks_done.to_string(),
+            e.tasks_failed.to_string(),
+            state,
+        ]);
     }
+    out.push_str(&columns(&rows, &[3, 4, 5, 6, 7, 8]));
     if status.executors_starting > 0 {
         out.push_str(&format!("  ({} more starting)\n", status.executors_starting));
     }
@@ -360,31 +388,23 @@ fn table(status: &ClusterStatus) -> String {
         out.push_str(&format!("  {reason}\n"));
     }
     out.push_str("\njobs:\n");
+    let mut rows =
+        vec![["ID", "NAME", "STATE", "TASKS", "STAGES"].iter().map(|h| h.to_string()).collect::<Vec<_>>()];
     for j in &status.jobs {
-        out.push_str(&format!(
-            "  {:>4} {:<20} {:<10} {}/{} tasks\n",
-            j.job, j.name, j.state, j.progress.done, j.progress.total
-        ));
         // A job of several stages: where each stands.
-        if j.stages.len() > 1 {
-            for s in &j.stages {
-                let reads: Vec<String> = s.parents.iter().map(u32::to_string).collect();
-                let reads =
-                    if reads.is_empty() { String::new() } else { format!(", reads {}", reads.join(" ")) };
-                out.push_str(&format!(
-                    "         stage {} ({}{reads}): {}/{} tasks, {} attempts\n",
-                    s.id,
-                    match s.kind {
-                        flint_proto::StageKind::Shuffle => "shuffle",
-                        flint_proto::StageKind::Result => "result",
-                    },
-                    s.done,
-                    s.tasks,
-                    s.attempts
-                ));
-            }
-        }
+        let stages: Vec<String> = match j.stages.len() {
+            0 | 1 => Vec::new(),
+            _ => j.stages.iter().map(|s| format!("{}:{}/{}", s.id, s.done, s.tasks)).collect(),
+        };
+        rows.push(vec![
+            j.job.to_string(),
+            j.name.clone(),
+            j.state.to_string(),
+            format!("{}/{}", j.progress.done, j.progress.total),
+            stages.join(" "),
+        ]);
     }
+    out.push_str(&columns(&rows, &[0, 3]));
     if status.left_out > 0 {
         out.push_str(&format!(
             "  ({} older finished jobs and removed executors left out)\n",
@@ -392,4 +412,23 @@ fn table(status: &ClusterStatus) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::columns;
+
+    #[test]
+    fn columns_line_up_whatever_their_cells_hold() {
+        let rows: Vec<Vec<String>> =
+            [["ID", "NAME", "TASKS"], ["1", "word-count-of-a-long-name", "3/3"], ["12", "pi", "16/16"]]
+                .iter()
+                .map(|r| r.iter().map(|c| c.to_string()).collect())
+                .collect();
+        let text = columns(&rows, &[0, 2]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "  ID  NAME                       TASKS");
+        assert_eq!(lines[1], "   1  word-count-of-a-long-name    3/3");
+        assert_eq!(lines[2], "  12  pi                         16/16");
+    }
 }

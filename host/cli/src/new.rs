@@ -133,6 +133,12 @@ pub fn new(args: NewArgs) -> u8 {
                 "Made the {} job {name}. Next:\n  cd {name}\n  {test}\n  flint run . --input SOME_TEXT_FILE",
                 args.template
             );
+            if args.lang != "python" && crate::bundle::has_target(&dir) == Some(false) {
+                println!(
+                    "Before the first run, add the target its component is built for:\n  (cd {name} && rustup target add {})",
+                    crate::bundle::TARGET
+                );
+            }
             0
         }
         Err(e) => fail(exit::USAGE, format!("{e:#}")),

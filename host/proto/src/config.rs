@@ -14,7 +14,7 @@ pub(crate) mod held;
 mod parse;
 mod redact;
 mod sections;
-pub use parse::{ConfError, ValueError, dns_label, parse_duration, parse_pair, parse_size};
+pub use parse::{ConfError, ValueError, dns_label, nearest, parse_duration, parse_pair, parse_size};
 use parse::{non_empty, parse_u32};
 pub use redact::{REDACTED, redacted};
 pub use sections::{
@@ -615,7 +615,10 @@ impl Settings {
                     let rest = other.strip_prefix("flint.security.credentials.");
                     let (service, kind) = match rest.and_then(|r| r.rsplit_once('.')) {
                         Some((service, kind @ ("command" | "file"))) => (service, kind),
-                        _ => return Err(ConfError::UnknownKey(key.clone())),
+                        _ => {
+                            let nearest = nearest(key, Settings::KEYS);
+                            return Err(ConfError::UnknownKey { key: key.clone(), nearest });
+                        }
                     };
                     let named = !service.is_empty()
                         && service.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));

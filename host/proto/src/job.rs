@@ -136,14 +136,10 @@ impl ManifestError {
         let at = line.map(|n| format!("line {n}: ")).unwrap_or_default();
         let message = match unknown_key(what) {
             Some((key, known)) => {
-                let closest = known
-                    .iter()
-                    .map(|k| (strsim::damerau_levenshtein(key, k), *k))
-                    .filter(|(distance, k)| *distance <= 2.max(k.len() / 3))
-                    .min();
+                let closest = crate::config::nearest(key, &known);
                 let known = known.join(", ");
                 match closest {
-                    Some((_, meant)) => {
+                    Some(meant) => {
                         format!("{at}unknown key `{key}`: did you mean `{meant}`? (keys here: {known})")
                     }
                     None => format!("{at}unknown key `{key}` (keys here: {known})"),

@@ -8,10 +8,24 @@ use std::time::Duration;
 pub enum ConfError {
     #[error("malformed --conf {0:?}: expected KEY=VALUE")]
     Malformed(String),
-    #[error("unknown configuration key {0}")]
-    UnknownKey(String),
+    #[error("unknown configuration key {key}{hint}", hint = match nearest {
+        Some(meant) => format!(": did you mean {meant}?"),
+        None => String::new(),
+    })]
+    UnknownKey { key: String, nearest: Option<&'static str> },
     #[error("configuration {key}={value:?}: {reason}")]
     Invalid { key: String, value: String, reason: String },
+}
+
+/// The one of `known` that `key` most likely misspells: within two edits, or a third
+/// of its length, of it.
+pub fn nearest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(key, k), *k))
+        .filter(|(distance, k)| *distance <= 2.max(k.len() / 3))
+        .min()
+        .map(|(_, k)| k)
 }
 
 /// Parses `KEY=VALUE`.

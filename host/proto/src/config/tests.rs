@@ -110,8 +110,18 @@ fn job_keys_pass_and_platform_keys_are_checked() {
     assert!(Settings::from_conf(&conf(&[("points", "10")])).is_ok());
     assert_eq!(
         Settings::from_conf(&conf(&[("flint.task.maxFailurez", "3")])),
-        Err(ConfError::UnknownKey("flint.task.maxFailurez".into()))
+        Err(ConfError::UnknownKey {
+            key: "flint.task.maxFailurez".into(),
+            nearest: Some("flint.task.maxFailures")
+        })
     );
+    let typo = Settings::from_conf(&conf(&[("flint.executor.memroy", "2g")])).unwrap_err();
+    assert_eq!(
+        typo.to_string(),
+        "unknown configuration key flint.executor.memroy: did you mean flint.executor.memory?"
+    );
+    let far = Settings::from_conf(&conf(&[("flint.nothing.likeIt", "1")])).unwrap_err();
+    assert_eq!(far.to_string(), "unknown configuration key flint.nothing.likeIt");
     let err = Settings::from_conf(&conf(&[("flint.executor.memory", "lots")])).unwrap_err();
     assert!(err.to_string().contains("flint.executor.memory"), "{err}");
     assert!(Settings::from_conf(&conf(&[("flint.memory.fraction", "1.5")])).is_err());

@@ -595,6 +595,45 @@ fn executors_no_worker_can_start_stop_being_asked_for_and_the_job_says_why() {
     assert!(status["allocation_stopped"].as_str().is_some_and(|r| r.contains("cannot make")), "{status}");
 }
 
+#[test]
+fn executors_waiting_for_room_are_never_failed_starts_and_the_job_runs_once_room_comes() {
+    let mut cluster = Standalone::start();
+    cluster.worker("small-1", 1);
+    cluster.worker("small-2", 1);
+    cluster.wait_workers(&["small-1", "small-2"]);
+    let app = cluster.app(
+        "patient",
+        &[
+            "flint.executor.cores=2",
+            "flint.dynamicAllocation.enabled=true",
+            "flint.dynamicAllocation.maxExecutors=1",
+            "flint.dynamicAllocation.schedulerBacklogTimeout=100ms",
+            // Waiting ten times as long as a start may take is still no failed start.
+            "flint.executor.startTimeout=1s",
+        ],
+    );
+    let job = app.submit(&PI);
+    let told =
+        eventually(Duration::from_secs(20), || app.status()["executors_waiting"].as_str().map(str::to_owned));
+    let told = told.unwrap_or_else(|| panic!("no reason in the status: {}", app.status()));
+    assert!(told.contains("needs 2 cores"), "{told}");
+    std::thread::sleep(Duration::from_secs(10));
+    let status = app.status();
+    assert_eq!(status["allocation_stopped"], Value::Null, "still asking: {status}");
+    assert!(
+        status["executors_waiting"].as_str().is_some_and(|r| r.contains("needs 2 cores")),
+        "{status}\n{}",
+        app.driver.log_text()
+    );
+    let logs = app.driver.log_text();
+    assert!(!logs.contains("did not register"), "no start counted as failed:\n{logs}");
+    // Room comes: the waiting executor is placed there and the job ends exactly.
+    cluster.worker("big", 2);
+    let report = ok_json(&job.wait_with_output().unwrap());
+    assert_eq!(report["result"], answer(&PI), "the exact answer");
+    assert_eq!(app.status()["executors_waiting"], Value::Null);
+}
+
 /// A worker that lies, spoken by hand: it registers as `id` offering `cores` and saying
 /// it runs `running`, heartbeats, and starts nothing it is sent, until dropped.
 struct Liar {

@@ -67,7 +67,8 @@ pub struct ControlCore {
     allocator: Option<Allocator>,
     /// Executors asked of the backend and not yet registered, with the time by which
     /// they must.
-    starting: BTreeMap<ExecutorId, Instant>,
+    /// `None` while the backend says it waits for room: waiting is no failed start.
+    starting: BTreeMap<ExecutorId, Option<Instant>>,
     bootstrap_timeout: Duration,
     next_started: u64,
     allocated_at: Option<Instant>,
@@ -444,7 +445,12 @@ impl ControlCore {
             }
             Event::BackendProgress { id } => {
                 if let Some(by) = self.starting.get_mut(&id) {
-                    *by = now + self.bootstrap_timeout;
+                    *by = Some(now + self.bootstrap_timeout);
+                }
+            }
+            Event::BackendWaiting { id } => {
+                if let Some(by) = self.starting.get_mut(&id) {
+                    *by = None;
                 }
             }
             Event::TokenObtained { token, now_ms } => {
@@ -490,8 +496,12 @@ impl ControlCore {
                 actions.push(Action::TokensChanged { tokens: credentials.tokens() });
             }
         }
-        let late: Vec<ExecutorId> =
-            self.starting.iter().filter(|(_, by)| now >= **by).map(|(id, _)| id.clone()).collect();
+        let late: Vec<ExecutorId> = self
+            .starting
+            .iter()
+            .filter(|(_, by)| by.is_some_and(|by| now >= by))
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in late {
             self.starting.remove(&id);
             actions.push(Action::AbandonStart { executor: id.clone() });
@@ -522,7 +532,7 @@ impl ControlCore {
         let leaving = self.leaving.deadline();
         [
             self.registry.poll_timeout(),
-            self.starting.values().min().copied(),
+            self.starting.values().flatten().min().copied(),
             tick,
             wake,
             renewal,
@@ -574,7 +584,7 @@ impl ControlCore {
                         })
                         .collect();
                     for id in &ids {
-                        self.starting.insert(id.clone(), now + self.bootstrap_timeout);
+                        self.starting.insert(id.clone(), Some(now + self.bootstrap_timeout));
                     }
                     actions.push(Action::StartExecutors { ids });
                 }

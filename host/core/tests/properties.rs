@@ -82,7 +82,8 @@ enum Op {
     Exit {
         n: usize,
     },
-    /// The backend says the n-th pending start (or any id at all) is under way.
+    /// The backend says the n-th pending start (or any id at all) is under way, or
+    /// waits for room.
     Progress {
         n: usize,
     },
@@ -644,7 +645,12 @@ impl World {
                     Some(id) if n % 5 != 0 => id.clone(),
                     _ => format!("dyn-{n}").into(),
                 };
-                let actions = self.core.handle(self.now, Event::BackendProgress { id });
+                // Every third word is that it waits for room, the rest that it is under way.
+                let event = match n % 3 {
+                    0 => Event::BackendWaiting { id },
+                    _ => Event::BackendProgress { id },
+                };
+                let actions = self.core.handle(self.now, event);
                 self.apply(actions);
             }
             Op::Exit { n } => {

@@ -87,3 +87,22 @@ fn a_start_its_backend_says_is_under_way_is_not_abandoned_while_it_waits() {
     core.handle(later, Event::BackendProgress { id: "dyn-999".into() });
     assert_eq!(core.executors_starting(), 0);
 }
+
+#[test]
+fn a_start_waiting_for_room_is_never_abandoned_and_is_timed_again_once_it_has_room() {
+    let (mut core, t0) = (core(), Instant::now());
+    let id = asked(&mut core, t0);
+    // The master has no worker with the cores it needs: said once, waited an hour.
+    core.handle(t0 + Duration::from_secs(1), Event::BackendWaiting { id: id.clone() });
+    for minutes in 1..=60 {
+        let now = t0 + Duration::from_secs(60 * minutes);
+        assert!(!abandoned(&core.handle_timeout(now)), "abandoned after {minutes} minutes of waiting");
+    }
+    assert_eq!(core.executors_starting(), 1);
+    assert_eq!(core.allocation_given_up(), None);
+    // Placed at last: from then on it has the bootstrap timeout to register.
+    let placed = t0 + Duration::from_secs(3700);
+    core.handle(placed, Event::BackendProgress { id: id.clone() });
+    assert!(!abandoned(&core.handle_timeout(placed + BOOTSTRAP - Duration::from_secs(1))));
+    assert!(abandoned(&core.handle_timeout(placed + BOOTSTRAP + Duration::from_secs(1))));
+}

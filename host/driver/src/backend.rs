@@ -17,6 +17,9 @@ pub enum News {
     /// Its start is under way and not stuck (a pod waits for a node or its image, or
     /// the process runs): the bootstrap timeout starts again.
     Progress,
+    /// It waits for room (a standalone master's workers are full): its bootstrap
+    /// timeout stops until a `Progress` says it has room.
+    Waiting,
 }
 
 /// Carries a backend's news to the driver.
@@ -34,6 +37,10 @@ impl Reporter {
 
     pub fn progress(&self, id: ExecutorId) {
         (self.0)(id, News::Progress)
+    }
+
+    pub fn waiting(&self, id: ExecutorId) {
+        (self.0)(id, News::Waiting)
     }
 }
 

@@ -223,11 +223,11 @@ impl State {
             }
             ToApp::Waiting { executor, reason } => {
                 if self.asked.contains_key(&executor) {
-                    // Waiting for room is no failed start: the bootstrap timeout starts
-                    // again. The reason is shown in the driver's status.
+                    // Waiting for room is no failed start: the bootstrap timeout stops
+                    // until it is placed. The reason is shown in the driver's status.
                     tracing::info!(executor_id = %executor, %reason, "executor waits for a worker");
                     self.waiting.lock().expect("waiting lock").insert(executor.clone(), reason);
-                    report.progress(executor);
+                    report.waiting(executor);
                 }
             }
             ToApp::Ended { executor, reason } => {

@@ -109,6 +109,13 @@ pub enum Event {
     BackendProgress {
         id: ExecutorId,
     },
+    /// The start of `id` waits for room (a standalone master has no worker with the
+    /// cores it needs, or the application is at its `flint.cores.max`): no bootstrap
+    /// timeout runs until a [`Event::BackendProgress`] says it has room, however long
+    /// it waits.
+    BackendWaiting {
+        id: ExecutorId,
+    },
     /// A token fetch brought this token; `now_ms` is the wall clock now.
     TokenObtained {
         token: flint_proto::Token,

@@ -362,6 +362,7 @@ impl EventLoop {
                 self.feed(now, CoreEvent::BackendExited { id, reason });
             }
             Event::Backend { id, news: News::Progress } => self.feed(now, CoreEvent::BackendProgress { id }),
+            Event::Backend { id, news: News::Waiting } => self.feed(now, CoreEvent::BackendWaiting { id }),
             Event::Shutdown { reason, done } => {
                 // A warning only when it cuts jobs short: `flint run` stops its driver
                 // after every job.

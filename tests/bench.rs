@@ -1143,6 +1143,7 @@ fn bench_core() -> flint_core::ControlCore {
         allocation: None,
         backend: "static",
         decommission_timeout: Duration::from_secs(20),
+        max_stage_attempts: 4,
     })
 }
 
@@ -1169,7 +1170,7 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
             match action {
                 Action::Launch { executor, incarnation, attempts } => {
                     launches += attempts.len() as u64;
-                    pending.extend(attempts.into_iter().map(|a| (executor.clone(), incarnation, a)));
+                    pending.extend(attempts.into_iter().map(|a| (executor.clone(), incarnation, a.attempt)));
                 }
                 Action::JobSucceeded { .. } => done = true,
                 _ => {}
@@ -1183,10 +1184,9 @@ fn core_launch_rate(executors: u32, slots: u32, tasks: u32) -> f64 {
             now,
             Event::JobSubmitted {
                 job: flint_proto::JobId(1),
-                tasks,
+                stages: vec![flint_proto::StageSpec::tasks(tasks)],
                 max_failures: 4,
                 period: None,
-                shuffle: None,
                 speculate: false,
                 remote_input: false,
             },

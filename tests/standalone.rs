@@ -629,8 +629,13 @@ fn executors_waiting_for_room_are_never_failed_starts_and_the_job_runs_once_room
     assert!(!logs.contains("did not register"), "no start counted as failed:\n{logs}");
     // Room comes: the waiting executor is placed there and the job ends exactly.
     cluster.worker("big", 2);
-    let report = ok_json(&job.wait_with_output().unwrap());
+    let out = job.wait_with_output().unwrap();
+    let report = ok_json(&out);
     assert_eq!(report["result"], answer(&PI), "the exact answer");
+    // Its submitter was told why, once.
+    let stderr = lossy(&out.stderr);
+    assert_eq!(stderr.matches("waits for a worker: needs 2 cores").count(), 1, "{stderr}");
+    assert!(stderr.starts_with("flint: executor dyn-1 waits for a worker"), "{stderr}");
     assert_eq!(app.status()["executors_waiting"], Value::Null);
 }
 

@@ -261,6 +261,10 @@ async fn submit_once(
                     show_progress(bar, &p);
                 }
             }
+            Ok(Some(JobEvent::Notice(said))) => match &bar {
+                Some(bar) => bar.println(format!("flint: {said}")),
+                None => eprintln!("flint: {said}"),
+            },
             Ok(Some(JobEvent::Done(report))) => {
                 if let Some(bar) = &bar {
                     bar.finish_and_clear();

@@ -81,6 +81,8 @@ pub struct Client {
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobEvent {
     Progress(JobProgress),
+    /// Why the executors the job needs wait (said when that changes).
+    Notice(String),
     Done(JobReport),
 }
 
@@ -269,6 +271,7 @@ impl SubmittedJob {
         loop {
             match read_frame::<SubmitReply>(&mut self.recv).await? {
                 Some(SubmitReply::Progress(p)) => return Ok(Some(JobEvent::Progress(p))),
+                Some(SubmitReply::Notice(said)) => return Ok(Some(JobEvent::Notice(said))),
                 Some(SubmitReply::Result { size }) => {
                     self.result = Some(read_payload_exact(&mut self.recv, size).await?);
                 }

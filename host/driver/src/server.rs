@@ -31,6 +31,9 @@ use tracing::Instrument;
 const MAX_COMPONENT: usize = 256 << 20;
 /// The least time between two progress updates sent to a submitter.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+/// How often a submitter whose job runs nothing is told why its executors wait (when
+/// that changed).
+const NOTICE_EVERY: Duration = Duration::from_secs(1);
 /// Launches per frame, and about the most bytes of them: a frame stays far below the
 /// size limit whatever the partitions (a job's values and URLs are bounded at submission).
 const LAUNCHES_PER_FRAME: usize = 256;
@@ -580,6 +583,10 @@ async fn submit(
     // job's end is sent the moment it comes.
     let mut quiet_until: Option<tokio::time::Instant> = None;
     let mut watching = true;
+    // While nothing of the job runs, why the executors it needs wait, when that changes.
+    let mut noticed: Option<String> = None;
+    let mut notices = tokio::time::interval(NOTICE_EVERY);
+    notices.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             biased;
@@ -604,6 +611,14 @@ async fn submit(
             }
             () = tokio::time::sleep_until(quiet_until.unwrap_or_else(tokio::time::Instant::now)), if quiet_until.is_some() => {
                 quiet_until = None;
+            }
+            _ = notices.tick(), if watching => {
+                let idle = progress.borrow().running == 0;
+                let waiting = if idle { driver.executors_waiting() } else { None };
+                if let Some(reason) = waiting.filter(|w| noticed.as_ref() != Some(w)) {
+                    write_frame(send, &SubmitReply::Notice(reason.clone())).await?;
+                    noticed = Some(reason);
+                }
             }
             changed = progress.changed(), if watching && quiet_until.is_none() => {
                 if changed.is_ok() {

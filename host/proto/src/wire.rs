@@ -413,4 +413,7 @@ pub enum SubmitReply {
         size: u64,
     },
     Done(JobReport),
+    /// What the submitter should know while its job waits: why the executors it needs
+    /// are not there yet (sent when that changes).
+    Notice(String),
 }

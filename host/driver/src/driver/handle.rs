@@ -122,6 +122,12 @@ impl Driver {
         &self.shared.app_id
     }
 
+    /// Why the executors asked of the backend wait, when they do (a standalone master
+    /// without room for them).
+    pub fn executors_waiting(&self) -> Option<String> {
+        self.shared.backend.get().and_then(|b| b.waiting())
+    }
+
     /// The driver's settings, read from its configuration at start.
     pub fn settings(&self) -> &Settings {
         &self.shared.settings

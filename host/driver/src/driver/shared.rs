@@ -55,20 +55,33 @@ pub(super) type Shipped = (Arc<Vec<u8>>, usize);
 /// The most executors a job with none registered yet is planned for.
 const PLANNED_EXECUTORS: u32 = 64;
 
+/// The slots a job is planned for while no executor is registered: the most executors
+/// its backend keeps (`flint.executor.instances`, or dynamic allocation's maximum; at
+/// most [`PLANNED_EXECUTORS`]) times an executor's slots, within `flint.cores.max`;
+/// one for executors started by hand.
+fn planned_slots(settings: &flint_proto::Settings) -> u32 {
+    flint_core::AllocationConfig::from_settings(settings)
+        .map(|c| {
+            let executors = c.policy.max_executors.max(c.policy.min_executors).min(PLANNED_EXECUTORS);
+            let slots = executors.saturating_mul(c.slots_per_executor);
+            // A standalone application never holds more than flint.cores.max.
+            match settings.cores_max {
+                Some(cores) => slots.min(cores / settings.task_cpus.max(1)),
+                None => slots,
+            }
+        })
+        .unwrap_or(1)
+        .max(1)
+}
+
 impl Shared {
     /// The slots a job is planned for (its splits, its reduce partitions): those
     /// registered now; with none yet, the fleet a backend will start for it (its fixed
-    /// count, or dynamic allocation's maximum, up to 64 executors), so that the fleet
-    /// that grows has tasks to run; else one.
+    /// fixed count, or dynamic allocation's maximum, up to 64 executors and within
+    /// `flint.cores.max`), so that the fleet that grows has tasks to run; else one.
     pub(super) fn planning_slots(&self) -> u32 {
         match self.slots.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => flint_core::AllocationConfig::from_settings(&self.settings)
-                .map(|c| {
-                    let executors = c.policy.max_executors.max(c.policy.min_executors).min(PLANNED_EXECUTORS);
-                    executors.saturating_mul(c.slots_per_executor)
-                })
-                .unwrap_or(1)
-                .max(1),
+            0 => planned_slots(&self.settings),
             n => n,
         }
     }
@@ -119,5 +132,32 @@ impl Shared {
                 components.remove(digest);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::planned_slots;
+
+    fn settings(pairs: &[(&str, &str)]) -> flint_proto::Settings {
+        let conf = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        flint_proto::Settings::from_conf(&conf).unwrap()
+    }
+
+    #[test]
+    fn a_job_before_any_executor_is_planned_for_the_fleet_it_may_get() {
+        let dynamic = [
+            ("flint.executor.backend", "local"),
+            ("flint.dynamicAllocation.enabled", "true"),
+            ("flint.executor.cores", "4"),
+        ];
+        assert_eq!(planned_slots(&settings(&dynamic)), 64 * 4, "64 executors at most");
+        let bounded = [&dynamic[..], &[("flint.cores.max", "16")]].concat();
+        assert_eq!(planned_slots(&settings(&bounded)), 16, "within flint.cores.max");
+        let few = [&dynamic[..], &[("flint.cores.max", "2")]].concat();
+        assert_eq!(planned_slots(&settings(&few)), 2);
+        let fixed = [("flint.executor.backend", "local"), ("flint.executor.instances", "3")];
+        assert_eq!(planned_slots(&settings(&fixed)), 3 * 2, "three executors of two cores");
+        assert_eq!(planned_slots(&settings(&[])), 1, "a fleet started by hand: one");
     }
 }

@@ -970,3 +970,13 @@ fn a_toolchain_without_the_wasm_target_is_named_before_the_build() {
     let fine = command(&["new", inside.path().join("other").to_str().unwrap()]).output().unwrap();
     assert!(!lossy(&fine.stdout).contains("rustup target add"), "not where the target is there");
 }
+
+/// `flint new --help` says which templates each language has: Python has all four.
+#[test]
+fn flint_new_help_lists_every_template_for_python_too() {
+    let help = lossy(&flint(&["new", "--help"]).stdout);
+    let python = help.split("--lang").nth(1).unwrap_or_default();
+    for template in ["task", "aggregate", "combine", "map-reduce"] {
+        assert!(python.contains(template), "{template} for python:\n{help}");
+    }
+}

@@ -23,7 +23,7 @@ pub struct NewArgs {
     #[arg(long = "value", short = 'v', value_name = "KEY=VALUE")]
     values: Vec<String>,
     /// The job's language: `rust` (a crate) or `python` (a module built with
-    /// componentize-py; templates `task`, `aggregate` and `combine`).
+    /// componentize-py; every template: `task`, `aggregate`, `combine` and `map-reduce`).
     #[arg(long, default_value = "rust", value_parser = ["rust", "python"])]
     lang: String,
 }

@@ -4061,3 +4061,35 @@ fn an_executor_started_for_a_speculative_copy_is_given_back_once_idle() {
         status["executors"].as_array().unwrap().iter().filter(|e| e["removed"] == "decommissioned").count();
     assert_eq!(removed, 1, "{status}");
 }
+
+/// A driver started without a secret makes one under `~/.flint`; clients on the same
+/// machine, as the same user, find it by the driver's fingerprint, and others do not.
+#[test]
+fn clients_on_the_drivers_machine_find_the_secret_it_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let url_file = dir.path().join("url");
+    let mut cmd = command(&["driver", "--app-id", "made-here", "--url-file", url_file.to_str().unwrap()]);
+    cmd.args(["--ui-port", "0"]).env_remove("FLINT_SECRET").env("HOME", &home).env("TMPDIR", dir.path());
+    let driver = Proc::spawn(cmd, dir.path().join("driver.log"));
+    let url = eventually(Duration::from_secs(20), || read_url(&url_file))
+        .unwrap_or_else(|| panic!("the driver prints its URL; its log:\n{}", driver.log_text()));
+    assert!(home.join(".flint/made-here.secret").is_file(), "{}", driver.log_text());
+    let status = |home: &std::path::Path| {
+        command(&["status", "--driver-url", &url, "--json"])
+            .env_remove("FLINT_SECRET")
+            .env("HOME", home)
+            .output()
+            .unwrap()
+    };
+    let out = status(&home);
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    assert_eq!(json(&out)["app_id"], "made-here");
+    // Another user's home has no such secret: told what to set.
+    let elsewhere = dir.path().join("other");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let out = status(&elsewhere);
+    assert!(!out.status.success());
+    assert!(lossy(&out.stderr).contains("set FLINT_SECRET"), "{}", lossy(&out.stderr));
+}

@@ -103,8 +103,12 @@ type Session = (DriverUrl, Secret, Option<Identity>);
 
 fn session(args: &DriverArgs) -> Result<Session, String> {
     let url: DriverUrl = args.driver_url.parse().map_err(|e: flint_net::UrlError| e.to_string())?;
-    let secret = load_secret(args.secret_file.as_deref())?
-        .ok_or("no application secret: set FLINT_SECRET or pass --secret-file")?;
+    let secret = match load_secret(args.secret_file.as_deref())? {
+        Some(secret) => secret,
+        None => crate::common::secret_of(&url)?.ok_or(
+            "no application secret: set FLINT_SECRET or pass --secret-file (the secret of a driver on this machine that made its own is found in ~/.flint by its fingerprint)",
+        )?,
+    };
     Ok((url, secret, args.tls.identity()?))
 }
 

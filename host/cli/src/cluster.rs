@@ -108,6 +108,9 @@ pub fn driver(args: DriverArgs) -> u8 {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         format!("app-{secs}-{}", std::process::id())
     });
+    // A secret made here is found by clients on this machine through the driver's
+    // fingerprint, once it is known.
+    let mut made = None;
     let secret = match load_secret(args.secret_file.as_deref()) {
         Ok(Some(secret)) => secret,
         Ok(None) => {
@@ -120,6 +123,7 @@ pub fn driver(args: DriverArgs) -> u8 {
                 return fail(exit::INTERNAL, format!("cannot write the secret to {}: {e}", path.display()));
             }
             eprintln!("flint: new application secret in {}", path.display());
+            made = Some(path);
             secret
         }
         Err(e) => return fail(exit::INVALID_JOB, e),
@@ -241,6 +245,11 @@ pub fn driver(args: DriverArgs) -> u8 {
             && let Err(e) = write_private(path, url.to_string().as_bytes())
         {
             return fail(exit::INTERNAL, format!("cannot write {}: {e}", path.display()));
+        }
+        if let Some(path) = &made
+            && let Err(e) = crate::common::link_secret(path, &url)
+        {
+            tracing::warn!(error = %e, "clients on this machine will need FLINT_SECRET or --secret-file");
         }
         tracing::info!(%app_id, %url, "driver listening");
         wait_for_shutdown().await;

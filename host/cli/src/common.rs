@@ -65,6 +65,36 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<Secret>, String> {
     file.map(read_secret_file).transpose()
 }
 
+/// Where a driver on this machine that made its own secret links it, by its
+/// certificate's fingerprint: `~/.flint/by-fingerprint/<hex>.secret`.
+fn secret_link(url: &flint_net::DriverUrl) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    let name = format!("{}.secret", hex::encode(url.fingerprint));
+    Some(PathBuf::from(home).join(".flint/by-fingerprint").join(name))
+}
+
+/// Links a secret the driver made (`~/.flint/<app-id>.secret`) where clients of `url`
+/// on this machine look for it.
+pub fn link_secret(secret: &Path, url: &flint_net::DriverUrl) -> std::io::Result<()> {
+    let Some(link) = secret_link(url) else { return Ok(()) };
+    let dir = link.parent().expect("a link has a folder");
+    std::fs::create_dir_all(dir)?;
+    match std::fs::remove_file(&link) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::os::unix::fs::symlink(secret, &link)
+}
+
+/// The secret of the driver at `url` when that driver runs on this machine, made its
+/// own and linked it (`link_secret`): the file is held to the same rules as any.
+pub fn secret_of(url: &flint_net::DriverUrl) -> Result<Option<Secret>, String> {
+    match secret_link(url) {
+        Some(link) if link.exists() => read_secret_file(&link).map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// A secret from its file, which nobody else may read.
 pub fn read_secret_file(path: &Path) -> Result<Secret, String> {
     use std::os::unix::fs::MetadataExt;

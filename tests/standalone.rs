@@ -117,9 +117,22 @@ impl Standalone {
     /// A driver whose application keeps `secret` for its executors and clients, and
     /// proves the cluster's to the master from a file.
     fn app_with_secret(&self, id: &str, conf: &[&str], secret: &str) -> App {
+        self.app_with(id, conf, secret, 0)
+    }
+
+    /// The same, its status page on `ui_port` (0: none).
+    fn app_with(&self, id: &str, conf: &[&str], secret: &str, ui_port: u16) -> App {
         let url_file = self.dir.path().join(format!("{id}.url"));
-        let mut cmd =
-            command(&["driver", "--app-id", id, "--url-file", url_file.to_str().unwrap(), "--ui-port", "0"]);
+        let port = ui_port.to_string();
+        let mut cmd = command(&[
+            "driver",
+            "--app-id",
+            id,
+            "--url-file",
+            url_file.to_str().unwrap(),
+            "--ui-port",
+            &port,
+        ]);
         cmd.args(["--master-url", &self.url, "--conf", "flint.network.timeout=3s"]);
         cmd.args(["--conf", "flint.executor.heartbeatInterval=250ms"]);
         for c in conf {
@@ -263,18 +276,38 @@ fn two_applications_share_three_workers_within_their_cores_max_and_both_answers_
         }
     }
 
+    // An application that serves its page is linked from the master's.
+    let page_port = common::free_port();
+    let _c = cluster.app_with("app-c", &["flint.dynamicAllocation.enabled=true"], SECRET, page_port);
+    let linked = eventually(Duration::from_secs(10), || {
+        cluster.application("app-c")["ui_url"].as_str().map(str::to_owned)
+    });
+    assert_eq!(
+        linked,
+        Some(format!("http://127.0.0.1:{page_port}/")),
+        "{}",
+        cluster.api("/api/v1/applications")
+    );
+    assert_eq!(cluster.application("app-a")["ui_url"], Value::Null, "no page, no link");
+
     let browser = browser::Browser::start();
     browser.goto(&format!("http://127.0.0.1:{}/", cluster.ui));
     let listed = "return document.querySelectorAll('tr.worker').length === 3 \
                   && document.querySelectorAll('tr.executor').length === 5;";
     assert!(browser.wait_for(Duration::from_secs(10), listed), "the master's page:\n{}", browser.text());
     let text = browser.text();
-    for name in ["w1", "w2", "w3", "app-a", "app-b"] {
+    for name in ["w1", "w2", "w3", "app-a", "app-b", "app-c"] {
         assert!(text.contains(name), "{name} on the page:\n{text}");
     }
+    assert!(text.contains("3 workers, 6 cores (5 in use), 3 applications"), "{text}");
+    assert!(text.contains("1 executor waits to be placed"), "{text}");
     let shots = common::root().join("target/ui");
     std::fs::create_dir_all(&shots).unwrap();
     browser.screenshot(&shots.join("master.png"));
+    // The link leads to app-c's own page.
+    browser.eval("document.querySelector('a.app-page').click(); return null;");
+    let there = "return document.title.includes('app-c');";
+    assert!(browser.wait_for(Duration::from_secs(10), there), "app-c's page:\n{}", browser.text());
 }
 
 #[test]

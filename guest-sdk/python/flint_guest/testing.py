@@ -9,8 +9,10 @@ own tests (``python3 -m unittest`` in its folder).
         assert result["total_words"] == 5
 
 Each input is one task's partition: ``str`` or ``bytes`` is a split's text (read in
-batches of whole lines, as the host hands them over), an ``int`` a generated
-partition's index, anything else a value partition (sent as JSON). Outputs and
+batches of whole lines, as the host hands them over) of a file ``input.txt``, a
+``File(path, text)`` the same of the file ``path`` (for a job that tells its inputs
+apart by path), an ``int`` a generated partition's index, anything else a value
+partition (sent as JSON). Outputs and
 partial results are pickled and read back between hooks, and the result goes through
 JSON, as in a cluster, so a value that cannot travel fails here first.
 
@@ -26,7 +28,20 @@ from . import _api, _shuffle
 from ._api import Aggregate, Combine, Partition, TaskInfo, Token
 
 
+class File:
+    """A split of the file ``path`` holding ``text`` (``str`` or ``bytes``), as a task
+    reading that file sees it: ``Partition.path`` is ``path``."""
+
+    def __init__(self, path: str, text):
+        if not isinstance(text, (str, bytes)):
+            raise TypeError(f"File({path!r}, ...) holds str or bytes, not {type(text).__name__}")
+        self.path, self.text = path, text
+
+
 def _partition(item, batch_bytes):
+    path = "input.txt"
+    if isinstance(item, File):
+        path, item = item.path, item.text
     if isinstance(item, int) and not isinstance(item, bool):
         return Partition(index=item)
     if isinstance(item, (str, bytes)):
@@ -49,7 +64,7 @@ def _partition(item, batch_bytes):
             at += cut
             return rest[:cut]
 
-        return Partition(path="memory", start=0, end=len(data), reader=next_batch)
+        return Partition(path=path, start=0, end=len(data), reader=next_batch)
     return Partition(value=json.dumps(item).encode())
 
 

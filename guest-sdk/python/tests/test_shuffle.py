@@ -6,7 +6,8 @@ import unittest
 
 from flint_guest import Fatal, MapReduce, part, task_info
 from flint_guest._shuffle import HEADER, combine_sorted, decode_key, encode_key
-from flint_guest.testing import Local
+from flint_guest import Task
+from flint_guest.testing import File, Local
 
 
 def shuffled(rng, items):
@@ -158,3 +159,16 @@ class Jobs(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Paths(Task):
+    def run(self, partition):
+        return [partition.path, partition.read().decode()]
+
+
+class Inputs(unittest.TestCase):
+    def test_a_file_input_is_seen_by_its_path_and_plain_text_as_input_txt(self):
+        got = Local().run(Paths, [File("tables/orders.tbl", "1|2\n"), "a b\n", File("raw.bin", b"\x00\n")])
+        self.assertEqual(got, [["tables/orders.tbl", "1|2\n"], ["input.txt", "a b\n"], ["raw.bin", "\x00\n"]])
+        with self.assertRaises(TypeError):
+            File("x.txt", 7)

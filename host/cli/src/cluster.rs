@@ -184,10 +184,20 @@ pub fn driver(args: DriverArgs) -> u8 {
             tracing::info!(folder = %log.folder.display(), "writing the event log");
         }
         let driver = Driver::start(DriverConfig { app_id: app_id.clone(), conf, runtime, event_log });
+        let mut ui_url = None;
         if args.ui_port != 0 {
             let bind = SocketAddr::new(args.ui_bind, args.ui_port);
             match flint_driver::ui::serve_ui(driver.clone(), bind, &secret).await {
-                Ok(at) => tracing::info!(url = %format!("http://{at}/"), "status page listening"),
+                Ok(at) => {
+                    // As others reach it: by the advertised host when it listens on all.
+                    let host = match at.ip() {
+                        ip if ip.is_unspecified() => url.host.clone(),
+                        ip => SocketAddr::new(ip, 0).to_string().trim_end_matches(":0").to_owned(),
+                    };
+                    let page = format!("http://{host}:{}/", at.port());
+                    tracing::info!(url = %page, "status page listening");
+                    ui_url = Some(page);
+                }
                 // A secret too weak for where the page listens: said, and not started.
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => return fail(exit::USAGE, e),
                 // The driver runs on without it.
@@ -235,7 +245,7 @@ pub fn driver(args: DriverArgs) -> u8 {
         if settings.executor_backend == flint_proto::Backend::Standalone {
             let cluster_secret = args.master_secret_file.as_deref();
             if let Err((code, e)) =
-                crate::standalone::attach(&driver, &settings, &url, &secret, cluster_secret).await
+                crate::standalone::attach(&driver, &settings, &url, ui_url, &secret, cluster_secret).await
             {
                 return fail(code, e);
             }

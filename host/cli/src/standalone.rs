@@ -278,6 +278,7 @@ pub async fn attach(
     driver: &Driver,
     settings: &Settings,
     driver_url: &DriverUrl,
+    ui_url: Option<String>,
     app_secret: &Secret,
     cluster_secret_file: Option<&Path>,
 ) -> Result<(), (u8, String)> {
@@ -299,6 +300,7 @@ pub async fn attach(
         cluster_secret,
         app,
         driver_url: driver_url.to_string(),
+        ui_url,
         app_secret: app_secret.clone(),
         cores_max: settings.cores_max,
         executor_cores: settings.executor_cores,

@@ -431,6 +431,7 @@ impl ControlCore {
                     self.stale += 1;
                 }
             }
+            Event::LargeOutputs { job } => self.step(now, Input::LargeOutputs { job }, &mut actions),
             Event::CancelJob { job, reason } => {
                 self.step(now, Input::CancelJob { job, reason }, &mut actions)
             }

@@ -235,6 +235,11 @@ impl Scheduler {
                     self.lose_held(ix, job, &tasks, &mut out);
                 }
             }
+            Input::LargeOutputs { job } => {
+                if let Some(state) = self.jobs.get_mut(&job) {
+                    state.large_outputs = true;
+                }
+            }
             Input::CancelJob { job, reason } => {
                 self.fail_job(job, JobError::Cancelled(reason), &mut out);
             }
@@ -272,6 +277,9 @@ impl Scheduler {
     fn level(&self, job: JobId, index: u32) -> usize {
         let Some(job) = self.jobs.get(&job) else { return 0 };
         let reads_split = || job.stages.get(job.stage_of(index)).is_none_or(|s| s.parents.is_empty());
+        if job.large_outputs {
+            return 0;
+        }
         match job.mean_secs {
             Some(mean) if mean < TINY_TASK.as_secs_f64() => 3,
             Some(mean) if mean < SHORT_TASK.as_secs_f64() => 2,

@@ -48,7 +48,8 @@ pub fn esc(text: &str) -> String {
     out
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
+/// The style sheet of every page (the standalone master's too).
+pub const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 th{background:#f3f3f3}tr.removed,tr.failed,tr.lost{background:#fdecea}tr.running{background:#eef6ff}\
 pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:30em}nav a{margin-right:1em}\

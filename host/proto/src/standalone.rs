@@ -124,6 +124,10 @@ pub enum AppMessage {
         cores_max: Option<u32>,
         /// Where its executors reach it.
         driver_url: String,
+        /// Its status page, when it serves one (`http://HOST:PORT/`): the master's
+        /// page links it. Only an `http://` or `https://` address is kept.
+        #[serde(default)]
+        ui_url: Option<String>,
         /// What its executors prove to it: the executor key made from its secret
         /// (marked, as `flint_net::Secret::executor_key_to_hand` makes it), never the
         /// secret itself, so that a master or worker cannot act as its client.
@@ -141,11 +145,12 @@ pub enum AppMessage {
 impl fmt::Debug for AppMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AppMessage::Register { app, cores_max, driver_url, .. } => f
+            AppMessage::Register { app, cores_max, driver_url, ui_url, .. } => f
                 .debug_struct("Register")
                 .field("app", app)
                 .field("cores_max", cores_max)
                 .field("driver_url", driver_url)
+                .field("ui_url", ui_url)
                 .finish_non_exhaustive(),
             AppMessage::Request { executor, cores, memory } => f
                 .debug_struct("Request")
@@ -216,6 +221,7 @@ mod tests {
             app: "a".into(),
             cores_max: None,
             driver_url: "u".into(),
+            ui_url: None,
             secret: b"hunter2".to_vec(),
         };
         assert!(!format!("{launch:?}{register:?}").contains("hunter2"));

@@ -26,6 +26,8 @@ pub struct StandaloneOptions {
     pub app: AppId,
     /// Where executors reach this driver, and the secret they prove to it.
     pub driver_url: String,
+    /// The driver's status page, which the master's page links.
+    pub ui_url: Option<String>,
     pub app_secret: Secret,
     pub cores_max: Option<u32>,
     pub executor_cores: u32,
@@ -100,6 +102,7 @@ async fn register(
         app: o.app.clone(),
         cores_max: o.cores_max,
         driver_url: o.driver_url.clone(),
+        ui_url: o.ui_url.clone(),
         // The master and its workers carry the executor key, never the secret: with
         // it they can start executors of this application, not act as its client.
         secret: o.app_secret.executor_key_to_hand().expose().to_vec(),

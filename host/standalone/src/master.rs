@@ -69,6 +69,8 @@ pub struct WorkerView {
 pub struct AppView {
     pub id: AppId,
     pub driver_url: Option<String>,
+    /// Its driver's status page, when it said one.
+    pub ui_url: Option<String>,
     /// Whether its driver is connected now (after a master restart, an application may
     /// be known only from what workers run of it).
     pub connected: bool,
@@ -128,6 +130,7 @@ enum Input {
         app: AppId,
         cores_max: Option<u32>,
         driver_url: String,
+        ui_url: Option<String>,
         secret: Vec<u8>,
         to: mpsc::Sender<ToApp>,
         reply: oneshot::Sender<Result<u64, String>>,
@@ -164,6 +167,7 @@ struct WorkerLink {
 struct AppLink {
     session: u64,
     driver_url: String,
+    ui_url: Option<String>,
     secret: Vec<u8>,
     to: mpsc::Sender<ToApp>,
 }
@@ -240,7 +244,7 @@ impl Loop {
                 let actions = self.core.handle(now, master::Event::WorkerLost { id, incarnation, reason });
                 self.apply(actions);
             }
-            Input::AppUp { app, cores_max, driver_url, secret, to, reply } => {
+            Input::AppUp { app, cores_max, driver_url, ui_url, secret, to, reply } => {
                 if let Some(other) = self.apps.get(&app) {
                     // Two drivers under one id would take each other's executors. A
                     // driver that lost its connection is let in again once the master
@@ -260,7 +264,7 @@ impl Loop {
                 let session = self.next_session;
                 self.next_session += 1;
                 tracing::info!(app_id = %app, %driver_url, ?cores_max, "application registered");
-                self.apps.insert(app.clone(), AppLink { session, driver_url, secret, to });
+                self.apps.insert(app.clone(), AppLink { session, driver_url, ui_url, secret, to });
                 let _ = reply.send(Ok(session));
                 let actions = self.core.handle(now, master::Event::AppUp { app, cores_max });
                 self.apply(actions);
@@ -384,6 +388,7 @@ impl Loop {
             .into_iter()
             .map(|a| AppView {
                 driver_url: self.apps.get(&a.app).map(|l| l.driver_url.clone()),
+                ui_url: self.apps.get(&a.app).and_then(|l| l.ui_url.clone()),
                 connected: self.apps.contains_key(&a.app),
                 id: a.app,
                 cores_max: a.cores_max,
@@ -619,7 +624,8 @@ async fn serve_app(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
 ) -> Result<(), PeerError> {
-    let Some(AppMessage::Register { app, cores_max, driver_url, secret }) = read_frame(&mut recv).await?
+    let Some(AppMessage::Register { app, cores_max, driver_url, ui_url, secret }) =
+        read_frame(&mut recv).await?
     else {
         return Err(PeerError::Protocol("a driver's first message must be Register".into()));
     };
@@ -630,7 +636,13 @@ async fn serve_app(
     }
     let (to, rx) = mpsc::channel(PEER_QUEUE);
     let (reply, answer) = oneshot::channel();
-    let up = Input::AppUp { app: app.clone(), cores_max, driver_url, secret, to, reply };
+    // A link on the master's page: a web address, never a script.
+    let ui_url = ui_url.filter(|u| {
+        (u.starts_with("http://") || u.starts_with("https://"))
+            && u.len() <= 512
+            && !u.contains(char::is_whitespace)
+    });
+    let up = Input::AppUp { app: app.clone(), cores_max, driver_url, ui_url, secret, to, reply };
     let _ = master.events.send(up).await;
     let session = match answer.await {
         Ok(Ok(session)) => session,

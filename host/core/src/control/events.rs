@@ -95,6 +95,11 @@ pub enum Event {
         job: JobId,
         reason: String,
     },
+    /// A task of the job gave an output too large for its report (see
+    /// `scheduler::Input::LargeOutputs`).
+    LargeOutputs {
+        job: JobId,
+    },
     /// A process (or pod) the backend started for `id` ended, for `reason`: a
     /// registered executor is removed with it; one that never registered failed to
     /// start.

@@ -225,6 +225,9 @@ pub(super) struct Job {
     pub(super) tasks: Tasks,
     /// Moving average of successful attempts' run time, in seconds.
     pub(super) mean_secs: Option<f64>,
+    /// Its outputs are too large to come in reports: each waits on its executor until
+    /// the driver fetches it, so its tasks are never queued ahead on an executor.
+    pub(super) large_outputs: bool,
     pub(super) remaining: u32,
     /// Tasks with an attempt placed on an executor now.
     pub(super) running: u32,
@@ -255,6 +258,7 @@ impl Job {
         Job {
             tasks: Tasks::new(tasks),
             mean_secs: None,
+            large_outputs: false,
             remaining: tasks,
             running: 0,
             max_failures: max_failures.max(1),

@@ -97,6 +97,12 @@ pub enum Input {
         job: JobId,
         reason: String,
     },
+    /// A task of the job gave an output too large for its report (a block the driver
+    /// fetches): the job's tasks go one a slot from now on, however short, so that an
+    /// executor holds no more unfetched outputs than it has slots.
+    LargeOutputs {
+        job: JobId,
+    },
     /// The job cannot go on, for `error`.
     FailJob {
         job: JobId,

@@ -95,3 +95,18 @@ fn tasks_that_read_across_the_network_go_one_ahead_while_they_are_short_of_a_sec
     assert_eq!(ended, 14, "every map and reducer ran");
     assert_eq!(most_held, 4, "the maps went two a slot");
 }
+
+/// A job whose outputs are too large for a report (each waits on its executor until
+/// the driver fetches it) is never queued ahead, however short its tasks: an executor
+/// holds at most a slot's worth of unfetched outputs.
+#[test]
+fn a_job_with_large_outputs_goes_one_a_slot_however_short() {
+    let now = Instant::now();
+    let mut s = two_slots(4);
+    s.handle(now, submitted(JobId(1), 20, 4, false));
+    s.handle(now, Input::LargeOutputs { job: JobId(1) });
+    let attempt = Attempt { job: JobId(1), index: 0, number: 0 };
+    let elapsed = Duration::from_millis(2);
+    let out = s.handle(now, Input::TaskSucceeded { attempt, executor: "a".into(), elapsed });
+    assert_eq!(launches(&out).len(), 1, "short, but one a slot: {out:?}");
+}

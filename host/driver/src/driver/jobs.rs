@@ -209,6 +209,7 @@ impl EventLoop {
                 started: submitted,
                 ended: None,
                 failures: Vec::new(),
+                large_outputs: false,
                 budget: ResultBudget::new(job.settings.driver_max_result_size),
                 executors: BTreeSet::new(),
                 span,

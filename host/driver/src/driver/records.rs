@@ -35,6 +35,8 @@ pub(super) struct JobRecord {
     /// they are kept.
     pub(super) ended: Option<(JobCounts, Vec<flint_proto::StageReport>)>,
     pub(super) failures: Vec<FailureRecord>,
+    /// A task's output came as a block: the core was told (`LargeOutputs`).
+    pub(super) large_outputs: bool,
     /// Bytes of task results charged so far, against `flint.driver.maxResultSize`.
     pub(super) budget: ResultBudget,
     /// Executors that were sent attempts of this job, told when it ends.

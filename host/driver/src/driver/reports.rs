@@ -109,6 +109,11 @@ impl EventLoop {
             }
             TaskOutput::Block(block) => {
                 let (executor, job) = (update.executor.clone(), update.attempt.job);
+                // Outputs that wait on their executors: no task queued ahead there.
+                if let Some(record) = self.jobs.get_mut(&job).filter(|r| !r.large_outputs) {
+                    record.large_outputs = true;
+                    self.feed(now, CoreEvent::LargeOutputs { job });
+                }
                 let span = tracing::debug_span!("fetch", attempt = %update.attempt, size = block.size);
                 self.fetch(incarnation, &executor, job, (block, charge), span, move |result| {
                     let result = result.map_err(|failure| match failure {

@@ -488,8 +488,10 @@ fn a_pod_deleted_mid_shuffle_hands_its_map_outputs_over_within_its_grace_period(
     };
     let two = eventually(Duration::from_secs(30), || (live(&cluster.status()).len() == 2).then_some(()));
     assert!(two.is_some(), "two executor pods: {}", cluster.logs());
-    // Six maps, then eight reducers in waves on the two one-slot executors: those after
-    // the pod is gone read what it handed over.
+    // Six maps, then eight reducers in four waves of two seconds on the two one-slot
+    // executors: those after the pod is gone read what it handed over. The waves leave
+    // six seconds after the maps for the delete to land while reducers still wait,
+    // however slowly `flint status` answers on a loaded machine.
     let job = [
         "submit",
         "examples/draws",
@@ -498,17 +500,17 @@ fn a_pod_deleted_mid_shuffle_hands_its_map_outputs_over_within_its_grace_period(
         "--reduce-partitions",
         "8",
         "--conf",
-        "reduce_pause_ms=1000",
+        "reduce_pause_ms=2000",
         "--json",
     ];
     let submitted = cluster.client(&job).stdout(std::process::Stdio::piped()).spawn().unwrap();
     let maps_done = eventually(Duration::from_secs(30), || {
         let status = cluster.status();
-        let running =
-            status["jobs"].as_array().unwrap().iter().any(|j| j["progress"]["done"].as_u64() >= Some(6));
-        running.then_some(status)
+        let done = status["jobs"].as_array().unwrap().iter().find_map(|j| j["progress"]["done"].as_u64());
+        done.is_some_and(|d| d >= 6).then_some((status, done))
     });
-    let status = maps_done.unwrap_or_else(|| panic!("the maps end: {}", cluster.logs()));
+    let (status, done) = maps_done.unwrap_or_else(|| panic!("the maps end: {}", cluster.logs()));
+    assert!(done < Some(12), "the pod is deleted before the last wave of reducers: {status}");
     let victim = live(&status).into_iter().find(|e| e["tasks_done"].as_u64() > Some(0)).unwrap();
     let (pod, held) = (victim["pod"].as_str().unwrap().to_owned(), victim["tasks_done"].as_u64().unwrap());
     kubectl_delete(&cluster.api, &pod);

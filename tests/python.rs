@@ -217,7 +217,12 @@ fn a_python_job_that_cannot_be_built_says_why() {
     let out = flint_in(job.path(), &["run", "."]);
     assert!(!out.status.success());
     let said = lossy(&out.stderr);
-    assert!(said.contains("app.py does not parse") && said.contains("SyntaxError"), "{said}");
+    assert!(said.contains("app.py does not parse: SyntaxError: expected ':'"), "{said}");
+    // As Python says it, on lines of its own: the author's file and line, the line and a
+    // caret under the fault, none of Flint's frames and no noise of the host's Python.
+    let at = format!("File \"{}/app.py\", line 4\n    def run(self, p)\n", job.path().display());
+    assert!(said.contains(&at) && said.contains("^\nSyntaxError: expected ':'\n"), "{said}");
+    assert!(!said.contains("ast.py") && !said.contains("<string>") && !said.contains("denied"), "{said}");
 
     let two = job_folder(
         "import flint_guest\nclass A(flint_guest.Task):\n    pass\nclass B(flint_guest.Task):\n    pass\n",
@@ -244,7 +249,9 @@ fn a_python_job_that_cannot_be_built_says_why() {
     let at = format!("File \"{}/app.py\", line 1", missing.path().canonicalize().unwrap().display());
     assert!(!out.status.success() && said.contains(&at), "{said}");
     assert!(
-        said.contains("No module named 'not_a_module_anywhere'") && said.contains("built for WASI"),
+        said.contains("No module named 'not_a_module_anywhere'") && said.contains("built for WASI")
+            && said.contains("error: componentize-py could not build the Python job in")
+            && said.contains("no module named not_a_module_anywhere where the build looks"),
         "{said}"
     );
 

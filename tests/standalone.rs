@@ -414,7 +414,7 @@ fn an_application_asking_for_more_than_any_worker_has_is_told_why_once() {
     let told =
         eventually(Duration::from_secs(20), || app.status()["executors_waiting"].as_str().map(str::to_owned));
     let told = told.unwrap_or_else(|| panic!("no reason in the status: {}", app.status()));
-    assert!(told.contains("needs 4 cores") && told.contains("largest free worker has 1 cores"), "{told}");
+    assert!(told.contains("needs 4 cores") && told.contains("largest free worker has 1 core and"), "{told}");
     let out = app.client(&["status"]);
     assert!(lossy(&out.stdout).contains("needs 4 cores"), "flint status says why:\n{}", lossy(&out.stdout));
     let waiting = cluster.application("greedy")["waiting"].clone();

@@ -5,8 +5,14 @@
 # messages) as its argument: nothing of the job's is imported or run.
 import ast
 import sys
+import traceback
 
-tree = ast.parse(sys.stdin.buffer.read(), sys.argv[1])
+try:
+    tree = ast.parse(sys.stdin.buffer.read(), sys.argv[1])
+except SyntaxError as e:
+    # As Python says it: the author's file, line and caret, none of this script's frames.
+    sys.stderr.write("".join(traceback.format_exception_only(e)))
+    sys.exit(2)
 bases = {}
 for node in ast.walk(tree):
     if isinstance(node, ast.ClassDef):

@@ -102,7 +102,7 @@ fn world_of(path: &Path, source: &[u8]) -> Result<String> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::confine::writes_only_under(&mut cmd, &[empty.path()])?;
+    crate::confine::writes_only_under(&mut cmd, &[empty.path(), Path::new("/dev/null")])?;
     let cannot_run = || format!("cannot run {} to read {}", python.to_string_lossy(), path.display());
     let mut child = cmd.spawn().with_context(cannot_run)?;
     let mut stdin = child.stdin.take().expect("piped");
@@ -113,7 +113,13 @@ fn world_of(path: &Path, source: &[u8]) -> Result<String> {
     })
     .with_context(cannot_run)?;
     if !output.status.success() {
-        bail!("{} does not parse:\n{}", path.display(), String::from_utf8_lossy(&output.stderr).trim_end());
+        // Python's own words, file, line and caret, as the author knows them from
+        // `python app.py`; the error's one line names the last of them.
+        let said = String::from_utf8_lossy(&output.stderr);
+        let said = said.trim_end();
+        eprintln!("{said}");
+        let last = said.lines().last().unwrap_or("").trim();
+        bail!("{} does not parse: {last} (Python's message above)", path.display());
     }
     Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
@@ -257,12 +263,13 @@ fn build(dir: &Path, sources: &Sources, module: &str, world: &str) -> Result<Vec
     };
     if !output.status.success() {
         // The traceback as it is, lines and all; the error stays one line.
-        let said = explain(&String::from_utf8_lossy(&output.stderr), dir);
+        let (said, summary) = explain(&String::from_utf8_lossy(&output.stderr), dir);
         eprintln!("{said}");
         let last = said.lines().rfind(|l| !l.starts_with('(')).unwrap_or("").trim();
         bail!(
-            "componentize-py could not build the Python job in {}: {last} (the traceback above)",
-            dir.display()
+            "componentize-py could not build the Python job in {}: {} (the traceback above)",
+            dir.display(),
+            summary.as_deref().unwrap_or(last)
         );
     }
     std::fs::read(&out).context("componentize-py made no component")
@@ -270,20 +277,91 @@ fn build(dir: &Path, sources: &Sources, module: &str, world: &str) -> Result<Vec
 
 /// What componentize-py said, for the job's author: the Python traceback of the build
 /// (the job's module is imported then), its paths as the author knows them, without
-/// componentize-py's own backtrace; and what to do about a module it could not find.
-fn explain(said: &str, dir: &Path) -> String {
+/// componentize-py's own backtrace; and, for a module it could not import, which
+/// package it was and why, as the error's one line.
+fn explain(said: &str, dir: &Path) -> (String, Option<String>) {
     let traceback = said
         .split_once("AssertionError: ")
         .map(|(_, rest)| rest.split_once("\n\nCaused by:").map_or(rest, |(t, _)| t))
         .unwrap_or(said)
         .trim_end();
+    // componentize-py mounts its paths as /0 (Flint's SDK and glue), /1 (the job's
+    // folder) and /2 on (the site-packages of the Python it runs with).
     let mut text = traceback
         .replace("File \"/1/", &format!("File \"{}/", dir.display()))
         .replace("File \"/0/", "File \"<flint>/");
-    if text.contains("ModuleNotFoundError") {
-        text.push_str(
-            "\n(componentize-py bundles the modules it finds in the job's folder and on the Python path it runs with; a package with native code must be one built for WASI)",
-        );
+    for n in 2..10 {
+        text = text.replace(&format!("File \"/{n}/"), "File \"<site-packages>/");
     }
-    text
+    let missing = text.rsplit_once("No module named '").and_then(|(_, rest)| rest.split_once('\'')).map(|m| m.0);
+    let Some(missing) = missing.map(str::to_owned) else { return (text, None) };
+    let package = missing.split('.').next().unwrap_or(&missing).to_owned();
+    let found = text.contains(&format!("File \"<site-packages>/{package}/"));
+    // Every `.py` of a package found is bundled: a part of it that is missing is a
+    // compiled one (numpy's `_multiarray_umath`), which a WebAssembly guest cannot load.
+    let summary = if found && (missing.contains('.') || text.contains(".so")) {
+        text.push_str(&format!(
+            "\n(the package {package} has native code: {missing} is compiled for this machine, and a Python job runs as WebAssembly; a job can use pure-Python packages, or a build of {package} for WASI)"
+        ));
+        format!("the package {package} has native code, which a Python job cannot load ({missing} is compiled for this machine)")
+    } else {
+        text.push_str(&format!(
+            "\n(componentize-py bundles pure-Python packages from the job's folder and from the site-packages of the Python it runs with: pip install {package} there; a package with native code must be one built for WASI)"
+        ));
+        format!("no module named {missing} where the build looks (the job's folder and componentize-py's site-packages)")
+    };
+    (text, Some(summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explain;
+    use std::path::Path;
+
+    /// What componentize-py 0.25.1 said building `import numpy` with numpy 2.4.6 in its
+    /// site-packages (the advice numpy prints cut down to its file names).
+    const NUMPY: &str = r#"Error: AssertionError: Traceback (most recent call last):
+  File "/2/numpy/_core/__init__.py", line 24, in <module>
+    from . import multiarray
+  File "/2/numpy/_core/overrides.py", line 6, in <module>
+    from numpy._core._multiarray_umath import (
+ModuleNotFoundError: No module named 'numpy._core._multiarray_umath'
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/0/flint_entry.py", line 5, in <module>
+    import app as _job_module
+  File "/1/app.py", line 1, in <module>
+    import numpy
+  File "/2/numpy/__init__.py", line 112, in <module>
+    from numpy.__config__ import show_config
+ImportError: Importing the numpy C-extensions failed.
+  * _multiarray_umath.cpython-311-x86_64-linux-gnu.so
+Original error was: No module named 'numpy._core._multiarray_umath'
+
+
+Caused by:
+    0: the rest
+"#;
+
+    #[test]
+    fn a_package_with_native_code_is_named_with_the_reason() {
+        let (text, summary) = explain(NUMPY, Path::new("/jobs/stats"));
+        assert!(text.contains("File \"/jobs/stats/app.py\", line 1") && !text.contains("Caused by"), "{text}");
+        assert!(text.contains("File \"<site-packages>/numpy/__init__.py\""), "{text}");
+        assert!(text.ends_with("or a build of numpy for WASI)"), "{text}");
+        let summary = summary.unwrap();
+        assert!(summary.starts_with("the package numpy has native code"), "{summary}");
+    }
+
+    #[test]
+    fn a_module_not_found_says_where_the_build_looks() {
+        let said = "Error: AssertionError: Traceback (most recent call last):\n  File \"/1/app.py\", line 1, in <module>\n    import requests\nModuleNotFoundError: No module named 'requests'\n";
+        let (text, summary) = explain(said, Path::new("/jobs/web"));
+        assert!(text.contains("pip install requests there"), "{text}");
+        assert!(summary.unwrap().starts_with("no module named requests where the build looks"));
+        let (_, none) = explain("Error: something else\n", Path::new("/jobs/web"));
+        assert_eq!(none, None);
+    }
 }

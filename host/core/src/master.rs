@@ -667,7 +667,7 @@ fn why_waiting(
     largest: Option<Resources>,
     shunned: usize,
 ) -> String {
-    let needs = format!("needs {} cores and {}", size.cores, bytes(size.memory));
+    let needs = format!("needs {} and {}", cores(size.cores), bytes(size.memory));
     if let Some(max) = cores_max
         && cores_used.saturating_add(size.cores) > max
     {
@@ -676,14 +676,24 @@ fn why_waiting(
     let free = match largest {
         None => format!("{needs}; no worker is registered"),
         Some(free) => {
-            format!("{needs}; the largest free worker has {} cores and {}", free.cores, bytes(free.memory))
+            format!("{needs}; the largest free worker has {} and {}", cores(free.cores), bytes(free.memory))
         }
     };
     match shunned {
         0 => free,
-        n => format!(
-            "{free} ({n} more get no placement for now: an executor placed on them did not register with its driver)"
+        1 => format!(
+            "{free} (1 more worker gets no placement for now: an executor placed on it did not register with its driver)"
         ),
+        n => format!(
+            "{free} ({n} more workers get no placement for now: an executor placed on them did not register with its driver)"
+        ),
+    }
+}
+
+fn cores(n: u32) -> String {
+    match n {
+        1 => "1 core".to_owned(),
+        n => format!("{n} cores"),
     }
 }
 

@@ -350,3 +350,18 @@ fn executor_ids_a_worker_claims_cost_their_driver_one_start_and_then_the_claims_
     let out = ask(&mut m, now, "a", "2", 1);
     assert_eq!(launches(&out), [("a".into(), "2".into(), "honest".into())]);
 }
+
+#[test]
+fn reasons_count_their_cores_and_workers_in_words() {
+    let size = |cores| Resources { cores, memory: GIB };
+    assert_eq!(
+        why_waiting(size(1), None, 0, Some(size(1)), 1),
+        "needs 1 core and 1 GiB; the largest free worker has 1 core and 1 GiB (1 more worker gets no \
+         placement for now: an executor placed on it did not register with its driver)"
+    );
+    assert!(why_waiting(size(2), None, 0, None, 3).contains("(3 more workers get no placement"));
+    assert_eq!(
+        why_waiting(size(1), Some(1), 1, None, 0),
+        "needs 1 core and 1 GiB; the application uses 1 of its flint.cores.max (1)"
+    );
+}

@@ -79,6 +79,7 @@ fn ctx(config: Conf, index: u32, count: u32) -> TaskContext {
         task_count: count,
         attempt: 0,
         config: Arc::new(config),
+        asked: Arc::default(),
         tokens: Arc::new(Vec::new()),
         memory_limit: None,
         deadline: Duration::from_secs(600),
@@ -1387,6 +1388,7 @@ async fn simulated_executor(
                     log: String::new(),
                     elapsed: Duration::from_micros(10),
                     metrics: Default::default(),
+                    asked: Vec::new(),
                 })
                 .collect();
             if write_frame(&mut send, &ExecutorMessage::Status(reports)).await.is_err() {

@@ -19,11 +19,17 @@ fn submit_gives_exactly_the_answers_run_gives() {
     cluster.executor(&["--cores", "2"]);
     cluster.wait_live(2);
 
-    let pi = ["examples/pi", "--conf", "points=3000000", "--partitions", "16", "--json"];
+    // A key given with a slip of the finger is named, the same way by both.
+    let pi =
+        ["examples/pi", "--conf", "points=3000000", "--conf", "pointz=9", "--partitions", "16", "--json"];
     let submitted = ok_json(&cluster.submit(&pi));
     let local = ok_json(&flint(&[&["run"][..], &pi].concat()));
     assert_eq!(submitted["result"], local["result"]);
     assert_eq!(submitted["tasks"], 16);
+    let warned = serde_json::json!([
+        "the job never read the key pointz it was given: did you mean points, which it reads?"
+    ]);
+    assert_eq!((&submitted["warnings"], &local["warnings"]), (&warned, &warned), "{submitted}");
 
     let input = cluster.dir.path().join("inputs/corpus.txt");
     corpus(&input, 2 << 20);
@@ -40,6 +46,8 @@ fn submit_gives_exactly_the_answers_run_gives() {
     let submitted = ok_json(&cluster.submit(&tally));
     assert_eq!(submitted["result"], serde_json::json!({"sum": 136, "tasks": 16}), "{submitted}");
     assert_eq!(submitted["attempts"], 16, "{submitted}");
+    // pad is read where the values are combined: no warning.
+    assert_eq!(submitted["warnings"], serde_json::json!([]), "{submitted}");
 
     // Both executors took part.
     let status = cluster.status();

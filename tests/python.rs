@@ -249,7 +249,8 @@ fn a_python_job_that_cannot_be_built_says_why() {
     let at = format!("File \"{}/app.py\", line 1", missing.path().canonicalize().unwrap().display());
     assert!(!out.status.success() && said.contains(&at), "{said}");
     assert!(
-        said.contains("No module named 'not_a_module_anywhere'") && said.contains("built for WASI")
+        said.contains("No module named 'not_a_module_anywhere'")
+            && said.contains("built for WASI")
             && said.contains("error: componentize-py could not build the Python job in")
             && said.contains("no module named not_a_module_anywhere where the build looks"),
         "{said}"

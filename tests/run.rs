@@ -280,6 +280,33 @@ fn a_new_author_s_mistakes_are_answered_with_what_to_change() {
 }
 
 #[test]
+fn a_key_the_job_never_reads_is_named_after_its_result_with_the_one_it_does_read() {
+    let out =
+        flint(&["run", "examples/shapes", "--conf", "n=1000", "--conf", "shap=circle", "--conf", "unused=1"]);
+    assert!(out.status.success(), "{}", lossy(&out.stderr));
+    let said = lossy(&out.stderr);
+    assert!(
+        said.contains(
+            "warning: the job never read the key shap it was given: did you mean shape, which it reads?\n"
+        ) && said.contains("warning: the job never read the key unused it was given\n"),
+        "{said}"
+    );
+    assert!(!lossy(&out.stdout).contains("warning"), "the result stays clean for a script");
+    // Read keys, and flint.* keys (checked when given), say nothing.
+    let out = flint(&[
+        "run",
+        "examples/shapes",
+        "--conf",
+        "n=1000",
+        "--conf",
+        "shape=hash",
+        "--conf",
+        "flint.task.cpus=1",
+    ]);
+    assert!(out.status.success() && !lossy(&out.stderr).contains("warning"), "{}", lossy(&out.stderr));
+}
+
+#[test]
 fn bad_jobs_get_a_one_line_error() {
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("garbage.wasm");

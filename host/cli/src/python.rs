@@ -293,7 +293,8 @@ fn explain(said: &str, dir: &Path) -> (String, Option<String>) {
     for n in 2..10 {
         text = text.replace(&format!("File \"/{n}/"), "File \"<site-packages>/");
     }
-    let missing = text.rsplit_once("No module named '").and_then(|(_, rest)| rest.split_once('\'')).map(|m| m.0);
+    let missing =
+        text.rsplit_once("No module named '").and_then(|(_, rest)| rest.split_once('\'')).map(|m| m.0);
     let Some(missing) = missing.map(str::to_owned) else { return (text, None) };
     let package = missing.split('.').next().unwrap_or(&missing).to_owned();
     let found = text.contains(&format!("File \"<site-packages>/{package}/"));
@@ -303,12 +304,16 @@ fn explain(said: &str, dir: &Path) -> (String, Option<String>) {
         text.push_str(&format!(
             "\n(the package {package} has native code: {missing} is compiled for this machine, and a Python job runs as WebAssembly; a job can use pure-Python packages, or a build of {package} for WASI)"
         ));
-        format!("the package {package} has native code, which a Python job cannot load ({missing} is compiled for this machine)")
+        format!(
+            "the package {package} has native code, which a Python job cannot load ({missing} is compiled for this machine)"
+        )
     } else {
         text.push_str(&format!(
             "\n(componentize-py bundles pure-Python packages from the job's folder and from the site-packages of the Python it runs with: pip install {package} there; a package with native code must be one built for WASI)"
         ));
-        format!("no module named {missing} where the build looks (the job's folder and componentize-py's site-packages)")
+        format!(
+            "no module named {missing} where the build looks (the job's folder and componentize-py's site-packages)"
+        )
     };
     (text, Some(summary))
 }
@@ -348,7 +353,10 @@ Caused by:
     #[test]
     fn a_package_with_native_code_is_named_with_the_reason() {
         let (text, summary) = explain(NUMPY, Path::new("/jobs/stats"));
-        assert!(text.contains("File \"/jobs/stats/app.py\", line 1") && !text.contains("Caused by"), "{text}");
+        assert!(
+            text.contains("File \"/jobs/stats/app.py\", line 1") && !text.contains("Caused by"),
+            "{text}"
+        );
         assert!(text.contains("File \"<site-packages>/numpy/__init__.py\""), "{text}");
         assert!(text.ends_with("or a build of numpy for WASI)"), "{text}");
         let summary = summary.unwrap();

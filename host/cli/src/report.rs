@@ -63,6 +63,7 @@ fn json_fields(report: &JobReport) -> Value {
         out["shuffle"] = serde_json::to_value(shuffle).expect("sizes encode");
     }
     out["stages"] = serde_json::to_value(&report.stages).expect("stages encode");
+    out["warnings"] = serde_json::to_value(&report.warnings).expect("warnings encode");
     match &report.outcome {
         Ok(_) => {}
         Err(e) => {
@@ -219,6 +220,10 @@ pub fn print(report: &JobReport, as_json: bool, parts: bool) -> u8 {
     } else {
         write!(std::io::stderr(), "{}", human(report))
     };
+    // On stderr whatever the form, so that they never mix with a result read by a script.
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
     match &report.outcome {
         Ok(_) => 0,
         Err(JobError::Cancelled(_)) => crate::exit::CANCELLED,
@@ -304,6 +309,7 @@ mod tests {
             speculative: 0,
             speculative_won: 0,
             stages: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

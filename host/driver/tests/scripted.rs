@@ -142,6 +142,7 @@ impl Scripted {
             log: String::new(),
             elapsed: Duration::from_millis(1),
             metrics: Default::default(),
+            asked: Vec::new(),
         };
         driver.status(self.incarnation, update);
     }

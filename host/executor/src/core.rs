@@ -64,6 +64,9 @@ pub struct ExecutorCore {
     /// The shuffle secret of each map/reduce job this executor was given a task of:
     /// it serves a job's map outputs only to a peer that shows it.
     pub(crate) shuffle_tokens: Mutex<HashMap<JobId, [u8; 32]>>,
+    /// The configuration keys each job's calls here asked for, told to the driver with
+    /// the job's reports; dropped when the job ends.
+    asked: Mutex<HashMap<JobId, Arc<flint_runtime::ConfAsked>>>,
 }
 
 /// What hands partial results to the driver.
@@ -183,6 +186,7 @@ impl ExecutorCore {
             shuffle: None,
             fetcher: RwLock::new(None),
             shuffle_tokens: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
             runtime,
         }
     }
@@ -355,6 +359,7 @@ impl ExecutorCore {
             ended
         };
         drop(ended);
+        self.asked.lock().expect("asked lock").remove(&job);
         self.blocks.drop_job(job);
         if self.shuffle_tokens.lock().expect("tokens lock").remove(&job).is_some()
             && let Some(files) = &self.shuffle
@@ -419,6 +424,7 @@ impl ExecutorCore {
             log,
             elapsed: started.elapsed(),
             metrics: meter.metrics(gathering),
+            asked: self.asked_of(launch.attempt.job).take(),
         }
         .bounded();
         if let TaskState::Failed(failure) = &update.state {
@@ -612,6 +618,7 @@ impl ExecutorCore {
             task_count: job.task_count,
             attempt: 0,
             config: job.config.clone(),
+            asked: self.asked_of(job.job),
             tokens: Arc::new(Vec::new()),
             memory_limit: job.memory_limit,
             deadline: job.deadline,
@@ -739,6 +746,11 @@ impl ExecutorCore {
         self.runtime.load(&bytes).map_err(|e| TaskFailure::Host { message: e.to_string() })
     }
 
+    /// Where a job's calls here note the keys they ask for.
+    fn asked_of(&self, job: JobId) -> Arc<flint_runtime::ConfAsked> {
+        self.asked.lock().expect("asked lock").entry(job).or_default().clone()
+    }
+
     fn context(&self, launch: &TaskLaunch, kill: KillSwitch) -> TaskContext {
         let job: &JobDescriptor = &launch.job;
         let tokens = self.tokens.read().expect("tokens lock");
@@ -755,6 +767,7 @@ impl ExecutorCore {
             task_count: job.task_count,
             attempt: launch.attempt.number,
             config: job.config.clone(),
+            asked: self.asked_of(job.job),
             tokens: Arc::new(tokens),
             memory_limit: job.memory_limit,
             deadline: job.deadline,
@@ -827,6 +840,7 @@ fn slot_loop(queue: &SlotQueue, core: &Weak<ExecutorCore>) {
                 log: String::new(),
                 elapsed: std::time::Duration::ZERO,
                 metrics: Default::default(),
+                asked: Vec::new(),
             };
             (update, Vec::new())
         });

@@ -108,6 +108,7 @@ pub async fn serve(
                                 log: String::new(),
                                 elapsed: Duration::ZERO,
                                 metrics: Default::default(),
+                                asked: Vec::new(),
                             }));
                             continue;
                         }

@@ -33,7 +33,7 @@ pub use report::{
 };
 pub use task::{
     Adopted, Adoption, Attempt, BlockId, BlockRef, Digest, ExecutorCommand, INLINE_PER_LAUNCH,
-    INLINE_PER_MAP, INLINE_SLICE, InlineSlice, JobDescriptor, MAX_HELD_PER_SLOT, MAX_PARTIAL_TASKS,
-    MapStatus, Partial, Parts, ShuffleSpec, StatusUpdate, TaskLaunch, TaskMetrics, TaskOutput, TaskState,
-    Token,
+    INLINE_PER_MAP, INLINE_SLICE, InlineSlice, JobDescriptor, MAX_ASKED, MAX_ASKED_KEY, MAX_HELD_PER_SLOT,
+    MAX_PARTIAL_TASKS, MapStatus, Partial, Parts, ShuffleSpec, StatusUpdate, TaskLaunch, TaskMetrics,
+    TaskOutput, TaskState, Token,
 };

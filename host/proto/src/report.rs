@@ -299,6 +299,10 @@ pub struct JobReport {
     /// Its stages, in plan order.
     #[serde(default)]
     pub stages: Vec<StageReport>,
+    /// What its user may have got wrong though it succeeded: a configuration key it
+    /// was given and never read.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// About the most bytes of failure records a report carries: it travels in one frame.
@@ -522,6 +526,7 @@ mod tests {
             failures: vec![FailureRecord::new(attempt, "e".into(), failure.clone(), "log")],
             shuffle: None,
             stages: Vec::new(),
+            warnings: Vec::new(),
             failures_dropped: 0,
             elapsed: Duration::from_millis(7),
         };
@@ -534,6 +539,7 @@ mod tests {
             log: String::new(),
             elapsed: Duration::ZERO,
             metrics: crate::TaskMetrics { input_bytes: 3, input_records: 1, read_us: 2 },
+            asked: vec!["top".into()],
         };
         let bytes = postcard::to_stdvec(&update).unwrap();
         assert_eq!(postcard::from_bytes::<StatusUpdate>(&bytes).unwrap(), update);

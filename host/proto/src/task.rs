@@ -345,6 +345,13 @@ pub enum TaskState {
 /// The most of a task's log a report carries: the end, where the trouble usually is.
 pub const REPORT_LOG_TAIL: usize = 8 << 10;
 
+/// The most configuration keys a host notes a job asking for: past them, a guest asking
+/// for ever new names is not followed.
+pub const MAX_ASKED: usize = 64;
+
+/// The longest configuration key noted as asked for; a longer one is no key a user typed.
+pub const MAX_ASKED_KEY: usize = 128;
+
 /// An executor's report of an attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusUpdate {
@@ -356,6 +363,9 @@ pub struct StatusUpdate {
     pub elapsed: Duration,
     /// What the host measured of the attempt's input.
     pub metrics: TaskMetrics,
+    /// The configuration keys the job's calls on this executor asked for (given or
+    /// not) that no earlier report of the job named: at most [`MAX_ASKED`].
+    pub asked: Vec<String>,
 }
 
 /// What an executor's host measures of an attempt's input as the task reads it: a
@@ -381,6 +391,8 @@ impl StatusUpdate {
         if let TaskState::Failed(failure) = self.state {
             self.state = TaskState::Failed(failure.bounded());
         }
+        self.asked.retain(|k| k.len() <= MAX_ASKED_KEY);
+        self.asked.truncate(MAX_ASKED);
         self
     }
 }

@@ -22,6 +22,7 @@ pub(crate) struct HostState {
     pub(crate) limits: MemoryCap,
     pub(crate) info: TaskInfo,
     pub(crate) config: Arc<Conf>,
+    pub(crate) asked: Arc<crate::ConfAsked>,
     pub(crate) tokens: Arc<Vec<Token>>,
     pub(crate) log: TaskLogSink,
     /// When the running call must end; the epoch callback and the waiting WASI calls
@@ -85,6 +86,7 @@ impl host::Host for HostState {
     }
 
     fn config(&mut self, key: String) -> Option<String> {
+        self.asked.record(&key);
         self.config.get(&key).cloned()
     }
 

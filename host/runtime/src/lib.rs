@@ -5,6 +5,7 @@
 //! the deadline and a WASI context without ambient authority, and that each call into
 //! the instance enters as its own task. No networking here.
 
+mod asked;
 mod blocking;
 mod capture;
 mod component;
@@ -15,6 +16,7 @@ mod random;
 mod records;
 mod sandbox;
 
+pub use asked::ConfAsked;
 pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError, Variant};
 pub use limits::{KillSwitch, RuntimeStats};

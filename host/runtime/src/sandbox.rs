@@ -36,6 +36,8 @@ pub struct TaskContext {
     pub task_count: u32,
     pub attempt: u32,
     pub config: Arc<Conf>,
+    /// Where the keys the call asks of `config` are noted.
+    pub asked: Arc<crate::ConfAsked>,
     pub tokens: Arc<Vec<Token>>,
     /// A job's own memory cap; the runtime's instance cap applies when it is larger.
     pub memory_limit: Option<u64>,
@@ -137,6 +139,7 @@ impl Runtime {
             limits: MemoryCap { limit, refused: false, grown: 0, high_water: self.stats.clone() },
             info,
             config: ctx.config.clone(),
+            asked: ctx.asked.clone(),
             tokens: ctx.tokens.clone(),
             log: log.clone(),
             deadline: Instant::now() + ctx.deadline.saturating_sub(ctx.spent),
@@ -347,6 +350,7 @@ impl Instance {
             attempt: ctx.attempt,
         };
         state.config = ctx.config.clone();
+        state.asked = ctx.asked.clone();
         state.tokens = ctx.tokens.clone();
         state.deadline = Instant::now() + ctx.deadline.saturating_sub(ctx.spent);
         state.kill = ctx.kill.clone();

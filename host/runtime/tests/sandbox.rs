@@ -36,6 +36,7 @@ fn ctx(conf: &[(&str, &str)]) -> TaskContext {
         task_count: 1,
         attempt: 0,
         config: Arc::new(config),
+        asked: Arc::default(),
         tokens: Arc::new(Vec::new()),
         memory_limit: None,
         deadline: Duration::from_secs(30),

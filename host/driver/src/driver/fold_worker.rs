@@ -72,6 +72,7 @@ pub(super) fn spawn_fold(
     runtime: Arc<Runtime>,
     component: Arc<JobComponent>,
     job: Arc<JobDescriptor>,
+    asked: Arc<flint_runtime::ConfAsked>,
     settings: &Settings,
     span: tracing::Span,
 ) -> FoldWorker {
@@ -95,6 +96,7 @@ pub(super) fn spawn_fold(
                 task_count: job.task_count,
                 attempt: 0,
                 config: job.config.clone(),
+                asked,
                 tokens: Arc::new(Vec::new()),
                 // A merge answers to the driver's memory (`flint.driver.memory`, the
                 // runtime's cap), not to the job's limit for one task.

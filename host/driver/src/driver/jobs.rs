@@ -105,6 +105,7 @@ impl EventLoop {
             speculative: 0,
             speculative_won: 0,
             stages: Vec::new(),
+            warnings: Vec::new(),
         });
     }
 
@@ -177,6 +178,7 @@ impl EventLoop {
             self.shared.data.register(id, from_driver);
             self.push_tokens();
         }
+        let asked = Arc::new(flint_runtime::ConfAsked::default());
         let fold = match job.component.world {
             World::MapReduce if matches!(job.parts, Some(Parts::Collect)) => {
                 Fold::Parts(vec![None; descriptor.outputs() as usize])
@@ -191,6 +193,7 @@ impl EventLoop {
                 self.shared.runtime.clone(),
                 job.component.clone(),
                 descriptor.clone(),
+                asked.clone(),
                 &job.settings,
                 span.clone(),
             )),
@@ -216,6 +219,7 @@ impl EventLoop {
                 _uploads: job.uploads,
                 output: job.output.map(super::output::Committer::new),
                 ending: false,
+                asked,
             },
         );
         let max_failures = job.settings.task_max_failures;
@@ -335,7 +339,14 @@ impl EventLoop {
             speculative: counts.speculative,
             speculative_won: counts.speculative_won,
             stages,
+            warnings: Vec::new(),
         };
+        if report.outcome.is_ok() {
+            let (asked, full) = job.asked.seen();
+            if !full {
+                report.warnings = unread_keys(&job.descriptor.config, &asked);
+            }
+        }
         // The report travels in one frame: many large failures must not stop it.
         report.fit_failures(flint_proto::report::REPORT_FAILURE_BYTES);
         // The job's last counts (its progress was published before its end): the
@@ -372,5 +383,42 @@ fn progress(c: JobCounts, executors: u32) -> JobProgress {
         shuffle: c.shuffle,
         speculative: c.speculative,
         speculative_won: c.speculative_won,
+    }
+}
+
+/// A warning for each of the job's own keys (not `flint.*`) that none of its calls asked
+/// for, with the nearest key they did ask for: `--conf topp=3` for a job that reads
+/// `top`.
+fn unread_keys(config: &flint_proto::Conf, asked: &BTreeSet<String>) -> Vec<String> {
+    let asked_for: Vec<&str> = asked.iter().map(String::as_str).collect();
+    config
+        .keys()
+        .filter(|key| !key.starts_with("flint.") && !asked.contains(*key))
+        .map(|key| match flint_proto::config::nearest(key, &asked_for) {
+            Some(near) => {
+                format!("the job never read the key {key} it was given: did you mean {near}, which it reads?")
+            }
+            None => format!("the job never read the key {key} it was given"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod unread_tests {
+    use super::unread_keys;
+
+    #[test]
+    fn a_key_given_and_never_read_is_named_with_the_one_asked_for() {
+        let config = [("topp", "3"), ("points", "10"), ("flint.task.cpus", "1"), ("shape", "x")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
+        let asked = ["top", "points", "unrelated"].map(str::to_owned).into();
+        assert_eq!(
+            unread_keys(&config, &asked),
+            [
+                "the job never read the key shape it was given",
+                "the job never read the key topp it was given: did you mean top, which it reads?",
+            ]
+        );
     }
 }

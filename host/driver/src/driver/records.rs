@@ -48,4 +48,6 @@ pub(super) struct JobRecord {
     pub(super) output: Option<super::output::Committer>,
     /// Its output is being ended: the job ends when that is done, and only then.
     pub(super) ending: bool,
+    /// The configuration keys its tasks and its merge asked for, on every host.
+    pub(super) asked: Arc<flint_runtime::ConfAsked>,
 }

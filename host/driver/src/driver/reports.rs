@@ -18,6 +18,10 @@ use crate::journal::AppEvent;
 
 impl EventLoop {
     pub(super) fn status(&mut self, now: Instant, incarnation: Incarnation, update: StatusUpdate) {
+        if let Some(job) = self.jobs.get(&update.attempt.job) {
+            // Bounded there too: past MAX_ASKED keys a job's record takes no more.
+            update.asked.iter().for_each(|key| job.asked.record(key));
+        }
         // A report the core would drop (an old incarnation, an attempt not held there)
         // goes to it anyway, to be counted, but costs nothing more.
         if !self.core.accepts(&update.executor, incarnation, update.attempt) {

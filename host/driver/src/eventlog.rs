@@ -385,7 +385,12 @@ mod tests {
             duration_ms: u64::from(index % 100) + 1,
             failure,
             log_tail: log_tail.map(Into::into),
-            metrics: TaskMetrics { input_bytes: u64::from(index), input_records: 1, read_us: 0 },
+            metrics: TaskMetrics {
+                input_bytes: u64::from(index),
+                input_records: 1,
+                read_us: 0,
+                compile_us: 0,
+            },
         };
         let start = |index, attempt| AppEvent::TaskStart {
             job: JobId(1),

@@ -249,6 +249,13 @@ pub struct AttemptSpan {
     /// A speculative copy: why it was started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<String>,
+    /// Milliseconds it waited at its start for its job's component to compile.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compile_ms: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The application's records, built from its events.
@@ -428,6 +435,7 @@ impl Store {
                     launched_ms: at,
                     ended_ms: None,
                     speculative: None,
+                    compile_ms: 0,
                 };
                 let timeline = *timeline;
                 match slot {
@@ -463,6 +471,7 @@ impl Store {
                 if let Some(span) = entry.attempts.get_mut(&(*index, *attempt)) {
                     span.state = state;
                     span.ended_ms = Some(at);
+                    span.compile_ms = metrics.compile_us / 1000;
                 }
                 // Another attempt of the task runs on (its original or its copy): a
                 // failure here is counted and kept, and leaves the task's record to it.
@@ -576,6 +585,7 @@ impl Store {
                         launched_ms,
                         ended_ms: Some(ended_ms),
                         speculative: None,
+                        compile_ms: 0,
                     };
                     entry.keep_attempt(span, Some(true));
                 }
@@ -593,6 +603,7 @@ impl Store {
                         launched_ms: at,
                         ended_ms: None,
                         speculative: Some(reason.clone()),
+                        compile_ms: 0,
                     },
                     *timeline,
                 );

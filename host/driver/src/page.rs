@@ -57,7 +57,7 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:30em}nav a{margin-r
 svg.timeline{border:1px solid #ddd;background:#fcfcfc}svg.timeline rect.succeeded{fill:#5b9bd5}\
 svg.timeline rect.running{fill:#a9d08e}svg.timeline rect.failed,svg.timeline rect.lost{fill:#e06666}\
 svg.timeline rect.killed,svg.timeline rect.cancelled{fill:#bbb}\
-svg.timeline rect.speculative{stroke:#333;stroke-dasharray:3 2}svg.timeline text{font-size:11px;fill:#444}\
+svg.timeline rect.speculative{stroke:#333;stroke-dasharray:3 2}svg.timeline rect.compile{fill:#f4b183}svg.timeline text{font-size:11px;fill:#444}\
 svg.dag{border:1px solid #ddd;background:#fcfcfc}svg.dag rect{fill:#eef6ff;stroke:#5b9bd5}\
 svg.dag g.succeeded rect{fill:#dbe9f6}svg.dag g.skipped rect{fill:#eee;stroke:#bbb}svg.dag text{font-size:11px;fill:#333}\
 td.num{text-align:right}form.inline{display:inline}";
@@ -316,15 +316,15 @@ failed, lost or copied, and the slowest {SUCCEEDED_KEPT} that succeeded)",
 }
 
 const TASK_HEADER: &str = "<tr><th>Task</th><th>Attempt</th><th>Executor</th><th>State</th><th>Launched</th>\
-<th>Duration</th><th>Input</th><th>Records</th><th>Reading</th><th>Compute</th><th>Failure</th></tr>";
+<th>Duration</th><th>Compile</th><th>Input</th><th>Records</th><th>Reading</th><th>Compute</th><th>Failure</th></tr>";
 
 fn task_row(out: &mut String, frame: &Frame, job: JobId, t: &TaskRecord) {
     let m = t.metrics;
-    let read_ms = m.read_us / 1000;
+    let (read_ms, compile_ms) = (m.read_us / 1000, m.compile_us / 1000);
     let _ = write!(
         out,
         "<tr class='{state}'><td><a href='{base}/jobs/{job}/tasks/{index}'>{index}</a></td><td>{attempt}</td>\
-<td>{executor}</td><td>{state}</td><td>{launched}</td><td class=num>{duration}</td><td class=num>{input}</td>\
+<td>{executor}</td><td>{state}</td><td>{launched}</td><td class=num>{duration}</td><td class=num>{compile}</td><td class=num>{input}</td>\
 <td class=num>{records}</td><td class=num>{read}</td><td class=num>{compute}</td><td>{failure}</td></tr>",
         base = esc(frame.base),
         index = t.index,
@@ -336,7 +336,8 @@ fn task_row(out: &mut String, frame: &Frame, job: JobId, t: &TaskRecord) {
         input = t.duration_ms.map(|_| bytes(m.input_bytes)).unwrap_or_default(),
         records = t.duration_ms.map(|_| m.input_records.to_string()).unwrap_or_default(),
         read = t.duration_ms.map(|_| millis(read_ms)).unwrap_or_default(),
-        compute = t.duration_ms.map(|d| millis(d.saturating_sub(read_ms))).unwrap_or_default(),
+        compile = t.duration_ms.map(|_| millis(compile_ms)).unwrap_or_default(),
+        compute = t.duration_ms.map(|d| millis(d.saturating_sub(read_ms + compile_ms))).unwrap_or_default(),
         failure = t.failure.as_ref().map(|f| esc(&f.to_string())).unwrap_or_default(),
     );
 }
@@ -354,7 +355,8 @@ fn summary(out: &mut String, entry: &JobEntry) {
 <th>25th percentile</th><th>Median</th><th>75th percentile</th><th>Max</th></tr>",
         succeeded.count()
     );
-    let shows: [fn(u64) -> String; 5] = [millis, millis, millis, bytes, |n| n.to_string()];
+    let shows: [fn(u64) -> String; METRICS.len()] =
+        [millis, millis, millis, bytes, |n| n.to_string(), millis];
     for ((sketch, (id, name, _)), show) in succeeded.sketches.iter().zip(METRICS).zip(shows) {
         let _ = write!(out, "<tr id='summary-{id}'><th>{name}</th>");
         for q in [0.0, 0.25, 0.5, 0.75, 1.0] {
@@ -577,6 +579,19 @@ height='{h}'><title>task {index}, attempt {attempt} on {executor}: {state}, {dur
             executor = esc(executor),
             duration = millis(end.saturating_sub(a.launched_ms)),
         );
+        // Its wait for the job's component, a phase of its own at the bar's start.
+        if a.compile_ms > 0 {
+            let w = x(a.launched_ms.saturating_add(a.compile_ms)).min(x1).saturating_sub(x0).max(1);
+            let _ = write!(
+                out,
+                "<rect class=compile data-of='{index}/{attempt}' x='{x0}' y='{y}' width='{w}' \
+height='{h}'><title>task {index}, attempt {attempt}: {compile} waiting for the job's component to compile</title></rect>",
+                index = a.index,
+                attempt = a.attempt,
+                h = LANE - 3,
+                compile = millis(a.compile_ms),
+            );
+        }
     }
     let _ = write!(
         out,
@@ -719,18 +734,33 @@ fn moment_ms(ms: u64) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// The application's configuration as its driver was given it, secrets redacted.
+/// The application's configuration as its driver was given it, secrets redacted; the
+/// defaults in force for every `flint.*` key not set; the versions it runs.
 pub fn config(version: &str, conf: &flint_proto::Conf) -> String {
     let mut out = format!(
-        "<h2>Configuration</h2><p>Flint {version}. Values of keys naming a secret, password, token, \
+        "<h2>Versions</h2><table id=versions><tr><th>Of</th><th>Version</th></tr>\
+<tr><td>Flint</td><td>{version}</td></tr><tr><td>The WIT contract</td><td>flint:task@{contract}</td></tr></table>\
+<h2>Configuration</h2><p>As the driver was given it. Values of keys naming a secret, password, token, \
 credential or access key are redacted; so is a password in a URL.</p><table id=config><tr><th>Key</th><th>Value</th></tr>",
-        version = esc(version)
+        version = esc(version),
+        contract = flint_runtime::CONTRACT,
     );
     if conf.is_empty() {
         out.push_str("<tr><td colspan=2 class=muted>nothing set: every key has its default</td></tr>");
     }
     for (key, value) in conf {
         let _ = write!(out, "<tr><td>{}</td><td>{}</td></tr>", esc(key), esc(value));
+    }
+    out.push_str(
+        "</table><h2>Defaults in force</h2><p>Every other <code>flint.*</code> key, with the value it has \
+unset. An executor started with its own cores, memory, roots, local directories and disk bounds \
+keeps them over the driver's; a job may set its own task keys.</p>\
+<table id=defaults><tr><th>Key</th><th>Default</th></tr>",
+    );
+    for (key, default) in flint_proto::Settings::DEFAULTS {
+        if !conf.contains_key(*key) {
+            let _ = write!(out, "<tr><td>{}</td><td>{}</td></tr>", esc(key), esc(default));
+        }
     }
     out.push_str("</table>");
     out

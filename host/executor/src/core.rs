@@ -687,7 +687,9 @@ impl ExecutorCore {
         meter: &Arc<InputMeter>,
         first: Option<Begun>,
     ) -> Result<(Arc<JobComponent>, Prepared, Duration), TaskFailure> {
+        let loading = Instant::now();
         let component = self.component(&launch.job.component)?;
+        meter.compiled(loading.elapsed());
         let reading = Instant::now();
         let deadline = reading + launch.job.deadline;
         if let Some(spec) = &launch.job.shuffle {

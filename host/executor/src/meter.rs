@@ -1,6 +1,7 @@
 //! What an attempt's input cost, measured by the host as the task reads it: bytes and
-//! lines (or records) handed over, and the time the task waited for them. The pages
-//! show these per task, beside the attempt's duration (the rest of which is compute).
+//! lines (or records) handed over, the time the task waited for them and for its job's
+//! component. The pages show these per task, beside the attempt's duration (the rest of
+//! which is compute).
 
 use flint_proto::{TaskFailure, TaskMetrics};
 use flint_runtime::{LineSource, RECORD_HEADER, RecordSource, ShuffleError};
@@ -15,6 +16,8 @@ pub struct InputMeter {
     bytes: AtomicU64,
     records: AtomicU64,
     read_ns: AtomicU64,
+    /// Waiting for the job's component, before anything was read.
+    compile_us: AtomicU64,
     /// The input's size where it is known before reading (a split's byte range), else 0.
     of: AtomicU64,
 }
@@ -23,6 +26,11 @@ impl InputMeter {
     /// The input holds `bytes` (a split's range): progress is measured against it.
     pub fn expect(&self, bytes: u64) {
         self.of.store(bytes, Relaxed);
+    }
+
+    /// The attempt waited `took` for its job's component (compiled, or found).
+    pub fn compiled(&self, took: Duration) {
+        self.compile_us.store(took.as_micros().min(u128::from(u64::MAX)) as u64, Relaxed);
     }
 
     /// How far the attempt is through an input of known size, for the heartbeat.
@@ -39,6 +47,7 @@ impl InputMeter {
             input_bytes: self.bytes.load(Relaxed),
             input_records: self.records.load(Relaxed),
             read_us: read.as_micros().min(u128::from(u64::MAX)) as u64,
+            compile_us: self.compile_us.load(Relaxed),
         }
     }
 

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod defaults;
 /// Extends `Settings` with which keys a job may set; its `JOB_KEYS` is re-exported at the
 /// crate root.
 pub(crate) mod held;

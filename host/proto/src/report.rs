@@ -538,7 +538,7 @@ mod tests {
             state: TaskState::Failed(failure),
             log: String::new(),
             elapsed: Duration::ZERO,
-            metrics: crate::TaskMetrics { input_bytes: 3, input_records: 1, read_us: 2 },
+            metrics: crate::TaskMetrics { input_bytes: 3, input_records: 1, read_us: 2, compile_us: 4 },
             asked: vec!["top".into()],
         };
         let bytes = postcard::to_stdvec(&update).unwrap();

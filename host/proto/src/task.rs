@@ -379,6 +379,10 @@ pub struct TaskMetrics {
     /// Microseconds the task waited for its input: reading, fetching, decompressing,
     /// gathering a reduce task's slices.
     pub read_us: u64,
+    /// Microseconds the task waited for its job's component: fetched and compiled on
+    /// an executor's first task of a job (or loaded from its disk cache), nothing after.
+    #[serde(default)]
+    pub compile_us: u64,
 }
 
 impl StatusUpdate {

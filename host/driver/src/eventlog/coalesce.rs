@@ -48,7 +48,7 @@ struct Batch {
     spans: Vec<(u32, u32, ExecutorId, u64, u64)>,
     spans_not_kept: u64,
     executors: BTreeMap<ExecutorId, u32>,
-    sketches: [Sketch; 5],
+    sketches: [Sketch; METRICS.len()],
     /// Its slowest, whole: as many as the store keeps of a job, so that a log read back
     /// keeps the records the live store kept.
     slowest: BinaryHeap<Reverse<Slow>>,
@@ -86,7 +86,9 @@ impl Coalescer {
             AppEvent::TaskEnd { job, index, attempt, executor, duration_ms, failure, log_tail, metrics } => {
                 let start = self.starts.remove(&(*job, *index, *attempt));
                 match start {
-                    Some(start) if failure.is_none() && log_tail.is_none() => {
+                    // One that waited for its component keeps its own events: the
+                    // timeline draws the compile, as the live page does.
+                    Some(start) if failure.is_none() && log_tail.is_none() && metrics.compile_us < 1000 => {
                         let drawn = matches!(start.event, AppEvent::TaskStart { timeline: Some(true), .. });
                         let record = TaskRecord {
                             index: *index,

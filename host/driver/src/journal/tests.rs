@@ -72,7 +72,7 @@ fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
         duration_ms: 5,
         failure,
         log_tail: Some("said something".into()),
-        metrics: TaskMetrics { input_bytes: 10, input_records: 2, read_us: 1000 },
+        metrics: TaskMetrics { input_bytes: 10, input_records: 2, read_us: 1000, compile_us: 0 },
     };
     store.apply(&at(2, start(0, 0, "a")));
     store.apply(&at(2, start(1, 0, "b")));

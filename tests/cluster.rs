@@ -2665,7 +2665,7 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
     ];
     let seen: Vec<Value> = paths.iter().map(|p| api(&live, p)).collect();
     // What each job's page draws: its timeline's bars and its stages.
-    const DRAWING: &str = "return [...document.querySelectorAll('svg#timeline rect[data-task], svg#timeline rect.compile, svg#stages-dag g.stage')]\
+    const DRAWING: &str = "return [...document.querySelectorAll('svg#timeline rect[data-task], svg#timeline rect.compile, svg#timeline line[data-executor], svg#stages-dag g.stage')]\
                            .map(r => r.outerHTML).join('');";
     let drawn: Vec<(Value, Value)> = [Value::from(job), mr["job_id"].clone()]
         .into_iter()

@@ -83,7 +83,7 @@ pub enum JobEvent {
     Progress(JobProgress),
     /// Why the executors the job needs wait (said when that changes).
     Notice(String),
-    Done(JobReport),
+    Done(Box<JobReport>),
 }
 
 /// A job the driver accepted.

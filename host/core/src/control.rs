@@ -375,7 +375,7 @@ impl ControlCore {
                     if let TaskFailure::FetchFailed { incarnation: holder, shuffle, maps, reason, .. } =
                         &failure
                     {
-                        match self.stage_fetch_failed(attempt, *shuffle, reason) {
+                        match self.stage_fetch_failed(attempt, *shuffle) {
                             Ok(true) => {
                                 let shuffle = ShuffleId { job: attempt.job, index: *shuffle };
                                 if let Ok(gone) =
@@ -385,7 +385,10 @@ impl ControlCore {
                                 }
                             }
                             Ok(false) => {}
-                            Err(error) => stage_failed = Some(error),
+                            Err((stage, attempts)) => {
+                                let last = reason.clone();
+                                stage_failed = Some(JobError::StageFailed { stage, attempts, last });
+                            }
                         }
                     }
                     if counts && let Some(counts) = self.jobs.get_mut(&attempt.job) {

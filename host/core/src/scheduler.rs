@@ -574,7 +574,7 @@ impl Scheduler {
                 attempts: task.launches,
                 last_attempt: attempt.number,
                 executor,
-                failure,
+                failure: Box::new(failure),
             };
             self.fail_job(attempt.job, reason, out);
         } else if !other_runs {

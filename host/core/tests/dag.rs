@@ -124,12 +124,15 @@ impl JobSeen {
 
 type Copy = (ExecutorId, Incarnation, ShuffleId, (ExecutorId, Incarnation), Vec<u32>);
 
+/// An executor's life.
+type Life = (ExecutorId, Incarnation);
+
 struct World {
     core: ControlCore,
     now: Instant,
     live: BTreeMap<ExecutorId, Incarnation>,
     /// The outputs each executor life holds: (job, shuffle, map).
-    holds: BTreeMap<(ExecutorId, Incarnation), BTreeSet<(JobId, u32, u32)>>,
+    holds: BTreeMap<Life, BTreeSet<(JobId, u32, u32)>>,
     placed: Vec<Placed>,
     jobs: BTreeMap<JobId, JobSeen>,
     copies: Vec<Copy>,
@@ -324,7 +327,7 @@ impl World {
                     let seen = self.jobs.get_mut(&job).expect("a job of the test");
                     // The ops fail tasks and fetches: a job may fail of those, no other way.
                     let ours = match &reason {
-                        JobError::TaskFailed { failure, .. } => match failure {
+                        JobError::TaskFailed { failure, .. } => match &**failure {
                             TaskFailure::Trap { .. } => true,
                             TaskFailure::FetchFailed { maps, .. } => !maps.is_empty(),
                             _ => false,

@@ -687,6 +687,14 @@ impl Store {
         self.jobs.get(&job)
     }
 
+    /// The records of the executors a job's attempts ran on, removed ones included:
+    /// when each was added and removed, for its timeline.
+    pub fn executors_of(&self, entry: &JobEntry) -> Vec<ExecutorStatus> {
+        let ids: std::collections::BTreeSet<&ExecutorId> =
+            entry.attempts.values().map(|a| &a.executor).collect();
+        ids.into_iter().filter_map(|id| self.executors.get(id)).cloned().collect()
+    }
+
     /// When the store saw an executor register, for the live records the core gives.
     pub fn executor_added(&self, id: &ExecutorId) -> Option<u64> {
         self.executors.get(id).and_then(|e| e.added_ms)

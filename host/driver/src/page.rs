@@ -57,7 +57,8 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;max-height:30em}nav a{margin-r
 svg.timeline{border:1px solid #ddd;background:#fcfcfc}svg.timeline rect.succeeded{fill:#5b9bd5}\
 svg.timeline rect.running{fill:#a9d08e}svg.timeline rect.failed,svg.timeline rect.lost{fill:#e06666}\
 svg.timeline rect.killed,svg.timeline rect.cancelled{fill:#bbb}\
-svg.timeline rect.speculative{stroke:#333;stroke-dasharray:3 2}svg.timeline rect.compile{fill:#f4b183}svg.timeline text{font-size:11px;fill:#444}\
+svg.timeline rect.speculative{stroke:#333;stroke-dasharray:3 2}svg.timeline rect.compile{fill:#f4b183}\
+svg.timeline line.executor-added{stroke:#38761d;stroke-width:2}svg.timeline line.executor-removed{stroke:#990000;stroke-width:2}svg.timeline text{font-size:11px;fill:#444}\
 svg.dag{border:1px solid #ddd;background:#fcfcfc}svg.dag rect{fill:#eef6ff;stroke:#5b9bd5}\
 svg.dag g.succeeded rect{fill:#dbe9f6}svg.dag g.skipped rect{fill:#eee;stroke:#bbb}svg.dag text{font-size:11px;fill:#333}\
 td.num{text-align:right}form.inline{display:inline}";
@@ -209,7 +210,14 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
 /// `JobEntry::window`).
 /// A job's page; `stages` as they stand (a running job's from the event loop, a
 /// finished one's as it ended).
-pub fn job(frame: &Frame, entry: &JobEntry, stages: &[StageReport], from: usize, launched: usize) -> String {
+pub fn job(
+    frame: &Frame,
+    entry: &JobEntry,
+    executors: &[ExecutorStatus],
+    stages: &[StageReport],
+    from: usize,
+    launched: usize,
+) -> String {
     let s = &entry.status;
     let mut out = String::new();
     let ended = entry.ended_ms.unwrap_or_else(crate::journal::now_ms);
@@ -276,7 +284,7 @@ pub fn job(frame: &Frame, entry: &JobEntry, stages: &[StageReport], from: usize,
         out.push_str("<p class=muted>This job's task records were let go to make room for newer jobs'.</p>");
     }
     stage_graph(&mut out, stages);
-    timeline(&mut out, entry, ended);
+    timeline(&mut out, entry, executors, ended);
     summary(&mut out, entry);
     if !entry.failures.is_empty() {
         out.push_str("<h3>Failures</h3>");
@@ -485,7 +493,9 @@ fn kind_name(kind: StageKind) -> &'static str {
     }
 }
 
-fn timeline(out: &mut String, entry: &JobEntry, now: u64) {
+/// The job's attempts as bars, a lane per slot an executor used, with the moments its
+/// executors were added and removed while it ran (as Spark's event timeline).
+fn timeline(out: &mut String, entry: &JobEntry, executors: &[ExecutorStatus], now: u64) {
     if entry.attempts.is_empty() {
         return;
     }
@@ -590,6 +600,27 @@ height='{h}'><title>task {index}, attempt {attempt}: {compile} waiting for the j
                 attempt = a.attempt,
                 h = LANE - 3,
                 compile = millis(a.compile_ms),
+            );
+        }
+    }
+    // Executors added or removed while the job ran: a mark across their lanes.
+    for (executor, n) in &lanes_of {
+        let Some(e) = executors.iter().find(|e| e.id.as_str() == *executor) else { continue };
+        let (y1, y2) = (first_lane[executor] * LANE, (first_lane[executor] + *n as u64) * LANE);
+        let removed =
+            e.removed_ms.map(|ms| (ms, format!("removed: {}", e.removed.as_deref().unwrap_or("gone"))));
+        for (ms, what) in e.added_ms.map(|ms| (ms, "added".to_owned())).into_iter().chain(removed) {
+            if ms <= start || ms > now {
+                continue;
+            }
+            let class = if what == "added" { "executor-added" } else { "executor-removed" };
+            let _ = write!(
+                out,
+                "<line class={class} data-executor='{id}' x1='{x}' x2='{x}' y1='{y1}' y2='{y2}'><title>executor {id} {what} at +{after}</title></line>",
+                id = esc(executor),
+                x = x(ms),
+                what = esc(&what),
+                after = millis(ms - start),
             );
         }
     }
@@ -805,11 +836,4 @@ pub fn applications(apps: &[crate::eventlog::LoggedApp]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn a_folder_name_stays_one_path_segment() {
-        assert_eq!(super::url_segment("app-1.x_y"), "app-1.x_y");
-        assert_eq!(super::url_segment("a?b#c/d'e f"), "a%3Fb%23c%2Fd%27e%20f");
-        assert_eq!(super::url_segment("é"), "%C3%A9");
-    }
-}
+mod tests;

@@ -601,7 +601,7 @@ async fn submit(
                     write_frame(send, &SubmitReply::Result { size: result.len() as u64 }).await?;
                     write_payload_bytes(send, result).await?;
                 }
-                return Ok(write_frame(send, &SubmitReply::Done(report)).await?);
+                return Ok(write_frame(send, &SubmitReply::Done(Box::new(report))).await?);
             }
             outcome = &mut receiving, if !received => {
                 received = true;

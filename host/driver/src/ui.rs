@@ -543,21 +543,24 @@ async fn job_page(view: View, Path(JobPath { job }): Path<JobPath>, Query(q): Qu
     let from = q.from.unwrap_or(0);
     let window = view.with_store(|store| {
         store.job(job).map(|e| {
-            e.window(|tasks| {
+            let (entry, launched) = e.window(|tasks| {
                 tasks.iter().skip(from).take(page::TASKS_PER_PAGE).map(|(i, t)| (*i, t.clone())).collect()
-            })
+            });
+            (entry, launched, store.executors_of(e))
         })
     });
     // A running job's stages are the event loop's; a finished one's are in its record.
     let stages = match &window {
-        Some((entry, _)) if entry.status.state == flint_proto::JobState::Running => {
+        Some((entry, ..)) if entry.status.state == flint_proto::JobState::Running => {
             let status = view.status().await;
             status.jobs.into_iter().find(|j| j.job == job).map(|j| j.stages).unwrap_or_default()
         }
-        Some((entry, _)) => entry.status.stages.clone(),
+        Some((entry, ..)) => entry.status.stages.clone(),
         None => Vec::new(),
     };
-    let main = window.map(|(entry, launched)| view.frame(|f| page::job(f, &entry, &stages, from, launched)));
+    let main = window.map(|(entry, launched, executors)| {
+        view.frame(|f| page::job(f, &entry, &executors, &stages, from, launched))
+    });
     match main {
         Some(main) => view.render(&format!("Job {job}"), q.fragment.is_some(), main),
         None => {

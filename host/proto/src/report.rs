@@ -90,7 +90,13 @@ pub enum JobError {
     #[error(
         "task {index} failed {attempts} time(s); last attempt (#{last_attempt}) on executor {executor}: {failure}"
     )]
-    TaskFailed { index: u32, attempts: u32, last_attempt: u32, executor: ExecutorId, failure: TaskFailure },
+    TaskFailed {
+        index: u32,
+        attempts: u32,
+        last_attempt: u32,
+        executor: ExecutorId,
+        failure: Box<TaskFailure>,
+    },
     #[error("merging task outputs failed: {0}{hint}", hint = on_driver(.0))]
     Merge(TaskFailure),
     #[error("finishing the job failed: {0}{hint}", hint = on_driver(.0))]
@@ -515,7 +521,7 @@ mod tests {
                 attempts: 1,
                 last_attempt: 0,
                 executor: "e".into(),
-                failure: failure.clone(),
+                failure: Box::new(failure.clone()),
             }),
             tasks: 3,
             attempts: 3,

@@ -412,7 +412,7 @@ pub enum SubmitReply {
     Result {
         size: u64,
     },
-    Done(JobReport),
+    Done(Box<JobReport>),
     /// What the submitter should know while its job waits: why the executors it needs
     /// are not there yet (sent when that changes).
     Notice(String),

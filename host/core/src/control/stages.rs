@@ -6,7 +6,7 @@ use super::{Action, ControlCore, JobCounts, Launch, ShuffleRead};
 use crate::registry::Incarnation;
 use crate::scheduler::Input;
 use crate::shuffle::{Gone, ReduceInput, ShuffleId, TrackerError};
-use flint_proto::{Attempt, ExecutorId, JobError, JobId, StageReport, TaskFailure};
+use flint_proto::{Attempt, ExecutorId, JobId, StageReport, TaskFailure};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -76,15 +76,10 @@ impl ControlCore {
     }
 
     /// A task could not read shuffle `shuffle`: whether that is a shuffle its stage
-    /// reads (whose outputs named are then marked gone), or the error its job fails
-    /// with, its stage's attempts having failed so `flint.stage.maxConsecutiveAttempts`
-    /// times in a row.
-    pub(super) fn stage_fetch_failed(
-        &mut self,
-        attempt: Attempt,
-        shuffle: u32,
-        reason: &str,
-    ) -> Result<bool, JobError> {
+    /// reads (whose outputs named are then marked gone), or, as `(stage, attempts)`,
+    /// that its job fails, its stage's attempts having failed so
+    /// `flint.stage.maxConsecutiveAttempts` times in a row.
+    pub(super) fn stage_fetch_failed(&mut self, attempt: Attempt, shuffle: u32) -> Result<bool, (u32, u32)> {
         let Some(dag) = self.dags.get_mut(&attempt.job) else { return Ok(false) };
         let Some((stage, _)) = dag.stage_of(attempt.index) else { return Ok(false) };
         if !dag.reads(stage).contains(&shuffle) {
@@ -92,7 +87,7 @@ impl ControlCore {
         }
         let attempts = dag.fetch_failed(stage);
         if attempts >= self.max_stage_attempts {
-            return Err(JobError::StageFailed { stage, attempts, last: reason.to_owned() });
+            return Err((stage, attempts));
         }
         Ok(true)
     }

@@ -824,4 +824,4 @@ impl JobEntry {
 
 mod summary;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -8,7 +8,7 @@ fn at(at_ms: u64, event: AppEvent) -> Envelope {
 }
 
 /// An executor's record, registered or (with a reason) removed.
-fn executor(id: &str, removed: Option<&str>) -> ExecutorStatus {
+pub(crate) fn executor(id: &str, removed: Option<&str>) -> ExecutorStatus {
     ExecutorStatus {
         id: id.into(),
         host: "h".into(),

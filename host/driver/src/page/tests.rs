@@ -10,26 +10,9 @@ fn a_folder_name_stays_one_path_segment() {
 
 #[test]
 fn the_timeline_marks_executors_added_and_removed_while_the_job_ran() {
+    use crate::journal::tests::executor;
     use crate::journal::{AppEvent, EVENT_LOG_VERSION, Envelope, Store};
-    use flint_proto::{ExecutorState, ExecutorStatus, JobId};
-    let executor = |id: &str, removed: Option<&str>| ExecutorStatus {
-        id: id.into(),
-        host: "h".into(),
-        cores: 1,
-        memory: 1,
-        slots: 1,
-        running: 0,
-        tasks_done: 0,
-        tasks_failed: 0,
-        last_heartbeat_ms: None,
-        excluded: false,
-        removed: removed.map(Into::into),
-        backend: "static".into(),
-        pod: None,
-        state: if removed.is_some() { ExecutorState::Removed } else { ExecutorState::Registered },
-        added_ms: None,
-        removed_ms: None,
-    };
+    use flint_proto::JobId;
     let start = |index, executor: &str| AppEvent::TaskStart {
         job: JobId(1),
         index,

@@ -2630,6 +2630,23 @@ fn the_status_page_follows_the_cluster_live_and_history_shows_what_it_showed() {
     let mr_job = listed.as_array().unwrap().iter().find(|j| j["job"] == mr["job_id"]).expect("listed");
     assert_eq!(mr_job["stages"], mr["stages"], "the API's stages are the report's: {mr_job}");
     assert_eq!(mr["stages"].as_array().map(Vec::len), Some(2), "{mr}");
+    // What executor a read and wrote, summed over its attempts (its maps read the whole
+    // input and wrote the shuffle), on the API and in its row.
+    let (_, executors) = http_get(port, "/api/v1/executors", None);
+    let executors: Value = serde_json::from_str(&executors).unwrap();
+    let a = executors.as_array().unwrap().iter().find(|e| e["id"] == "a").expect("a listed");
+    // (The stage's figure is the tracker's: each partition's size kept to within 10%.)
+    let stage = mr["stages"][0]["shuffle_write_bytes"].as_u64().unwrap() as f64;
+    let wrote = a["shuffle_write_bytes"].as_u64().unwrap() as f64;
+    assert!(a["input_bytes"].as_u64() >= Some(256 << 10), "{a}");
+    assert!(wrote > 0.0 && (wrote / stage - 1.0).abs() < 0.15, "{a} beside the stage's {stage}");
+    browser.goto(&format!("{page}/"));
+    let header = browser.eval("return document.querySelector('#executors tr').innerText;");
+    let row = browser.eval("return document.querySelector('#executor-a').innerText;");
+    assert!(
+        header.as_str().unwrap().contains("Shuffle written") && row.as_str().unwrap().contains(" KiB"),
+        "{row}"
+    );
     browser.goto(&format!("{page}/jobs/{}", mr["job_id"]));
     let drawn = browser.eval(
         "return [document.querySelectorAll('svg#stages-dag g.stage.succeeded').length, \

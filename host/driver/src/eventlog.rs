@@ -390,6 +390,7 @@ mod tests {
                 input_records: 1,
                 read_us: 0,
                 compile_us: 0,
+                shuffle_write_bytes: 0,
             },
         };
         let start = |index, attempt| AppEvent::TaskStart {

@@ -131,6 +131,9 @@ pub enum AppEvent {
         spans: Vec<(u32, u32, u32, u64, u64)>,
         #[serde(default)]
         spans_not_kept: u64,
+        /// The bytes they read and wrote on each executor, in the order of `executors`.
+        #[serde(default)]
+        bytes: Vec<(u64, u64)>,
     },
     /// A copy of a straggling attempt was started (its `task_start` follows), and why.
     Speculated {
@@ -457,6 +460,8 @@ impl Store {
                 // The executor's own counts, for a log that ends before its driver
                 // gives the last word on them (a killed driver's, or one still running).
                 if let Some(e) = self.executors.get_mut(executor) {
+                    e.input_bytes = e.input_bytes.saturating_add(metrics.input_bytes);
+                    e.shuffle_write_bytes = e.shuffle_write_bytes.saturating_add(metrics.shuffle_write_bytes);
                     match failure {
                         None => e.tasks_done += 1,
                         Some(f) if f.counts_against_task() => e.tasks_failed += 1,
@@ -564,10 +569,22 @@ impl Store {
                     }
                 }
             }
-            AppEvent::TasksSucceeded { job, tasks, executors, summary, slowest, spans, spans_not_kept } => {
-                for (id, n) in executors {
+            AppEvent::TasksSucceeded {
+                job,
+                tasks,
+                executors,
+                summary,
+                slowest,
+                spans,
+                spans_not_kept,
+                bytes,
+            } => {
+                for (i, (id, n)) in executors.iter().enumerate() {
                     if let Some(e) = self.executors.get_mut(id) {
                         e.tasks_done += u64::from(*n);
+                        let (read, written) = bytes.get(i).copied().unwrap_or_default();
+                        e.input_bytes = e.input_bytes.saturating_add(read);
+                        e.shuffle_write_bytes = e.shuffle_write_bytes.saturating_add(written);
                     }
                 }
                 let Some(entry) = self.jobs.get_mut(job).filter(|e| e.ended_ms.is_none()) else { return };
@@ -639,6 +656,9 @@ impl Store {
     fn set_executor(&mut self, at: u64, mut executor: ExecutorStatus) {
         let known = self.executors.get(&executor.id);
         executor.added_ms = known.and_then(|e| e.added_ms).or(Some(at));
+        // The driver's word has no bytes: the store counts them from task ends.
+        (executor.input_bytes, executor.shuffle_write_bytes) =
+            known.map_or((0, 0), |e| (e.input_bytes, e.shuffle_write_bytes));
         executor.removed_ms = match executor.removed {
             Some(_) => known.and_then(|e| e.removed_ms).or(Some(at)),
             None => None,
@@ -693,6 +713,12 @@ impl Store {
         let ids: std::collections::BTreeSet<&ExecutorId> =
             entry.attempts.values().map(|a| &a.executor).collect();
         ids.into_iter().filter_map(|id| self.executors.get(id)).cloned().collect()
+    }
+
+    /// What an executor's ended attempts read and wrote, for the live records the core
+    /// gives.
+    pub fn executor_bytes(&self, id: &ExecutorId) -> (u64, u64) {
+        self.executors.get(id).map_or((0, 0), |e| (e.input_bytes, e.shuffle_write_bytes))
     }
 
     /// When the store saw an executor register, for the live records the core gives.

@@ -142,7 +142,7 @@ pub fn overview(frame: &Frame, status: &ClusterStatus) -> String {
     }
     out.push_str(
         "</p><table id=executors><tr><th>Executor</th><th>Address</th><th>Backend</th><th>Cores</th>\
-<th>Memory</th><th>Slots busy</th><th>Tasks done</th><th>Tasks failed</th><th>Last heartbeat</th>\
+<th>Memory</th><th>Slots busy</th><th>Tasks done</th><th>Tasks failed</th><th>Input</th><th>Shuffle written</th><th>Last heartbeat</th>\
 <th>Added</th><th>Removed</th><th>State</th><th>Removed because</th></tr>",
     );
     for e in &status.executors {
@@ -188,7 +188,7 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
         out,
         "<tr class='{state}' id='executor-{id}' data-state='{state}'><td>{id}</td><td>{address}</td>\
 <td>{backend}</td><td>{cores}</td><td>{memory}</td><td>{running} / {slots}</td><td>{done}</td>\
-<td>{failed}</td><td>{heartbeat}</td><td>{added}</td><td>{removed_at}</td><td>{state}</td><td>{reason}</td></tr>",
+<td>{failed}</td><td class=num>{input}</td><td class=num>{written}</td><td>{heartbeat}</td><td>{added}</td><td>{removed_at}</td><td>{state}</td><td>{reason}</td></tr>",
         id = esc(&e.id),
         address = esc(&address),
         backend = esc(&e.backend),
@@ -198,6 +198,8 @@ fn executor_row(out: &mut String, e: &ExecutorStatus) {
         slots = e.slots,
         done = e.tasks_done,
         failed = e.tasks_failed,
+        input = bytes(e.input_bytes),
+        written = bytes(e.shuffle_write_bytes),
         added = e.added_ms.map(moment).unwrap_or_default(),
         removed_at = e.removed_ms.map(moment).unwrap_or_default(),
         state = e.state,

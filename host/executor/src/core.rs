@@ -15,7 +15,7 @@ use crate::source::DriverSource;
 use flint_data::lines::Begun;
 use flint_proto::{
     Attempt, BlockId, Digest, ExecutorId, JobDescriptor, JobId, Partial, PartitionSpec, StatusUpdate,
-    TaskFailure, TaskLaunch, TaskOutput, TaskState, Token,
+    TaskFailure, TaskLaunch, TaskMetrics, TaskOutput, TaskState, Token,
 };
 use flint_runtime::{Instance, JobComponent, KillSwitch, Runtime, TaskContext, TaskInput};
 use slots::{Queued, SlotQueue, Work};
@@ -417,13 +417,17 @@ impl ExecutorCore {
                 Err(failure) => (TaskState::Failed(failure), String::new()),
             }
         };
+        let shuffle_write_bytes = match &state {
+            TaskState::Succeeded(TaskOutput::Map(status)) => status.sizes.iter().sum(),
+            _ => 0,
+        };
         let update = StatusUpdate {
             executor: self.id.clone(),
             attempt: launch.attempt,
             state,
             log,
             elapsed: started.elapsed(),
-            metrics: meter.metrics(gathering),
+            metrics: TaskMetrics { shuffle_write_bytes, ..meter.metrics(gathering) },
             asked: self.asked_of(launch.attempt.job).take(),
         }
         .bounded();

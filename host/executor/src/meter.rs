@@ -48,6 +48,7 @@ impl InputMeter {
             input_records: self.records.load(Relaxed),
             read_us: read.as_micros().min(u128::from(u64::MAX)) as u64,
             compile_us: self.compile_us.load(Relaxed),
+            shuffle_write_bytes: 0,
         }
     }
 

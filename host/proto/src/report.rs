@@ -361,6 +361,12 @@ pub struct ExecutorStatus {
     pub added_ms: Option<u64>,
     #[serde(default)]
     pub removed_ms: Option<u64>,
+    /// Bytes its tasks read (splits' lines, reduce tasks' records) and map outputs it
+    /// wrote, summed over the attempts the status store saw end.
+    #[serde(default)]
+    pub input_bytes: u64,
+    #[serde(default)]
+    pub shuffle_write_bytes: u64,
 }
 
 /// A job as the driver lists it.
@@ -544,7 +550,13 @@ mod tests {
             state: TaskState::Failed(failure),
             log: String::new(),
             elapsed: Duration::ZERO,
-            metrics: crate::TaskMetrics { input_bytes: 3, input_records: 1, read_us: 2, compile_us: 4 },
+            metrics: crate::TaskMetrics {
+                input_bytes: 3,
+                input_records: 1,
+                read_us: 2,
+                compile_us: 4,
+                shuffle_write_bytes: 5,
+            },
             asked: vec!["top".into()],
         };
         let bytes = postcard::to_stdvec(&update).unwrap();

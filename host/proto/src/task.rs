@@ -383,6 +383,9 @@ pub struct TaskMetrics {
     /// an executor's first task of a job (or loaded from its disk cache), nothing after.
     #[serde(default)]
     pub compile_us: u64,
+    /// A map task's output bytes, as written to its shuffle files.
+    #[serde(default)]
+    pub shuffle_write_bytes: u64,
 }
 
 impl StatusUpdate {

@@ -61,6 +61,8 @@ impl ControlCore {
             },
             added_ms: None,
             removed_ms: None,
+            input_bytes: 0,
+            shuffle_write_bytes: 0,
         }
     }
 

@@ -399,6 +399,7 @@ impl EventLoop {
                 self.jobs.keys().map(|id| store.job(*id).and_then(|e| e.status.started_ms)).collect();
             for executor in &mut live {
                 executor.added_ms = store.executor_added(&executor.id);
+                (executor.input_bytes, executor.shuffle_write_bytes) = store.executor_bytes(&executor.id);
             }
             store.past()
         };

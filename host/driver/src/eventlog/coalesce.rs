@@ -47,7 +47,8 @@ struct Batch {
     /// The attempts the live store drew, and how many it did not.
     spans: Vec<(u32, u32, ExecutorId, u64, u64)>,
     spans_not_kept: u64,
-    executors: BTreeMap<ExecutorId, u32>,
+    /// Per executor: tasks, bytes read, bytes written.
+    executors: BTreeMap<ExecutorId, (u32, u64, u64)>,
     sketches: [Sketch; METRICS.len()],
     /// Its slowest, whole: as many as the store keeps of a job, so that a log read back
     /// keeps the records the live store kept.
@@ -148,7 +149,10 @@ impl Batch {
             )),
             false => self.spans_not_kept += 1,
         }
-        *self.executors.entry(record.executor.clone()).or_default() += 1;
+        let on = self.executors.entry(record.executor.clone()).or_default();
+        on.0 += 1;
+        on.1 = on.1.saturating_add(record.metrics.input_bytes);
+        on.2 = on.2.saturating_add(record.metrics.shuffle_write_bytes);
         for (sketch, (_, _, value)) in self.sketches.iter_mut().zip(METRICS) {
             sketch.add(value(&record));
         }
@@ -173,7 +177,9 @@ impl Batch {
             };
         }
         tasks.extend(run);
-        let executors: Vec<(ExecutorId, u32)> = self.executors.into_iter().collect();
+        let bytes = self.executors.values().map(|(_, read, written)| (*read, *written)).collect();
+        let executors: Vec<(ExecutorId, u32)> =
+            self.executors.into_iter().map(|(id, (n, ..))| (id, n)).collect();
         let place = |id: &ExecutorId| executors.binary_search_by(|(e, _)| e.cmp(id)).unwrap_or(0) as u32;
         let spans = self.spans.iter().map(|(i, a, e, from, to)| (*i, *a, place(e), *from, *to)).collect();
         let event = AppEvent::TasksSucceeded {
@@ -182,6 +188,7 @@ impl Batch {
             spans,
             spans_not_kept: self.spans_not_kept,
             executors,
+            bytes,
             summary: self.sketches.iter().map(Sketch::data).collect(),
             slowest: self.slowest.into_iter().map(|Reverse(Slow(record))| record).collect(),
         };

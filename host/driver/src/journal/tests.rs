@@ -26,6 +26,8 @@ pub(crate) fn executor(id: &str, removed: Option<&str>) -> ExecutorStatus {
         state: if removed.is_some() { ExecutorState::Removed } else { ExecutorState::Registered },
         added_ms: None,
         removed_ms: None,
+        input_bytes: 0,
+        shuffle_write_bytes: 0,
     }
 }
 
@@ -72,7 +74,13 @@ fn a_retried_task_shows_its_last_attempt_and_keeps_every_failure() {
         duration_ms: 5,
         failure,
         log_tail: Some("said something".into()),
-        metrics: TaskMetrics { input_bytes: 10, input_records: 2, read_us: 1000, compile_us: 0 },
+        metrics: TaskMetrics {
+            input_bytes: 10,
+            input_records: 2,
+            read_us: 1000,
+            compile_us: 0,
+            shuffle_write_bytes: 0,
+        },
     };
     store.apply(&at(2, start(0, 0, "a")));
     store.apply(&at(2, start(1, 0, "b")));
@@ -324,6 +332,8 @@ fn a_job_of_many_tasks_keeps_its_slowest_records_and_counts_the_rest() {
         // Spans naming an executor the batch does not list, or a task past the job.
         spans: vec![(1, 0, 3, 0, 1), (u32::MAX, 0, 0, 0, 1)],
         spans_not_kept: 1,
+        // Bytes for executors it does not list.
+        bytes: vec![(1, 2), (3, 4)],
     };
     store.apply(&at(7, batch));
     let entry = store.job(JobId(1)).unwrap();

@@ -428,7 +428,7 @@ impl ExecutorCore {
             log,
             elapsed: started.elapsed(),
             metrics: TaskMetrics { shuffle_write_bytes, ..meter.metrics(gathering) },
-            asked: self.asked_of(launch.attempt.job).take(),
+            asked: self.asked_since(launch.attempt.job),
         }
         .bounded();
         if let TaskState::Failed(failure) = &update.state {
@@ -750,6 +750,13 @@ impl ExecutorCore {
             });
         }
         self.runtime.load(&bytes).map_err(|e| TaskFailure::Host { message: e.to_string() })
+    }
+
+    /// The keys a job's calls here asked for since its last report; none once the job
+    /// ended (its attempts killed then report after its record is gone, and must not
+    /// make it again: nothing would drop it).
+    fn asked_since(&self, job: JobId) -> Vec<String> {
+        self.asked.lock().expect("asked lock").get(&job).map(|a| a.take()).unwrap_or_default()
     }
 
     /// Where a job's calls here note the keys they ask for.

@@ -386,21 +386,31 @@ fn progress(c: JobCounts, executors: u32) -> JobProgress {
     }
 }
 
+/// The most keys never read a report names one by one: the report travels in one frame,
+/// whatever a submission's configuration held.
+const UNREAD_NAMED: usize = 16;
+
 /// A warning for each of the job's own keys (not `flint.*`) that none of its calls asked
 /// for, with the nearest key they did ask for: `--conf topp=3` for a job that reads
-/// `top`.
+/// `top`. Past [`UNREAD_NAMED`], one more says how many others.
 fn unread_keys(config: &flint_proto::Conf, asked: &BTreeSet<String>) -> Vec<String> {
     let asked_for: Vec<&str> = asked.iter().map(String::as_str).collect();
-    config
-        .keys()
-        .filter(|key| !key.starts_with("flint.") && !asked.contains(*key))
+    let unread: Vec<&String> =
+        config.keys().filter(|key| !key.starts_with("flint.") && !asked.contains(*key)).collect();
+    let mut warnings: Vec<String> = unread
+        .iter()
+        .take(UNREAD_NAMED)
         .map(|key| match flint_proto::config::nearest(key, &asked_for) {
             Some(near) => {
                 format!("the job never read the key {key} it was given: did you mean {near}, which it reads?")
             }
             None => format!("the job never read the key {key} it was given"),
         })
-        .collect()
+        .collect();
+    if unread.len() > UNREAD_NAMED {
+        warnings.push(format!("… and {} more keys it was given and never read", unread.len() - UNREAD_NAMED));
+    }
+    warnings
 }
 
 #[cfg(test)]
@@ -420,5 +430,9 @@ mod unread_tests {
                 "the job never read the key topp it was given: did you mean top, which it reads?",
             ]
         );
+        let many: flint_proto::Conf = (0..10_000).map(|i| (format!("k{i}"), String::new())).collect();
+        let warned = unread_keys(&many, &Default::default());
+        assert_eq!(warned.len(), super::UNREAD_NAMED + 1);
+        assert_eq!(warned.last().unwrap(), "… and 9984 more keys it was given and never read");
     }
 }

@@ -102,6 +102,26 @@ pub mod map_reduce_bindings {
     });
 }
 
+/// The `program` world: a program's `main` and its stages' tasks, and the `datasets`
+/// the driver offers it; its `host`, `types` and `shuffle` are the other worlds'.
+#[doc(hidden)]
+pub mod program_bindings {
+    wit_bindgen::generate!({
+        world: "program",
+        path: "../wit",
+        pub_export_macro: true,
+        export_macro_name: "__flint_export_program",
+        default_bindings_module: "flint_guest::program_bindings",
+        runtime_path: "flint_guest::__rt::wit_bindgen::rt",
+        with: {
+            "flint:task/types@0.3.0": crate::bindings::flint::task::types,
+            "flint:task/host@0.3.0": crate::bindings::flint::task::host,
+            "flint:task/shuffle@0.3.0": crate::map_reduce_bindings::flint::task::shuffle,
+        },
+    });
+}
+
+pub mod program;
 mod shuffle;
 pub use shuffle::{Emitter, MapReduce, Values, part, stable_hash};
 
@@ -742,6 +762,7 @@ macro_rules! debug {
 pub mod __private {
     //! The glue the export macros expand to; not part of the API.
     use super::*;
+    pub use crate::program::glue as program;
     use std::cell::RefCell;
     use std::marker::PhantomData;
 

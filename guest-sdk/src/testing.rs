@@ -185,6 +185,8 @@ fn json<T: Serialize>(value: &T) -> Result<serde_json::Value, Error> {
         .map_err(|e| Error::fatal(format!("cannot encode the job's result as JSON: {e}")))
 }
 
+pub(crate) mod program;
+
 impl Local {
     /// A host with no configuration and no tokens.
     ///
@@ -448,5 +450,22 @@ impl Local {
         let acc = acc.expect("at least one reduce partition");
         let result = self.as_task(None, count, &mut logs, || J::finish(acc))?;
         Ok(Outcome { result: json(&result)?, parts, logs })
+    }
+
+    /// A program exported with [`crate::export_program!`]: its `main` run as the driver
+    /// runs it, with `inputs` (text inputs, by their paths) as the submission's, each
+    /// action run as a job of stages whose tasks run here one after another, the
+    /// records between stages moved by key and sorted as the host moves and sorts them.
+    /// See [`crate::program`] for an example.
+    pub fn program<P: crate::program::Program + crate::__private::program::Registered>(
+        &self,
+        inputs: impl IntoIterator<Item = Input>,
+    ) -> Result<Outcome, Error> {
+        let registry = crate::program::glue::registry::<P>();
+        let driver = program::driver(self, inputs.into_iter().collect(), registry)?;
+        let mut logs = Vec::new();
+        let (result, driver) = program::serving(driver, || self.as_task(None, 0, &mut logs, P::main));
+        logs.extend(driver.logs);
+        Ok(Outcome { result: json(&result?)?, parts: Vec::new(), logs })
     }
 }

@@ -67,6 +67,14 @@ const SDK: &[(&str, &str)] = &[
     ("vendor/flint-guest/src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     ("vendor/flint-guest/src/shuffle.rs", include_str!("../../../guest-sdk/src/shuffle.rs")),
     ("vendor/flint-guest/src/testing.rs", include_str!("../../../guest-sdk/src/testing.rs")),
+    ("vendor/flint-guest/src/testing/program.rs", include_str!("../../../guest-sdk/src/testing/program.rs")),
+    ("vendor/flint-guest/src/program.rs", include_str!("../../../guest-sdk/src/program.rs")),
+    (
+        "vendor/flint-guest/src/program/functions.rs",
+        include_str!("../../../guest-sdk/src/program/functions.rs"),
+    ),
+    ("vendor/flint-guest/src/program/records.rs", include_str!("../../../guest-sdk/src/program/records.rs")),
+    ("vendor/flint-guest/src/program/stage.rs", include_str!("../../../guest-sdk/src/program/stage.rs")),
     ("vendor/flint-guest/src/sandbox.md", include_str!("../../../guest-sdk/src/sandbox.md")),
     ("vendor/wit/task.wit", include_str!("../../../wit/task.wit")),
 ];

@@ -80,6 +80,7 @@ fn json_fields(report: &JobReport) -> Value {
                     json!({ "reason": { "kind": "no-executors", "message": reason } })
                 }
                 JobError::Merge(f) | JobError::Finish(f) => json!({ "reason": failure_json(f) }),
+                JobError::Program(f) => json!({ "program": true, "reason": failure_json(f) }),
                 JobError::ResultTooLarge { size, limit } => {
                     json!({ "reason": { "kind": "result-too-large", "size": size, "limit": limit, "key": "flint.driver.maxResultSize" } })
                 }

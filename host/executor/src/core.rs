@@ -11,6 +11,7 @@ use crate::meter::{InputMeter, Metered};
 use crate::shuffle::files::ShuffleFiles;
 use crate::shuffle::merge::SortedRuns;
 use crate::shuffle::read::ShuffleFetch;
+use crate::shuffle::stages::StageRead;
 use crate::source::DriverSource;
 use flint_data::lines::Begun;
 use flint_proto::{
@@ -401,6 +402,16 @@ impl ExecutorCore {
                     let combine = launch.job.combine && component.combines();
                     let map = launch.job.shuffle.as_ref().filter(|s| s.is_map(launch.attempt.index));
                     match (self.take_instance(&launch.job, component, &ctx, &mut partials), input) {
+                        (Ok(taken), input) if launch.job.program.is_some() => {
+                            let read = match input {
+                                Prepared::Input(input) => StageRead::Source(input),
+                                Prepared::Reduce { partition, runs } => StageRead::Shuffled {
+                                    partition,
+                                    runs: Box::new(Metered::new(runs, meter.clone())),
+                                },
+                            };
+                            self.run_stage(launch, taken, &ctx, read)
+                        }
                         (Ok(taken), Prepared::Reduce { partition, runs }) => {
                             self.run_reduce(launch, taken, &ctx, partition, Metered::new(runs, meter.clone()))
                         }
@@ -707,6 +718,10 @@ impl ExecutorCore {
             }
             PartitionSpec::Reduce { partition, sources, inline, .. } => {
                 let runs = self.reduce_input(launch, *partition, (sources, inline), deadline)?;
+                return Ok((component, Prepared::Reduce { partition: *partition, runs }, reading.elapsed()));
+            }
+            PartitionSpec::Shuffles { partition, reads } => {
+                let runs = self.shuffled_input(launch, *partition, reads, deadline)?;
                 return Ok((component, Prepared::Reduce { partition: *partition, runs }, reading.elapsed()));
             }
             PartitionSpec::Index(i) => TaskInput::Index(*i),

@@ -50,6 +50,7 @@ fn job(digest: Digest, id: JobId, tasks: u32, combine: bool, config: &[(&str, &s
         combine,
         instance_reuse: 100,
         shuffle: None,
+        program: None,
     })
 }
 

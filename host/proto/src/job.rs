@@ -15,6 +15,9 @@ pub enum World {
     /// Exports `aggregator` and `map-reduce`: map tasks emit keyed records, reduce
     /// tasks read them by key, and the reduce tasks' outputs fold into one result.
     MapReduce,
+    /// Exports `program-entry` and `stage`: a program whose `main` runs on the driver,
+    /// each of its actions a job of stages.
+    Program,
 }
 
 impl std::fmt::Display for World {
@@ -24,6 +27,7 @@ impl std::fmt::Display for World {
             World::Task => "task",
             World::Aggregate => "aggregate",
             World::MapReduce => "map-reduce",
+            World::Program => "program",
         })
     }
 }
@@ -202,6 +206,22 @@ pub enum PartitionSpec {
     /// came inline in their maps' reports, by map index (filled in at launch). No map
     /// is in both. `shuffle` is the stage of the job that wrote it.
     Reduce { partition: u32, shuffle: u32, sources: Vec<MapSource>, inline: Vec<(u32, crate::InlineSlice)> },
+    /// A program's task of a stage reading shuffles: its partition of each, in the
+    /// order of the stage's reads (filled in at launch).
+    Shuffles { partition: u32, reads: Vec<ShuffleInput> },
+}
+
+/// One shuffle a program's task reads: where its partition's slices are. Maps are
+/// numbered within the stage that wrote it, whose tasks start at `first` of the job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShuffleInput {
+    /// The stage that wrote it.
+    pub shuffle: u32,
+    pub first: u32,
+    /// That stage's tasks.
+    pub maps: u32,
+    pub sources: Vec<MapSource>,
+    pub inline: Vec<(u32, crate::InlineSlice)>,
 }
 
 /// Where an executor serves its map outputs to its peers: an address and the SHA-256
@@ -238,6 +258,14 @@ impl PartitionSpec {
                     sources.iter().map(|s| 48 + s.executor.as_str().len() + 12 * s.maps.len()).sum();
                 held + inline.iter().map(|(_, slice)| 16 + slice.bytes.len()).sum::<usize>()
             }
+            PartitionSpec::Shuffles { reads, .. } => reads
+                .iter()
+                .map(|read| {
+                    let held: usize =
+                        read.sources.iter().map(|s| 48 + s.executor.as_str().len() + 12 * s.maps.len()).sum();
+                    24 + held + read.inline.iter().map(|(_, slice)| 16 + slice.bytes.len()).sum::<usize>()
+                })
+                .sum(),
             PartitionSpec::Value(v) => v.len(),
             PartitionSpec::Split { source, .. } => match source {
                 Source::File(s) | Source::Driver(s) | Source::Http(s) | Source::HttpWhole(s) => s.len(),

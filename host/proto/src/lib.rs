@@ -8,6 +8,7 @@ pub mod failure;
 pub mod ids;
 pub mod job;
 pub mod plan;
+pub mod program;
 pub mod recycle;
 pub mod report;
 pub mod standalone;
@@ -23,9 +24,10 @@ pub use config::{
 pub use failure::TaskFailure;
 pub use ids::{AppId, ExecutorId, Incarnation, JobId, WorkerId};
 pub use job::{
-    Compression, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, Source, World,
+    Compression, LimitError, Limits, Manifest, MapSource, PartitionSpec, ShuffleEndpoint, ShuffleInput,
+    Source, World,
 };
-pub use plan::{JobPlan, MAX_TASKS, StageSpec};
+pub use plan::{JobPlan, MAX_TASKS, StageInput, StageSpec};
 pub use report::{
     AttemptState, ClusterStatus, ExecutorState, ExecutorStatus, FailureRecord, JobError, JobProgress,
     JobReport, JobState, JobStatus, LOG_TAIL, SKEW_FACTOR, SKEW_MIN_BYTES, ShuffleSizes, StageKind,

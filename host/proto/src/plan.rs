@@ -30,12 +30,37 @@ impl StageSpec {
     }
 }
 
-/// A job split into partitions, one task each: its maps (generated indices, values or
-/// byte ranges of files), then, for a map/reduce job, its reduce partitions.
+/// A job split into partitions, one task each, stage after stage: a stage's tasks read
+/// its source (generated indices, values or byte ranges of files) or their partition
+/// of the shuffles it reads. A map/reduce job is two stages: its maps, then its reduce
+/// partitions; a program's action as many as its plan has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobPlan {
-    maps: Maps,
-    reduces: u32,
+    stages: Vec<Planned>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Planned {
+    first: u32,
+    input: Input,
+    reads: Vec<u32>,
+    writes: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Input {
+    Maps(Maps),
+    /// Partitions of the shuffles the stage reads (filled in at launch).
+    Shuffled(u32),
+}
+
+/// What a stage of a [`JobPlan::staged`] plan reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StageInput {
+    /// The source of a one-stage plan.
+    Source(JobPlan),
+    /// That many partitions of the shuffles it reads.
+    Shuffled(u32),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +76,16 @@ enum Maps {
     },
 }
 
+impl Maps {
+    fn tasks(&self) -> u32 {
+        match self {
+            Maps::Indices(n) => *n,
+            Maps::Values(values) => values.len() as u32,
+            Maps::Splits { count, .. } => *count,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct SplitFile {
     source: Source,
@@ -60,16 +95,36 @@ struct SplitFile {
     whole: bool,
 }
 
+impl Planned {
+    fn tasks(&self) -> u32 {
+        match &self.input {
+            Input::Maps(maps) => maps.tasks(),
+            Input::Shuffled(n) => *n,
+        }
+    }
+}
+
 impl JobPlan {
+    fn of(maps: Maps) -> JobPlan {
+        JobPlan {
+            stages: vec![Planned { first: 0, input: Input::Maps(maps), reads: Vec::new(), writes: None }],
+        }
+    }
+
     /// Generated partitions `0..n`.
     pub fn indices(n: u32) -> JobPlan {
-        JobPlan { maps: Maps::Indices(n), reduces: 0 }
+        JobPlan::of(Maps::Indices(n))
     }
 
     /// One partition per value.
     pub fn values(values: &[serde_json::Value]) -> JobPlan {
         let encoded = values.iter().map(|v| serde_json::to_vec(v).expect("a JSON value encodes")).collect();
-        JobPlan { maps: Maps::Values(encoded), reduces: 0 }
+        JobPlan::of(Maps::Values(encoded))
+    }
+
+    /// One partition per value, as encoded.
+    pub fn encoded_values(values: Vec<Vec<u8>>) -> JobPlan {
+        JobPlan::of(Maps::Values(values))
     }
 
     /// Splits inputs (source, size in bytes) into about `target` byte ranges of equal size,
@@ -89,58 +144,80 @@ impl JobPlan {
             count += if whole { 1 } else { size.div_ceil(split) };
         }
         let count = count.min(u64::from(MAX_TASKS) + 1).min(u64::from(u32::MAX)) as u32;
-        JobPlan { maps: Maps::Splits { files: planned, split, count }, reduces: 0 }
+        JobPlan::of(Maps::Splits { files: planned, split, count })
     }
 
     /// The same maps, followed by `reduces` reduce partitions (whose sources are known
     /// only once the maps ran, and are filled in at launch).
     pub fn with_reduces(self, reduces: u32) -> JobPlan {
-        JobPlan { reduces, ..self }
+        if reduces == 0 {
+            return self;
+        }
+        JobPlan::staged(vec![
+            (StageInput::Source(self), Vec::new(), Some(reduces)),
+            (StageInput::Shuffled(reduces), vec![0], None),
+        ])
     }
 
-    /// Map partitions.
+    /// A plan of stages in order, each with the stages whose shuffles it reads and the
+    /// partitions of the shuffle it writes (the control core checks that they fit).
+    pub fn staged(stages: Vec<(StageInput, Vec<u32>, Option<u32>)>) -> JobPlan {
+        let mut planned = Vec::with_capacity(stages.len());
+        let mut first = 0u32;
+        for (input, reads, writes) in stages {
+            let input = match input {
+                StageInput::Source(mut plan) => plan.stages.swap_remove(0).input,
+                StageInput::Shuffled(n) => Input::Shuffled(n),
+            };
+            let stage = Planned { first, input, reads, writes };
+            first = first.saturating_add(stage.tasks());
+            planned.push(stage);
+        }
+        JobPlan { stages: planned }
+    }
+
+    /// The first stage's partitions (a map/reduce job's maps).
     pub fn maps(&self) -> u32 {
-        match &self.maps {
-            Maps::Indices(n) => *n,
-            Maps::Values(values) => values.len() as u32,
-            Maps::Splits { count, .. } => *count,
-        }
+        self.stages.first().map_or(0, Planned::tasks)
     }
 
-    /// The plan's stages, as the control core schedules them: its maps, then, for a
-    /// map/reduce job, its reduces reading the maps' shuffle.
+    /// The plan's stages, as the control core schedules them.
     pub fn stages(&self) -> Vec<StageSpec> {
-        match self.reduces {
-            0 => vec![StageSpec { tasks: self.maps(), reads: Vec::new(), partitions: None }],
-            reduces => vec![
-                StageSpec { tasks: self.maps(), reads: Vec::new(), partitions: Some(reduces) },
-                StageSpec { tasks: reduces, reads: vec![0], partitions: None },
-            ],
-        }
+        self.stages
+            .iter()
+            .map(|s| StageSpec { tasks: s.tasks(), reads: s.reads.clone(), partitions: s.writes })
+            .collect()
     }
 
-    /// Partitions, maps and reduces together.
+    /// Partitions, every stage's together.
     pub fn len(&self) -> u64 {
-        u64::from(self.maps()) + u64::from(self.reduces)
+        self.stages.iter().map(|s| u64::from(s.tasks())).sum()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Partition `index`, made now; `None` past the plan's end.
+    /// Partition `index`, made now; `None` past the plan's end. A partition of a stage
+    /// that reads shuffles names the first it reads, its sources left for the launch.
     pub fn partition(&self, index: u32) -> Option<PartitionSpec> {
-        let maps = self.maps();
-        if index >= maps {
-            let partition = index - maps;
-            return (partition < self.reduces).then(|| PartitionSpec::Reduce {
-                partition,
-                shuffle: 0,
-                sources: Vec::new(),
-                inline: Vec::new(),
-            });
+        let stage = &self.stages[self.stages.partition_point(|s| s.first <= index).checked_sub(1)?];
+        let index = index - stage.first;
+        if index >= stage.tasks() {
+            return None;
         }
-        Some(match &self.maps {
+        let maps = match &stage.input {
+            Input::Shuffled(_) => {
+                return Some(PartitionSpec::Reduce {
+                    partition: index,
+                    shuffle: stage.reads.first().copied().unwrap_or(0),
+                    sources: Vec::new(),
+                    inline: Vec::new(),
+                });
+            }
+            Input::Maps(maps) => maps,
+        };
+        Some(match maps {
             Maps::Indices(_) => PartitionSpec::Index(index),
             Maps::Values(values) => PartitionSpec::Value(values[index as usize].clone()),
             Maps::Splits { files, split, .. } => {
@@ -156,13 +233,15 @@ impl JobPlan {
         })
     }
 
-    /// The files the plan reads, each once.
+    /// The files the plan reads, each once a stage.
     pub fn sources(&self) -> impl Iterator<Item = &Source> {
-        let files = match &self.maps {
-            Maps::Splits { files, .. } => files.as_slice(),
-            _ => &[],
-        };
-        files.iter().map(|f| &f.source)
+        self.stages
+            .iter()
+            .flat_map(|stage| match &stage.input {
+                Input::Maps(Maps::Splits { files, .. }) => files.as_slice(),
+                _ => &[],
+            })
+            .map(|f| &f.source)
     }
 }
 

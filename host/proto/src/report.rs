@@ -126,6 +126,9 @@ pub enum JobError {
     /// The job's part files could not be put in place.
     #[error("output: {0}")]
     Output(String),
+    /// A program's `main` failed (or gave up on what its datasets' calls said).
+    #[error("the program failed: {0}{hint}", hint = on_driver(.0))]
+    Program(Box<TaskFailure>),
 }
 
 /// What to change when a merge on the driver runs out of memory: the driver's key, not

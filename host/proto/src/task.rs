@@ -110,18 +110,38 @@ pub struct JobDescriptor {
     /// A map/reduce job's shuffle: its first `maps` tasks are map tasks, the next
     /// `reduces` reduce tasks.
     pub shuffle: Option<ShuffleSpec>,
+    /// A program's job: its stages, in order (their shuffles' secret is `shuffle`'s
+    /// token); its last stage's task outputs are its outputs.
+    #[serde(default)]
+    pub program: Option<Arc<Vec<crate::program::ProgramStage>>>,
 }
 
 impl JobDescriptor {
-    /// The outputs the job's fold takes: one per task, or a map/reduce job's reduce
-    /// outputs.
+    /// The outputs the job's fold takes: one per task, a map/reduce job's reduce
+    /// outputs, or a program's last stage's.
     pub fn outputs(&self) -> u32 {
+        if let Some(last) = self.program.as_ref().and_then(|p| p.last()) {
+            return last.tasks;
+        }
         self.shuffle.as_ref().map_or(self.task_count, |s| s.reduces)
     }
 
-    /// Where task `index`'s output goes in the fold: its index, or a reduce task's
-    /// partition; none for a map task (its output stays on its executor).
+    /// Whether task `index` writes a shuffle (a map task; a program's task of a stage
+    /// that writes one): its output is a map status, which stays on its executor.
+    pub fn writes_shuffle(&self, index: u32) -> bool {
+        if let Some(stages) = &self.program {
+            return crate::program::stage_of(stages, index).is_some_and(|(s, _)| s.plan.writes.is_some());
+        }
+        self.shuffle.as_ref().is_some_and(|s| s.is_map(index))
+    }
+
+    /// Where task `index`'s output goes in the fold: its index, a reduce task's
+    /// partition, or a program's last stage's task's; none for a task whose output is
+    /// a shuffle's (it stays on its executor).
     pub fn output_index(&self, index: u32) -> Option<u32> {
+        if let Some(last) = self.program.as_ref().and_then(|p| p.last()) {
+            return index.checked_sub(last.first);
+        }
         match &self.shuffle {
             Some(s) => index.checked_sub(s.maps),
             None => Some(index),

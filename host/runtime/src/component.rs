@@ -2,7 +2,7 @@
 //! disk, checked against the `flint:task` worlds, and pre-instantiated.
 
 use crate::bindings::exports::flint::task::{
-    aggregator, combiner, job, map_combiner, map_reduce_job as map_reduce,
+    aggregator, combiner, job, map_combiner, map_reduce_job as map_reduce, program_entry, stage,
 };
 use crate::host::HostState;
 use flint_proto::{Digest, World};
@@ -43,7 +43,8 @@ pub struct JobComponent {
     /// below it can never run it.
     pub min_memory: u64,
     pub(crate) pre: InstancePre<HostState>,
-    pub(crate) job: job::GuestIndices,
+    /// Every world's but `program`'s.
+    pub(crate) job: Option<job::GuestIndices>,
     pub(crate) aggregator: Option<aggregator::GuestIndices>,
     /// Present when the job exports `combiner` (world `combine`): its merge is
     /// commutative and its partitions may be combined where they run.
@@ -52,6 +53,8 @@ pub struct JobComponent {
     pub(crate) map_reduce: Option<map_reduce::GuestIndices>,
     /// Present when a map/reduce job exports `map-combiner` (SDK-built ones do).
     pub(crate) map_combiner: Option<map_combiner::GuestIndices>,
+    /// A program's `main` and its stages' tasks (world `program`).
+    pub(crate) program: Option<(program_entry::GuestIndices, stage::GuestIndices)>,
 }
 
 impl fmt::Debug for JobComponent {
@@ -80,19 +83,24 @@ impl JobComponent {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::WrongWorld(wrong(format!("{}", e).replace('\n', " "))))?;
-        let job = job::GuestIndices::new(&pre).map_err(|_| {
-            LoadError::WrongWorld(wrong(
-                "the component does not export flint:task/job (build it with the flint-guest SDK: `flint new` makes a job crate)"
+        let program = program_entry::GuestIndices::new(&pre)
+            .ok()
+            .and_then(|entry| stage::GuestIndices::new(&pre).ok().map(|stage| (entry, stage)));
+        let job = job::GuestIndices::new(&pre).ok();
+        if job.is_none() && program.is_none() {
+            return Err(LoadError::WrongWorld(wrong(
+                "the component exports neither flint:task/job nor a program (build it with the flint-guest SDK: `flint new` makes a job crate)"
                     .into(),
-            ))
-        })?;
+            )));
+        }
         let aggregator = aggregator::GuestIndices::new(&pre).ok();
         let combiner = aggregator.as_ref().and_then(|_| combiner::GuestIndices::new(&pre).ok());
         let map_reduce = aggregator.as_ref().and_then(|_| map_reduce::GuestIndices::new(&pre).ok());
         let map_combiner = map_reduce.as_ref().and_then(|_| map_combiner::GuestIndices::new(&pre).ok());
-        let world = match (&aggregator, &map_reduce) {
-            (Some(_), Some(_)) => World::MapReduce,
-            (Some(_), None) => World::Aggregate,
+        let world = match (&aggregator, &map_reduce, &job) {
+            (_, _, None) => World::Program,
+            (Some(_), Some(_), _) => World::MapReduce,
+            (Some(_), None, _) => World::Aggregate,
             _ => World::Task,
         };
         tracing::debug!(%digest, ?world, combines = combiner.is_some(), "component loaded");
@@ -114,6 +122,7 @@ impl JobComponent {
             combiner,
             map_reduce,
             map_combiner,
+            program,
         })
     }
 

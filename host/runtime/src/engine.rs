@@ -114,6 +114,11 @@ impl Runtime {
             |state| state,
         )
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+        crate::bindings::flint::task::datasets::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
         let ticker = Some(Ticker::start(engine.clone()));
         let components = Mutex::new(ComponentCache::new(config.component_cache));
         Ok(Runtime { engine, linker, config, components, stats: Arc::default(), pooling, ticker })

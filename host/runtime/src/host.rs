@@ -2,6 +2,7 @@
 //! split's `split-reader` and of `flint:task/shuffle` (a map's emitter, a reduce's
 //! sorted input).
 
+use crate::bindings::flint::task::datasets;
 use crate::bindings::flint::task::host::{self, Level, TaskInfo};
 use crate::bindings::flint::task::shuffle::{self, HostEmitter, HostPartWriter, HostSortedInput};
 use crate::bindings::flint::task::types::{self, HostSplitReader, TaskError};
@@ -10,6 +11,7 @@ use crate::limits::{KillSwitch, MemoryCap};
 use crate::records::{
     Emitter, LineSource, MAX_NEXT, PartSink, PartWriter, Records, ShuffleError, SortedInput, SplitReader,
 };
+use flint_proto::program::{DatasetSource, Dependency, Step};
 use flint_proto::{Conf, TaskFailure, Token};
 use std::sync::Arc;
 use wasmtime::component::Resource;
@@ -44,6 +46,8 @@ pub(crate) struct HostState {
     pub(crate) part: Option<Box<dyn PartSink>>,
     /// What `wasi:random` reads, reseeded as each call begins.
     pub(crate) random: crate::random::TaskRandom,
+    /// A program's `main`: where its datasets go.
+    pub(crate) program: Option<ProgramState>,
 }
 
 /// How much of a guest's logging reaches the process's log: every line goes to the
@@ -181,14 +185,14 @@ impl shuffle::Host for HostState {}
 impl HostEmitter for HostState {
     fn partitions(&mut self, _: Resource<Emitter>) -> u32 {
         match &self.records {
-            Records::Sink(sink) => sink.partitions(),
+            Records::Sink(sink) | Records::Both(_, sink) => sink.partitions(),
             _ => 0,
         }
     }
 
     fn emit(&mut self, _: Resource<Emitter>, batch: Vec<u8>) -> Result<(), TaskError> {
         match &mut self.records {
-            Records::Sink(sink) => sink.emit(&batch).map_err(task_error),
+            Records::Sink(sink) | Records::Both(_, sink) => sink.emit(&batch).map_err(task_error),
             _ => Err(TaskError { message: "records emitted outside a map task".into(), retryable: false }),
         }
     }
@@ -203,7 +207,7 @@ impl HostSortedInput for HostState {
     fn next(&mut self, _: Resource<SortedInput>, max_bytes: u32) -> Result<Vec<u8>, TaskError> {
         let max = (max_bytes as usize).clamp(1, MAX_NEXT);
         match &mut self.records {
-            Records::Source(source) => source.next(max).map_err(task_error),
+            Records::Source(source) | Records::Both(source, _) => source.next(max).map_err(task_error),
             _ => {
                 Err(TaskError { message: "sorted input read outside a reduce task".into(), retryable: false })
             }
@@ -230,5 +234,89 @@ impl HostPartWriter for HostState {
     fn drop(&mut self, rep: Resource<PartWriter>) -> wasmtime::Result<()> {
         self.table.delete(rep)?;
         Ok(())
+    }
+}
+
+/// The driver's side of a program's datasets: what the calls of its `main` do. Its
+/// errors are the program's to see (and, when it gives up on them, its failure).
+pub trait DatasetsHost: Send {
+    fn source(&mut self, source: DatasetSource) -> Result<u32, String>;
+    fn narrow(&mut self, parent: u32, step: Step) -> Result<u32, String>;
+    fn wide(&mut self, parents: Vec<u32>, dependency: Dependency) -> Result<u32, String>;
+    fn partitions(&mut self, dataset: u32) -> Result<u32, String>;
+    /// Runs a job computing `dataset`; its partitions' records, in order.
+    fn collect(&mut self, dataset: u32) -> Result<Vec<Vec<u8>>, String>;
+}
+
+/// A program's instance: its driver side, and the functions its component declares.
+pub(crate) struct ProgramState {
+    pub(crate) host: Box<dyn DatasetsHost>,
+    pub(crate) functions: std::collections::HashSet<String>,
+}
+
+fn refused(message: String) -> TaskError {
+    TaskError { message, retryable: false }
+}
+
+impl HostState {
+    fn program(&mut self) -> Result<&mut ProgramState, TaskError> {
+        self.program.as_mut().ok_or_else(|| {
+            refused("datasets are made by a program's main, on the driver, not in a task".into())
+        })
+    }
+
+    /// A function a plan names must be one the component declares.
+    fn declared(&mut self, function: &str) -> Result<(), TaskError> {
+        let program = self.program()?;
+        if function.is_empty() || program.functions.contains(function) {
+            return Ok(());
+        }
+        let mut known: Vec<&str> = program.functions.iter().map(String::as_str).collect();
+        known.sort_unstable();
+        Err(refused(format!(
+            "the program names a function {function:?} that its component does not declare (it declares {})",
+            known.join(", ")
+        )))
+    }
+}
+
+impl datasets::Host for HostState {
+    fn from_source(&mut self, source: datasets::Source) -> Result<u32, TaskError> {
+        let source = match source {
+            datasets::Source::TextFile(name) => DatasetSource::TextFile(name),
+            datasets::Source::Parallelize(v) => {
+                DatasetSource::Parallelize { records: v.records, slices: v.slices }
+            }
+            datasets::Source::Range(n) => DatasetSource::Range(n),
+        };
+        self.program()?.host.source(source).map_err(refused)
+    }
+
+    fn narrow(&mut self, parent: u32, step: datasets::Step) -> Result<u32, TaskError> {
+        self.declared(&step.function)?;
+        let step = Step { kind: step.kind, function: step.function, capture: step.capture };
+        self.program()?.host.narrow(parent, step).map_err(refused)
+    }
+
+    fn wide(&mut self, parents: Vec<u32>, dependency: datasets::Dependency) -> Result<u32, TaskError> {
+        self.declared(&dependency.function)?;
+        let datasets::Dependency { kind, function, capture, partitions } = dependency;
+        self.program()?
+            .host
+            .wide(parents, Dependency { kind, function, capture, partitions })
+            .map_err(refused)
+    }
+
+    fn partitions(&mut self, dataset: u32) -> Result<u32, TaskError> {
+        self.program()?.host.partitions(dataset).map_err(refused)
+    }
+
+    fn collect(&mut self, dataset: u32) -> Result<Vec<Vec<u8>>, TaskError> {
+        // The program waits for its job: that time is not its own, and does not count
+        // against its deadline.
+        let started = std::time::Instant::now();
+        let result = self.program()?.host.collect(dataset).map_err(refused);
+        self.deadline += started.elapsed();
+        result
     }
 }

@@ -12,6 +12,7 @@ mod component;
 mod engine;
 mod host;
 mod limits;
+mod program;
 mod random;
 mod records;
 mod sandbox;
@@ -19,7 +20,9 @@ mod sandbox;
 pub use asked::ConfAsked;
 pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError, Variant};
+pub use host::DatasetsHost;
 pub use limits::{KillSwitch, RuntimeStats};
+pub use program::StageInput;
 pub use records::{LineSource, PartSink, RECORD_HEADER, RecordSink, RecordSource, Records, ShuffleError};
 pub use sandbox::{Accumulator, Call, Folder, Instance, Outcome, TaskContext, TaskInput};
 

@@ -67,6 +67,8 @@ pub enum Records {
     None,
     Sink(Box<dyn RecordSink>),
     Source(Box<dyn RecordSource>),
+    /// A program's task that reads shuffles and writes one.
+    Both(Box<dyn RecordSource>, Box<dyn RecordSink>),
 }
 
 /// The `emitter` a map call is given: a handle to the store's [`Records::Sink`].
@@ -80,7 +82,9 @@ impl Records {
     /// The sink given to a map call, back as its own type.
     pub fn into_sink<S: RecordSink>(self) -> Option<S> {
         match self {
-            Records::Sink(sink) => (sink as Box<dyn Any>).downcast::<S>().ok().map(|s| *s),
+            Records::Sink(sink) | Records::Both(_, sink) => {
+                (sink as Box<dyn Any>).downcast::<S>().ok().map(|s| *s)
+            }
             _ => None,
         }
     }

@@ -108,7 +108,7 @@ impl Runtime {
     }
 
     /// The one place a store is made: memory cap, deadline, kill switch, sandboxed WASI.
-    fn new_store(&self, ctx: &TaskContext) -> (Store<HostState>, TaskLogSink) {
+    pub(crate) fn new_store(&self, ctx: &TaskContext) -> (Store<HostState>, TaskLogSink) {
         let log = TaskLogSink::new(self.config.max_log_size);
         let limit =
             ctx.memory_limit.map_or(self.config.instance_memory, |l| l.min(self.config.instance_memory));
@@ -151,6 +151,7 @@ impl Runtime {
             input_handle: None,
             part: None,
             random,
+            program: None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -193,9 +194,9 @@ impl Runtime {
 /// instance may be in any state: the owner drops it (with the value a combining
 /// instance held: those partitions run again).
 pub struct Instance {
-    component: Arc<JobComponent>,
-    store: Store<HostState>,
-    instance: wasmtime::component::Instance,
+    pub(crate) component: Arc<JobComponent>,
+    pub(crate) store: Store<HostState>,
+    pub(crate) instance: wasmtime::component::Instance,
     calls: u32,
 }
 
@@ -339,7 +340,7 @@ impl Instance {
 
     /// Makes the store the next call's: its ids, configuration, tokens, deadline, kill
     /// switch, and an empty log.
-    fn enter(&mut self, ctx: &TaskContext) {
+    pub(crate) fn enter(&mut self, ctx: &TaskContext) {
         self.calls = self.calls.saturating_add(1);
         let state = self.store.data_mut();
         state.info = TaskInfo {
@@ -487,7 +488,7 @@ fn hostcall_fuel(ctx: &TaskContext) -> usize {
 }
 
 /// A call's result as the caller sees it: typed failures, the size limit applied.
-fn settle(
+pub(crate) fn settle(
     result: wasmtime::Result<Result<Vec<u8>, TaskError>>,
     store: &Store<HostState>,
     ctx: &TaskContext,
@@ -511,7 +512,12 @@ fn invoke(
 ) -> wasmtime::Result<Result<Vec<u8>, TaskError>> {
     match call {
         Call::Run(input) => {
-            let job: job::Guest = component.job.load(&mut *store, instance)?;
+            let Some(indices) = &component.job else {
+                return Err(wasmtime::Error::msg(
+                    "the component is a program: it runs stages, not tasks of its own",
+                ));
+            };
+            let job: job::Guest = indices.load(&mut *store, instance)?;
             let input = partition(&mut *store, input)?;
             job.call_run(&mut *store, &input)
         }
@@ -531,7 +537,7 @@ fn aggregator(
 
 /// The guest's view of `input`. A file split's lines go into the store, read through
 /// the `split-reader` the partition carries.
-fn partition(store: &mut Store<HostState>, input: TaskInput) -> wasmtime::Result<Partition> {
+pub(crate) fn partition(store: &mut Store<HostState>, input: TaskInput) -> wasmtime::Result<Partition> {
     Ok(match input {
         TaskInput::Index(i) => Partition::Index(i),
         TaskInput::Value(v) => Partition::Value(v),
@@ -549,7 +555,10 @@ fn partition(store: &mut Store<HostState>, input: TaskInput) -> wasmtime::Result
 /// a failed read is the call's failure (unless it was killed), whatever the guest
 /// returned after it: a task that swallowed the error must not pass off part of its
 /// split as all of it.
-fn close_input<T>(store: &mut Store<HostState>, result: Result<T, TaskFailure>) -> Result<T, TaskFailure> {
+pub(crate) fn close_input<T>(
+    store: &mut Store<HostState>,
+    result: Result<T, TaskFailure>,
+) -> Result<T, TaskFailure> {
     let state = store.data_mut();
     state.input = None;
     if let Some(rep) = state.input_handle.take() {
@@ -563,7 +572,7 @@ fn close_input<T>(store: &mut Store<HostState>, result: Result<T, TaskFailure>) 
 }
 
 /// Turns a wasmtime error into the failure a user can act on.
-fn classify(e: wasmtime::Error, store: &Store<HostState>, ctx: &TaskContext) -> TaskFailure {
+pub(crate) fn classify(e: wasmtime::Error, store: &Store<HostState>, ctx: &TaskContext) -> TaskFailure {
     let log = &store.data().log;
     if e.is::<Killed>() {
         return TaskFailure::Killed { reason: "killed on request".into() };

@@ -77,7 +77,24 @@ impl EventLoop {
                             }
                             // A reduce task reads from wherever its maps' outputs are now, as
                             // the core's launch says.
+                            let program = job.descriptor.program.as_deref();
                             let partition = match (job.plan.partition(attempt.index)?, reads.as_slice()) {
+                                // A program's task reads every shuffle its stage reads.
+                                (PartitionSpec::Reduce { partition, .. }, reads) if program.is_some() && !reads.is_empty() => {
+                                    let stages = program.expect("checked");
+                                    let reads = reads.iter().map(|read| {
+                                        let writer = stages.get(read.shuffle as usize);
+                                        let holders = read.input.holders.iter().cloned();
+                                        flint_proto::ShuffleInput {
+                                            shuffle: read.shuffle,
+                                            first: writer.map_or(0, |s| s.first),
+                                            maps: writer.map_or(0, |s| s.tasks),
+                                            sources: holders.map(|h| map_source(&self.shuffle_addresses, h)).collect(),
+                                            inline: read.input.inline.clone(),
+                                        }
+                                    });
+                                    PartitionSpec::Shuffles { partition, reads: reads.collect() }
+                                }
                                 (PartitionSpec::Reduce { .. }, [read]) => {
                                     let holders = read.input.holders.iter().cloned();
                                     PartitionSpec::Reduce {
@@ -123,7 +140,7 @@ impl EventLoop {
                                     self.folds_pending.push(attempt.job);
                                 }
                             }
-                            Fold::Collect(outputs) | Fold::Parts(outputs) => {
+                            Fold::Collect(outputs) | Fold::Parts(outputs) | Fold::Outputs(outputs) => {
                                 outputs[index as usize] = Some(bytes)
                             }
                         }
@@ -242,8 +259,9 @@ impl EventLoop {
                     let spec = self.jobs.get(&job).and_then(|r| r.descriptor.shuffle.as_ref());
                     // Executors keep one shuffle a job, the map/reduce world's: the
                     // outputs of another are not asked for, and are made again if read.
-                    if shuffle.index != 0 {
-                        tracing::warn!(%job, shuffle = shuffle.index, "map outputs of a later stage are not handed over");
+                    let program = self.jobs.get(&job).is_some_and(|r| r.descriptor.program.is_some());
+                    if shuffle.index != 0 || program {
+                        tracing::warn!(%job, shuffle = shuffle.index, "map outputs of a program's or a later stage's shuffle are not handed over");
                     } else if let (Some((_, link)), Some(spec)) = (link, spec) {
                         let address = self.shuffle_addresses.get(&from.0).cloned();
                         let from =

@@ -243,6 +243,11 @@ impl EventLoop {
         let now = Instant::now();
         match event {
             Event::Submit { job, reply } => self.submit(now, *job, reply),
+            Event::NewJobId { reply } => {
+                let id = self.next_job;
+                self.next_job = id.next();
+                let _ = reply.send(id);
+            }
             Event::Reserve { requested, pod_name, reply } => {
                 let verdict = match &self.stopping {
                     Some(_) => Err(Rejection::AppStopped),

@@ -29,6 +29,10 @@ pub struct JobHandle {
 }
 
 pub(super) enum Event {
+    /// A job id taken for a program, which runs its actions as jobs of their own.
+    NewJobId {
+        reply: oneshot::Sender<flint_proto::JobId>,
+    },
     Submit {
         job: Box<PreparedJob>,
         reply: oneshot::Sender<Result<JobHandle, SubmitError>>,
@@ -145,6 +149,11 @@ pub(super) struct PreparedJob {
     /// A map/reduce job's (maps, reduces): its plan's first `maps` partitions are map
     /// tasks' and the rest reduce tasks'.
     pub(super) shuffle: Option<(u32, u32)>,
+    /// A program's action: the plan of each of its stages.
+    pub(super) program: Option<Arc<Vec<flint_proto::program::ProgramStage>>>,
+    /// Where the keys its calls read are noted, when not in a record of its own (a
+    /// program's action: its program's).
+    pub(super) asked: Option<Arc<flint_runtime::ConfAsked>>,
     /// Where a map/reduce job's part output goes (a directory or prefix made ready).
     pub(super) parts: Option<flint_proto::Parts>,
     /// That output, claimed: released when the job (or its refusal) goes.

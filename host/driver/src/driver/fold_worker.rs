@@ -21,6 +21,9 @@ pub(super) enum Fold {
     Collect(Vec<Option<Vec<u8>>>),
     /// A map/reduce job's collected parts (`--collect`): joined in partition order.
     Parts(Vec<Option<Vec<u8>>>),
+    /// A program's action: its outputs, in partition order, as they came (the job's
+    /// result is their list in postcard, for the program).
+    Outputs(Vec<Option<Vec<u8>>>),
 }
 
 /// The thread folding an `aggregate` job's outputs.

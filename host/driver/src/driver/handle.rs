@@ -135,7 +135,7 @@ impl Driver {
 
     /// Checks a job (its configuration, component and inputs), plans its partitions and
     /// queues it. Problems with the job come back here, before any task runs.
-    pub async fn submit(&self, request: JobRequest) -> Result<JobHandle, SubmitError> {
+    pub async fn submit(&self, mut request: JobRequest) -> Result<JobHandle, SubmitError> {
         let mut conf = self.shared.conf.clone();
         conf.extend(request.config.clone());
         let settings = Settings::from_conf(&conf)?;
@@ -150,7 +150,7 @@ impl Driver {
             return Err(SubmitError::Partitions(format!("at most {MAX_TASKS} tasks per job")));
         }
         let runtime = self.shared.runtime.clone();
-        let bytes = Arc::new(request.component);
+        let bytes = Arc::new(std::mem::take(&mut request.component));
         let component = {
             let bytes = bytes.clone();
             tokio::task::spawn_blocking(move || runtime.load(&bytes))
@@ -171,6 +171,9 @@ impl Driver {
         }
         if let Some(declared) = request.world.filter(|w| *w != component.world) {
             return Err(SubmitError::WorldMismatch { declared, found: component.world });
+        }
+        if component.world == World::Program {
+            return super::program::start(self.clone(), request, component, bytes, settings).await;
         }
         let slots = self.shared.planning_slots();
         let uploads = request.uploads.as_deref().map(crate::job::Uploads::path);
@@ -238,6 +241,8 @@ impl Driver {
             token_services: request.token_services,
             every: request.every,
             shuffle,
+            program: None,
+            asked: None,
             parts,
             output,
             uploads: request.uploads,
@@ -485,6 +490,34 @@ impl Driver {
     /// The driver's configuration.
     pub fn conf(&self) -> &Conf {
         &self.shared.conf
+    }
+
+    /// Queues a job made ready here (a program's action), shipping `bytes` as its
+    /// component.
+    pub(super) async fn submit_prepared(
+        &self,
+        job: PreparedJob,
+        bytes: Arc<Vec<u8>>,
+    ) -> Result<JobHandle, SubmitError> {
+        let digest = job.component.digest;
+        self.shared.hold_component(digest, bytes);
+        let (reply, handle) = oneshot::channel();
+        if self.send(Event::Submit { job: Box::new(job), reply }).is_err() {
+            self.shared.release_component(&digest);
+            return Err(SubmitError::DriverStopped);
+        }
+        handle.await.map_err(|_| SubmitError::DriverStopped)?
+    }
+
+    /// A job id of its own, for what is not one of the loop's jobs (a program).
+    pub(super) async fn new_job_id(&self) -> Result<flint_proto::JobId, SubmitError> {
+        let (reply, id) = oneshot::channel();
+        self.send(Event::NewJobId { reply })?;
+        id.await.map_err(|_| SubmitError::DriverStopped)
+    }
+
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     fn send(&self, event: Event) -> Result<(), SubmitError> {

@@ -153,12 +153,12 @@ impl EventLoop {
             // Its merge is commutative: the tasks a slot runs are combined there.
             combine: job.component.combines() && job.settings.task_combine && job.shuffle.is_none(),
             instance_reuse: job.settings.task_instance_reuse,
-            shuffle: job.shuffle.map(|(maps, reduces)| ShuffleSpec {
-                maps,
-                reduces,
-                token: rand::random(),
-                parts: job.parts.clone(),
+            // A program's shuffles are read with the same secret; their stages say
+            // which tasks write which.
+            shuffle: job.shuffle.or(job.program.as_ref().map(|_| (0, 0))).map(|(maps, reduces)| {
+                ShuffleSpec { maps, reduces, token: rand::random(), parts: job.parts.clone() }
             }),
+            program: job.program.clone(),
         });
         self.record(AppEvent::JobStart { job: id, name: job.name.clone(), tasks });
         let span = tracing::info_span!("job", job_id = id.0, job_name = %job.name);
@@ -178,7 +178,8 @@ impl EventLoop {
             self.shared.data.register(id, from_driver);
             self.push_tokens();
         }
-        let asked = Arc::new(flint_runtime::ConfAsked::default());
+        // A program's actions note the keys they read where the program does.
+        let asked = job.asked.clone().unwrap_or_default();
         let fold = match job.component.world {
             World::MapReduce if matches!(job.parts, Some(Parts::Collect)) => {
                 Fold::Parts(vec![None; descriptor.outputs() as usize])
@@ -198,6 +199,7 @@ impl EventLoop {
                 span.clone(),
             )),
             World::Task => Fold::Collect(vec![None; descriptor.outputs() as usize]),
+            World::Program => Fold::Outputs(vec![None; descriptor.outputs() as usize]),
         };
         let stages = job.plan.stages();
         self.jobs.insert(
@@ -259,6 +261,12 @@ impl EventLoop {
             }
             Fold::Parts(outputs) => {
                 let result = std::mem::take(outputs).into_iter().flatten().flatten().collect();
+                self.complete(id, Ok(result));
+            }
+            Fold::Outputs(outputs) => {
+                let outputs: Vec<Vec<u8>> =
+                    std::mem::take(outputs).into_iter().map(Option::unwrap_or_default).collect();
+                let result = postcard::to_allocvec(&outputs).expect("bytes encode");
                 self.complete(id, Ok(result));
             }
         }
@@ -341,7 +349,7 @@ impl EventLoop {
             stages,
             warnings: Vec::new(),
         };
-        if report.outcome.is_ok() {
+        if report.outcome.is_ok() && job.descriptor.program.is_none() {
             let (asked, full) = job.asked.seen();
             if !full {
                 report.warnings = unread_keys(&job.descriptor.config, &asked);
@@ -393,7 +401,7 @@ const UNREAD_NAMED: usize = 16;
 /// A warning for each of the job's own keys (not `flint.*`) that none of its calls asked
 /// for, with the nearest key they did ask for: `--conf topp=3` for a job that reads
 /// `top`. Past [`UNREAD_NAMED`], one more says how many others.
-fn unread_keys(config: &flint_proto::Conf, asked: &BTreeSet<String>) -> Vec<String> {
+pub(super) fn unread_keys(config: &flint_proto::Conf, asked: &BTreeSet<String>) -> Vec<String> {
     let asked_for: Vec<&str> = asked.iter().map(String::as_str).collect();
     let unread: Vec<&String> =
         config.keys().filter(|key| !key.starts_with("flint.") && !asked.contains(*key)).collect();

@@ -26,6 +26,7 @@ mod handle;
 mod jobs;
 mod output;
 mod plan;
+mod program;
 mod records;
 mod reports;
 mod shared;

@@ -60,9 +60,10 @@ impl EventLoop {
             // about which map outputs exist.
             TaskState::Succeeded(output)
                 if matches!(output, TaskOutput::Map(_))
-                    != self.jobs.get(&update.attempt.job).is_some_and(|j| {
-                        j.descriptor.shuffle.as_ref().is_some_and(|s| s.is_map(update.attempt.index))
-                    }) =>
+                    != self
+                        .jobs
+                        .get(&update.attempt.job)
+                        .is_some_and(|j| j.descriptor.writes_shuffle(update.attempt.index)) =>
             {
                 let message = match output {
                     TaskOutput::Map(_) => "a map output from a task that is not a map",

@@ -80,14 +80,42 @@ pub(crate) struct SortedRuns {
     runs: Vec<Box<dyn Run>>,
     /// A binary min-heap of indices into `runs` (runs that still have a record).
     heap: Vec<usize>,
-    /// The reduce partition, written into each record a guest reads.
+    /// What each record a guest reads carries in its partition field: the reduce
+    /// partition, or for a merge of several shuffles, which one its run is of.
     partition: u32,
+    tags: Vec<u32>,
     failed: bool,
 }
 
 impl SortedRuns {
     pub(crate) fn new(partition: u32) -> SortedRuns {
-        SortedRuns { owned: Vec::new(), runs: Vec::new(), heap: Vec::new(), partition, failed: false }
+        SortedRuns {
+            owned: Vec::new(),
+            runs: Vec::new(),
+            heap: Vec::new(),
+            partition,
+            tags: Vec::new(),
+            failed: false,
+        }
+    }
+
+    /// One merge of `parts`' runs, each record tagged with the index of the part it
+    /// came from (ties to the earlier part).
+    pub(crate) fn tagged(parts: Vec<SortedRuns>) -> SortedRuns {
+        let mut merged = SortedRuns::new(0);
+        for (tag, mut part) in (0..).zip(parts) {
+            merged.owned.append(&mut part.owned);
+            for run in std::mem::take(&mut part.runs) {
+                merged.runs.push(run);
+                merged.tags.push(tag);
+            }
+        }
+        // Every run has a record (as `push` keeps them): the heap holds them all.
+        merged.heap = (0..merged.runs.len()).collect();
+        for i in (0..merged.heap.len()).rev() {
+            merged.sift_down(i);
+        }
+        merged
     }
 
     /// Deletes `path` when the merge is dropped, and gives back what it held.
@@ -139,10 +167,12 @@ impl SortedRuns {
         }
     }
 
-    /// Hands the smallest record to `take` and moves past it; false when all runs ended.
-    pub(crate) fn pop(&mut self, take: impl FnOnce(&[u8], &[u8])) -> io::Result<bool> {
+    /// Hands the smallest record (with its run's tag) to `take` and moves past it;
+    /// false when all runs ended.
+    pub(crate) fn pop(&mut self, take: impl FnOnce(u32, &[u8], &[u8])) -> io::Result<bool> {
         let Some(&top) = self.heap.first() else { return Ok(false) };
-        take(self.runs[top].key(), self.runs[top].value());
+        let tag = self.tags.get(top).copied().unwrap_or(self.partition);
+        take(tag, self.runs[top].key(), self.runs[top].value());
         if !self.runs[top].advance()? {
             let last = self.heap.pop().expect("not empty");
             if !self.heap.is_empty() {
@@ -172,10 +202,9 @@ impl RecordSource for SortedRuns {
             });
         }
         let mut batch = Vec::with_capacity(max.min(1 << 20));
-        let partition = self.partition.to_le_bytes();
         while batch.len() < max {
-            let more = self.pop(|key, value| {
-                batch.extend_from_slice(&partition);
+            let more = self.pop(|tag, key, value| {
+                batch.extend_from_slice(&tag.to_le_bytes());
                 batch.extend_from_slice(&(key.len() as u32).to_le_bytes());
                 batch.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 batch.extend_from_slice(key);

@@ -19,6 +19,7 @@ pub(crate) mod index;
 pub(crate) mod merge;
 pub(crate) mod parts;
 pub(crate) mod read;
+pub(crate) mod stages;
 pub(crate) mod tasks;
 pub(crate) mod write;
 

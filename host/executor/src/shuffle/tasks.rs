@@ -9,7 +9,9 @@ use super::parts::{Part, PartFile, PartObject};
 use super::read::{FetchError, Located, Slice, file_crc};
 use super::write::MapWriter;
 use crate::core::{ExecutorCore, Taken};
-use flint_proto::{InlineSlice, JobId, MapSource, Parts, TaskFailure, TaskLaunch, TaskOutput, TaskState};
+use flint_proto::{
+    InlineSlice, JobId, MapSource, Parts, ShuffleInput, TaskFailure, TaskLaunch, TaskOutput, TaskState,
+};
 use flint_runtime::{RecordSource, TaskContext, TaskInput};
 use std::time::Instant;
 
@@ -154,20 +156,67 @@ impl ExecutorCore {
         (sources, inline): (&[MapSource], &[(u32, InlineSlice)]),
         deadline: Instant,
     ) -> Result<SortedRuns, TaskFailure> {
+        let maps = launch.job.shuffle.as_ref().map_or(0, |s| s.maps);
+        let read =
+            ShuffleInput { shuffle: 0, first: 0, maps, sources: sources.to_vec(), inline: inline.to_vec() };
+        self.gather(launch, partition, &read, deadline)?
+            .into_runs(partition)
+            .map_err(|e| TaskFailure::Host { message: format!("cannot read the slices: {e}") })
+    }
+
+    /// A program's task's partition of every shuffle it reads, each gathered as a
+    /// reduce task's is, merged by key: a record's partition field says which of the
+    /// stage's reads it came from (ties to the earlier read).
+    pub(crate) fn shuffled_input(
+        &self,
+        launch: &TaskLaunch,
+        partition: u32,
+        reads: &[ShuffleInput],
+        deadline: Instant,
+    ) -> Result<SortedRuns, TaskFailure> {
+        let mut merged = Vec::with_capacity(reads.len());
+        for read in reads {
+            let runs = self
+                .gather(launch, partition, read, deadline)?
+                .into_runs(partition)
+                .map_err(|e| TaskFailure::Host { message: format!("cannot read the slices: {e}") })?;
+            merged.push(runs);
+        }
+        Ok(SortedRuns::tagged(merged))
+    }
+
+    /// Gathers a partition's slices of one shuffle from every source. Slices that came
+    /// inline in the launch are taken as they are (CRC checked); this executor's own
+    /// slices are checked against their CRCs and read in place; other holders are asked
+    /// once each, and what they send is kept in memory up to the host's share for a
+    /// task, then spilled to this executor's disk. A source that cannot give its
+    /// slices, or one that fails its CRC, fails the task as `fetch-failed`, naming
+    /// those maps (as numbered in the stage that wrote them) and the shuffle, so that
+    /// they run again. On disk and between executors a map is named by its task's
+    /// index in the job.
+    fn gather(
+        &self,
+        launch: &TaskLaunch,
+        partition: u32,
+        read: &ShuffleInput,
+        deadline: Instant,
+    ) -> Result<Gathered, TaskFailure> {
         let (Some(spec), Some(files)) = (&launch.job.shuffle, &self.shuffle) else {
             return Err(TaskFailure::Host {
-                message: "a reduce task on an executor without shuffle files".into(),
+                message: "a task reading a shuffle on an executor without shuffle files".into(),
             });
         };
         let job = launch.job.job;
+        let ShuffleInput { shuffle, first, maps, sources, inline } = read;
+        let global = |map: u32| first.saturating_add(map);
         // Each map once: a map named twice would have its records counted twice.
         let mut named = std::collections::HashSet::new();
         let every =
             inline.iter().map(|(map, _)| *map).chain(sources.iter().flat_map(|s| s.maps.iter().map(|m| m.0)));
         for map in every {
-            if map >= spec.maps || !named.insert(map) {
+            if map >= *maps || !named.insert(map) {
                 return Err(TaskFailure::Host {
-                    message: format!("the launch names map {map} twice or past the job's {} maps", spec.maps),
+                    message: format!("the launch names map {map} twice or past the stage's {maps} maps"),
                 });
             }
         }
@@ -176,7 +225,7 @@ impl ExecutorCore {
         let mut gathered =
             Gathered::new(files.spill_dir(job, partition), launch.attempt.number, budget, held);
         for (map, slice) in inline {
-            let slice = Slice { map: *map, crc: slice.crc, bytes: slice.bytes.clone() };
+            let slice = Slice { map: global(*map), crc: slice.crc, bytes: slice.bytes.clone() };
             if !slice.intact() {
                 return Err(TaskFailure::Host {
                     message: format!("map {map}'s inline slice does not match its checksum"),
@@ -190,16 +239,16 @@ impl ExecutorCore {
             let failed = |map: u32, reason: String| TaskFailure::FetchFailed {
                 executor: source.executor.clone(),
                 incarnation: source.incarnation,
-                shuffle: 0,
+                shuffle: *shuffle,
                 maps: vec![map],
                 reason,
             };
             for &(map, _) in &source.maps {
-                let located = files.slice_location(job, partition, map);
+                let located = files.slice_location(job, partition, global(map));
                 let (path, start, end, crc) =
                     located.map_err(|e| failed(map, format!("map {map}'s output: {e}")))?;
                 match file_crc(&path, start, end - start) {
-                    Ok(found) if found == crc => gathered.in_place(map, path, start, end - start),
+                    Ok(found) if found == crc => gathered.in_place(global(map), path, start, end - start),
                     Ok(_) => return Err(failed(map, "a slice does not match its checksum".into())),
                     Err(e) => return Err(failed(map, format!("map {map}'s output: {e}"))),
                 }
@@ -212,17 +261,35 @@ impl ExecutorCore {
                 return Err(TaskFailure::FetchFailed {
                     executor: source.executor.clone(),
                     incarnation: source.incarnation,
-                    shuffle: 0,
+                    shuffle: *shuffle,
                     maps: source.maps.iter().map(|(m, _)| *m).collect(),
                     reason: "this executor cannot reach its peers".into(),
                 });
             };
+            // Peers are asked for maps by their tasks' indices in the job.
+            let asked: Vec<MapSource> = others
+                .iter()
+                .map(|s| MapSource {
+                    maps: s.maps.iter().map(|&(m, b)| (global(m), b)).collect(),
+                    ..(*s).clone()
+                })
+                .collect();
+            let asked: Vec<&MapSource> = asked.iter().collect();
             let ask = Ask { fetcher: &*fetcher, job, token: &spec.token, partition, deadline, in_flight };
-            fetch_all(&ask, &others, &mut gathered)?;
+            fetch_all(&ask, &asked, &mut gathered).map_err(|failure| match failure {
+                TaskFailure::FetchFailed { executor, incarnation, maps, reason, .. } => {
+                    TaskFailure::FetchFailed {
+                        executor,
+                        incarnation,
+                        shuffle: *shuffle,
+                        maps: maps.into_iter().map(|m| m.saturating_sub(*first)).collect(),
+                        reason,
+                    }
+                }
+                other => other,
+            })?;
         }
-        gathered
-            .into_runs(partition)
-            .map_err(|e| TaskFailure::Host { message: format!("cannot read the slices: {e}") })
+        Ok(gathered)
     }
 
     /// Whether `token` is the shuffle secret of a job this executor knows.

@@ -40,7 +40,7 @@ fn records(files: &ShuffleFiles, partition: u32, maps: &[u32]) -> Vec<(Vec<u8>, 
         runs.push(zstd::Decoder::new(Cursor::new(slice.bytes)).unwrap()).unwrap();
     }
     let mut out = Vec::new();
-    while runs.pop(|k, v| out.push((k.to_vec(), v.to_vec()))).unwrap() {}
+    while runs.pop(|_, k, v| out.push((k.to_vec(), v.to_vec()))).unwrap() {}
     out
 }
 

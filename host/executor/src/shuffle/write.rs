@@ -253,7 +253,7 @@ impl MapWriter {
                 let mut frame = out.begin();
                 let mut failed = None;
                 let partition = partition as u32;
-                while runs.pop(|key, value| {
+                while runs.pop(|_, key, value| {
                     let written = match combiner.as_deref_mut() {
                         _ if failed.is_some() => return,
                         Some(combiner) => combiner.record(&mut frame, partition, (key, value), &mut digest),

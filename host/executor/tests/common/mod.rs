@@ -105,5 +105,6 @@ pub fn job(digest: Digest, tasks: u32, config: &[(&str, &str)]) -> Arc<JobDescri
         combine: false,
         instance_reuse: 100,
         shuffle: None,
+        program: None,
     })
 }

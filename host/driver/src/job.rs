@@ -14,6 +14,9 @@ pub struct JobRequest {
     pub config: Conf,
     /// Input files, split by byte range; none for generated or value partitions.
     pub inputs: Vec<String>,
+    /// Each input as its submitter named it (a file sent with the job is kept under
+    /// another name), when not as `inputs` has it: a program picks its inputs by name.
+    pub input_names: Vec<String>,
     /// Input values, one task each.
     pub values: Vec<serde_json::Value>,
     /// Partitions: how many generated tasks, or about how many file splits.
@@ -176,6 +179,7 @@ impl JobRequest {
             name: manifest.name.clone(),
             component,
             config,
+            input_names: Vec::new(),
             inputs,
             values: manifest.inputs.clone(),
             partitions,

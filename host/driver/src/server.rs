@@ -557,12 +557,13 @@ async fn submit(
     // Up to 1,024 files made on the driver's disk: off the connections' threads.
     let making = driver.clone();
     let room = tokio::task::spawn_blocking(move || make_room(&making, inputs));
-    let Room { urls, uploads, incoming } = match room.await.map_err(|e| PeerError::Protocol(e.to_string()))? {
-        Ok(room) => room,
-        Err(reason) => return Ok(write_frame(send, &SubmitReply::Rejected(reason)).await?),
-    };
+    let Room { urls, names, uploads, incoming } =
+        match room.await.map_err(|e| PeerError::Protocol(e.to_string()))? {
+            Ok(room) => room,
+            Err(reason) => return Ok(write_frame(send, &SubmitReply::Rejected(reason)).await?),
+        };
     let request = match JobRequest::from_manifest(&manifest, component, config, urls, partitions) {
-        Ok(r) => JobRequest { every, uploads, ..r },
+        Ok(r) => JobRequest { every, uploads, input_names: names, ..r },
         Err(e) => return Ok(write_frame(send, &SubmitReply::Rejected(e.to_string())).await?),
     };
     let handle = match driver.submit(request).await {
@@ -641,6 +642,8 @@ const MAX_UPLOADED_FILES: usize = 1024;
 struct Room {
     /// The job's inputs, each file sent with it as a `flint://` URL.
     urls: Vec<String>,
+    /// Each as the submitter named it (a program picks its inputs by these).
+    names: Vec<String>,
     /// The folder they are kept in, and what it holds of the driver's budget.
     uploads: Option<Arc<Uploads>>,
     incoming: Vec<Incoming>,
@@ -676,9 +679,11 @@ fn make_room(driver: &Driver, inputs: Vec<SubmitInput>) -> Result<Room, String> 
         ));
     }
     if files == 0 {
-        let urls =
-            inputs.into_iter().filter_map(|i| if let SubmitInput::Url(u) = i { Some(u) } else { None });
-        return Ok(Room { urls: urls.collect(), uploads: None, incoming: Vec::new() });
+        let urls: Vec<String> = inputs
+            .into_iter()
+            .filter_map(|i| if let SubmitInput::Url(u) = i { Some(u) } else { None })
+            .collect();
+        return Ok(Room { names: urls.clone(), urls, uploads: None, incoming: Vec::new() });
     }
     // Every running job's files together stay within the driver's budget for them.
     let cap = driver.settings().driver_max_uploads_held;
@@ -690,9 +695,13 @@ fn make_room(driver: &Driver, inputs: Vec<SubmitInput>) -> Result<Room, String> 
     let cannot = |e: std::io::Error| format!("the driver cannot keep files: {e}");
     let dir = tempfile::Builder::new().prefix("flint-upload-").tempdir().map_err(cannot)?;
     let (mut urls, mut incoming, mut arriving) = (Vec::with_capacity(inputs.len()), Vec::new(), Vec::new());
+    let mut names = Vec::with_capacity(inputs.len());
     for (n, input) in inputs.into_iter().enumerate() {
         match input {
-            SubmitInput::Url(url) => urls.push(url),
+            SubmitInput::Url(url) => {
+                names.push(url.clone());
+                urls.push(url);
+            }
             SubmitInput::Upload { name, size } => {
                 // The client's name, kept readable but never a path of its own.
                 let safe: String = name
@@ -706,12 +715,13 @@ fn make_room(driver: &Driver, inputs: Vec<SubmitInput>) -> Result<Room, String> 
                 let (entry, arrival) = driver.data().arriving(path.to_string_lossy().into_owned());
                 arriving.push(entry);
                 urls.push(format!("flint://{}", path.display()));
+                names.push(name.clone());
                 incoming.push(Incoming { name, file, size, arrival: Arc::new(arrival) });
             }
         }
     }
     tracing::info!(folder = %dir.path().display(), files = incoming.len(), bytes = declared, "job files arriving");
-    Ok(Room { urls, uploads: Some(Arc::new(Uploads::new(dir, held, arriving))), incoming })
+    Ok(Room { urls, names, uploads: Some(Arc::new(Uploads::new(dir, held, arriving))), incoming })
 }
 
 /// A job's files, in the order announced: each written where the job reads it as its

@@ -106,19 +106,25 @@ struct Ran {
 }
 
 impl ProgramHost {
-    /// The submission's inputs `name` picks: one as given, one by its file name, or all.
+    /// The submission's inputs `name` picks: one as its submitter named it, one by its
+    /// file name, or all of them.
     fn picked(&self, name: &str) -> Result<Vec<String>, String> {
-        let inputs = &self.request.inputs;
+        let request = &self.request;
+        let names = match request.input_names.len() == request.inputs.len() {
+            true => &request.input_names,
+            false => &request.inputs,
+        };
         let file_name = |input: &str| input.trim_end_matches('/').rsplit('/').next().map(str::to_owned);
-        let picked: Vec<String> = inputs
+        let picked: Vec<String> = names
             .iter()
-            .filter(|input| {
-                name == "*" || input.as_str() == name || file_name(input).as_deref() == Some(name)
+            .zip(&request.inputs)
+            .filter(|(given, _)| {
+                name == "*" || given.as_str() == name || file_name(given).as_deref() == Some(name)
             })
-            .cloned()
+            .map(|(_, url)| url.clone())
             .collect();
         if picked.is_empty() {
-            let given = if inputs.is_empty() { "none".to_owned() } else { inputs.join(", ") };
+            let given = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
             return Err(format!(
                 "the program reads the input {name:?}, which the submission does not give (it gives: {given}); name one with --input"
             ));

@@ -204,3 +204,67 @@ fn a_program_that_goes_wrong_fails_saying_how_and_the_driver_serves_on() {
         (0..7).map(|k| (k, (0..100u64).filter(|n| n % 7 == u64::from(k)).sum())).collect();
     assert_eq!(fine["result"], json!({ "sums": sums, "generated": 3000 }), "{fine}");
 }
+
+#[test]
+fn an_executor_killed_as_a_third_stage_runs_costs_only_the_outputs_it_held() {
+    let ui = common::free_port();
+    let mut cluster = Cluster::start(&["--ui-port", &ui.to_string()]);
+    for _ in 0..3 {
+        cluster.executor(&["--cores", "1"]);
+    }
+    cluster.wait_live(3);
+    let mut submit = common::command(&[
+        "submit",
+        "--driver-url",
+        &cluster.url,
+        "examples/program-chaos",
+        "--conf",
+        "mode=deep",
+        "--conf",
+        "pause_ms=400",
+        "--json",
+    ]);
+    let submit = submit
+        .env("FLINT_SECRET", common::cluster::SECRET)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first two stages done, its third (4 s a task) under way.
+    let third = common::eventually(std::time::Duration::from_secs(60), || {
+        let status = cluster.status();
+        let job = status["jobs"].as_array()?.iter().find(|j| j["state"] == "running")?.clone();
+        let stages = job["stages"].as_array()?;
+        let done = |s: usize| stages.get(s).and_then(|s| s["done"].as_u64());
+        (done(0)? == 6 && done(1)? == 6 && done(2)? == 0).then(|| job["job"].as_u64().unwrap())
+    })
+    .expect("the third stage runs");
+    let (_, attempts) = common::http_get(ui, &format!("/api/v1/jobs/{third}/attempts"), None);
+    let attempts: Value = serde_json::from_str(&attempts).unwrap();
+    cluster.executors[0].signal("KILL");
+    let lost = common::eventually(std::time::Duration::from_secs(20), || {
+        let status = cluster.status();
+        let gone = status["executors"].as_array()?.iter().find(|e| !e["removed"].is_null())?.clone();
+        gone["id"].as_str().map(str::to_owned)
+    })
+    .expect("the killed executor is removed");
+    // The outputs it held: the first two stages' tasks it ran.
+    let held = |stage: u64| {
+        let attempts = attempts.as_array().unwrap().iter();
+        attempts
+            .filter(|a| a["executor"] == lost.as_str() && a["state"] == "succeeded")
+            .filter(|a| a["index"].as_u64().unwrap() / 6 == stage)
+            .count() as u64
+    };
+    let out = submit.wait_with_output().unwrap();
+    let report = ok_json(&out);
+    let sums: Vec<(u32, u64)> =
+        (0..60).map(|k| (k, (0..60_000u64).filter(|n| n % 60 == u64::from(k)).sum())).collect();
+    assert_eq!(report["result"], json!(sums), "exact after the loss");
+    let rerun: Vec<u64> =
+        report["stages"].as_array().unwrap().iter().map(|s| s["rerun_tasks"].as_u64().unwrap()).collect();
+    // Its second stage's outputs are made again, and for them its first stage's (every
+    // partition of which each second-stage task reads); nothing else runs twice.
+    assert!(held(1) > 0, "the killed executor held some of the second stage's outputs: {attempts}");
+    assert_eq!(rerun, vec![held(0), held(1), 0], "{}", report["stages"]);
+}

@@ -36,9 +36,11 @@ demo: build
 	$(FLINT) run examples/word-count-mr --input $(DEMO)/corpus.txt --executors 2 --cores 1 --reduce-partitions 4
 	$(FLINT) run examples/pi --conf points=10000000 --partitions 16
 
-## test: unit tests, runtime tests on the real example components, CLI end-to-end tests
+## test: unit tests, runtime tests on the real example components, CLI end-to-end tests, and
+## the program examples' own tests (natively, through the SDK's Local)
 test: setup-test build
 	$(CARGO) test --release --workspace
+	cd examples && $(CARGO) test --target $$(rustc -vV | sed -n 's/^host: //p') -p top-words -p tpch-q3
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --release -p flint-guest --no-deps
 
 ## lint: formatting, clippy and the API docs' links, host and guests

@@ -268,3 +268,40 @@ fn an_executor_killed_as_a_third_stage_runs_costs_only_the_outputs_it_held() {
     assert!(held(1) > 0, "the killed executor held some of the second stage's outputs: {attempts}");
     assert_eq!(rerun, vec![held(0), held(1), 0], "{}", report["stages"]);
 }
+
+#[test]
+fn ctrl_c_on_a_submitted_program_cancels_it_and_the_job_of_its_action() {
+    let mut cluster = Cluster::start(&[]);
+    cluster.executor(&["--cores", "2"]);
+    cluster.wait_live(1);
+    let mut submit = common::command(&[
+        "submit",
+        "--driver-url",
+        &cluster.url,
+        "examples/program-chaos",
+        "--conf",
+        "mode=deep",
+        "--conf",
+        "pause_ms=2000",
+    ]);
+    let submit = submit
+        .env("FLINT_SECRET", common::cluster::SECRET)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = common::eventually(std::time::Duration::from_secs(60), || {
+        let status = cluster.status();
+        let job = status["jobs"].as_array()?.iter().find(|j| j["state"] == "running")?.clone();
+        (job["progress"]["running"].as_u64()? > 0).then(|| job["job"].clone())
+    })
+    .expect("the program's action runs");
+    let pid = submit.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let out = submit.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{}", lossy(&out.stderr));
+    assert!(lossy(&out.stderr).contains("cancelled"), "{}", lossy(&out.stderr));
+    let status = cluster.status();
+    let action = status["jobs"].as_array().unwrap().iter().find(|j| j["job"] == running).unwrap();
+    assert_eq!(action["state"], "cancelled", "{status}");
+}

@@ -94,6 +94,9 @@ pub struct SubmittedJob {
     result: Option<Vec<u8>>,
     /// The job's files, still being sent; stopped when the job is dropped.
     sending: Option<(tokio::task::JoinHandle<Result<(), ClientError>>, AbortOnDrop)>,
+    /// Why a file could not be sent: said unless the driver's report comes first (a
+    /// job that ended before it read its files stops their sending).
+    unsent: Option<ClientError>,
 }
 
 /// Stops a spawned task when dropped.
@@ -229,9 +232,14 @@ impl Client {
         });
         let abort = AbortOnDrop(sending.abort_handle());
         match read_frame::<SubmitReply>(&mut recv).await? {
-            Some(SubmitReply::Accepted { job }) => {
-                Ok(SubmittedJob { id: job, recv, done: false, result: None, sending: Some((sending, abort)) })
-            }
+            Some(SubmitReply::Accepted { job }) => Ok(SubmittedJob {
+                id: job,
+                recv,
+                done: false,
+                result: None,
+                sending: Some((sending, abort)),
+                unsent: None,
+            }),
             Some(SubmitReply::Rejected(reason)) => Err(ClientError::JobRejected(reason)),
             Some(SubmitReply::Busy(why)) => Err(ClientError::DriverBusy(why)),
             other => Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
@@ -262,14 +270,19 @@ impl SubmittedJob {
         if self.done {
             return Ok(None);
         }
-        // A file that could not be sent fails the job on the driver; this side says why.
+        // A file that could not be sent fails the job on the driver; this side says why,
+        // unless the driver's report says more.
         if let Some((sending, _)) = self.sending.as_mut().filter(|(s, _)| s.is_finished()) {
             let sent = sending.await.unwrap_or_else(|e| Err(ClientError::Input(e.to_string())));
             self.sending = None;
-            sent?;
+            self.unsent = sent.err();
         }
         loop {
-            match read_frame::<SubmitReply>(&mut self.recv).await? {
+            let frame = match read_frame::<SubmitReply>(&mut self.recv).await {
+                Ok(frame) => frame,
+                Err(e) => return Err(self.unsent.take().unwrap_or(e.into())),
+            };
+            match frame {
                 Some(SubmitReply::Progress(p)) => return Ok(Some(JobEvent::Progress(p))),
                 Some(SubmitReply::Notice(said)) => return Ok(Some(JobEvent::Notice(said))),
                 Some(SubmitReply::Result { size }) => {
@@ -284,9 +297,9 @@ impl SubmittedJob {
                 }
                 Some(other) => return Err(ClientError::Protocol(format!("unexpected reply {other:?}"))),
                 None => {
-                    return Err(ClientError::Protocol(
-                        "the driver closed the job's stream before its report".into(),
-                    ));
+                    return Err(self.unsent.take().unwrap_or_else(|| {
+                        ClientError::Protocol("the driver closed the job's stream before its report".into())
+                    }));
                 }
             }
         }

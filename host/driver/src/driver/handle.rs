@@ -95,6 +95,7 @@ impl Driver {
         let data = DataService::new(config.app_id.clone());
         let objects = ObjectReader::new(settings.objects.clone());
         let shared = Arc::new(Shared {
+            programs: Mutex::default(),
             app_id: config.app_id,
             conf: config.conf,
             settings,
@@ -465,6 +466,16 @@ impl Driver {
     /// Stops job `job`, running or waiting: its attempts are killed and it ends as
     /// cancelled.
     pub async fn cancel(&self, job: flint_proto::JobId) -> flint_proto::wire::CancelReply {
+        // A program stops where it is, and so does the job of its action.
+        let program = self.shared.programs.lock().expect("programs lock").get(&job).map(|c| {
+            c.kill.kill();
+            c.action
+        });
+        let job = match program {
+            None => job,
+            Some(None) => return flint_proto::wire::CancelReply::Cancelled,
+            Some(Some(action)) => action,
+        };
         let (reply, rx) = oneshot::channel();
         if self.send(Event::Cancel { job, reply }).is_err() {
             return flint_proto::wire::CancelReply::Ended;

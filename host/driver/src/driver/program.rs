@@ -18,6 +18,13 @@ use tokio::sync::{oneshot, watch};
 /// The most datasets one program may make: each costs the driver a record.
 pub const MAX_DATASETS: usize = 100_000;
 
+/// How to stop a running program.
+pub(super) struct Control {
+    pub(super) kill: KillSwitch,
+    /// The job of the action it waits for, if it waits for one.
+    pub(super) action: Option<JobId>,
+}
+
 /// A dataset as its program made it.
 #[derive(Debug, Clone)]
 enum Node {
@@ -81,6 +88,8 @@ impl Lineage {
 
 /// The driver's side of one program's datasets.
 struct ProgramHost {
+    id: JobId,
+    kill: KillSwitch,
     driver: Driver,
     runtime: tokio::runtime::Handle,
     request: Arc<JobRequest>,
@@ -233,11 +242,30 @@ impl ProgramHost {
             uploads: request.uploads.clone(),
             speculate: !request.no_speculation,
         };
+        if self.kill.is_killed() {
+            return Err("the program was cancelled".into());
+        }
         let driver = self.driver.clone();
         let bytes = self.bytes.clone();
+        let (id, kill) = (self.id, self.kill.clone());
         let report = self.runtime.block_on(async move {
             let handle: JobHandle = driver.submit_prepared(job, bytes).await.map_err(|e| e.to_string())?;
-            handle.report.await.map_err(|_| "the driver stopped".to_owned())
+            // A cancel that came while the job was being made stops it now.
+            let cancelled = {
+                let mut programs = driver.shared().programs.lock().expect("programs lock");
+                if let Some(c) = programs.get_mut(&id) {
+                    c.action = Some(handle.id);
+                }
+                kill.is_killed()
+            };
+            if cancelled {
+                let _ = driver.cancel(handle.id).await;
+            }
+            let report = handle.report.await.map_err(|_| "the driver stopped".to_owned());
+            if let Some(c) = driver.shared().programs.lock().expect("programs lock").get_mut(&id) {
+                c.action = None;
+            }
+            report
         })?;
         self.progress.send_modify(|p| {
             p.total += report.tasks;
@@ -366,7 +394,11 @@ pub(super) async fn start(
         kill: KillSwitch::default(),
         seed: None,
     };
+    let kill = ctx.kill.clone();
+    shared.programs.lock().expect("programs lock").insert(id, Control { kill: kill.clone(), action: None });
     let host = ProgramHost {
+        id,
+        kill: kill.clone(),
         driver,
         runtime,
         request: request.clone(),
@@ -386,8 +418,12 @@ pub(super) async fn start(
         .name(format!("flint-program-{id}"))
         .spawn(move || {
             let outcome = shared.runtime.program(&component, &ctx, Box::new(host));
+            shared.programs.lock().expect("programs lock").remove(&id);
             let ran = std::mem::take(&mut *ran.lock().expect("ran lock"));
             let mut report_of = program_report(id, name, outcome, ran, started);
+            if kill.is_killed() {
+                report_of.outcome = Err(JobError::Cancelled("cancelled on request".into()));
+            }
             if report_of.outcome.is_ok() {
                 let (asked, full) = asked.seen();
                 if !full {

@@ -14,6 +14,8 @@ use crate::data::DataService;
 use crate::journal::Store;
 
 pub(super) struct Shared {
+    /// Programs running now: how to stop each, and its action's job when one runs.
+    pub(super) programs: Mutex<HashMap<flint_proto::JobId, super::program::Control>>,
     pub(super) app_id: String,
     pub(super) conf: Conf,
     pub(super) settings: Settings,

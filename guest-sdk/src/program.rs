@@ -300,7 +300,7 @@ where
     }
 
     /// Each key of either dataset with both datasets' values of it.
-    pub fn cogroup<W>(&self, other: &Dataset<(K, W)>, partitions: u32) -> Dataset<(K, (Vec<V>, Vec<W>))> {
+    pub fn cogroup<W>(&self, other: &Dataset<(K, W)>, partitions: u32) -> Dataset<Cogrouped<K, V, W>> {
         self.wide(&[&other.id], "cogroup", "", Vec::new(), partitions)
     }
 
@@ -321,10 +321,10 @@ where
             };
             let mut bounds = Vec::new();
             for i in 1..wanted as usize {
-                if let Some(key) = keys.get(i * keys.len() / wanted as usize) {
-                    if bounds.last() != Some(key) {
-                        bounds.push(key.clone());
-                    }
+                if let Some(key) = keys.get(i * keys.len() / wanted as usize)
+                    && bounds.last() != Some(key)
+                {
+                    bounds.push(key.clone());
                 }
             }
             Ok(bounds)
@@ -335,6 +335,9 @@ where
         }
     }
 }
+
+/// A key of two datasets with each one's values of it.
+pub type Cogrouped<K, V, W> = (K, (Vec<V>, Vec<W>));
 
 /// The driver's side of datasets: the host through the contract, or the native
 /// stand-in of a test.
@@ -428,6 +431,8 @@ macro_rules! functions {
     () => {};
     ($(#[$meta:meta])* $vis:vis fn $name:ident($a:ident: &$at:ty $(,)?) -> $r:ty $body:block $($rest:tt)*) => {
         $(#[$meta])*
+        // A filter of strings takes `&String`: the dataset's records are `String`s.
+        #[allow(clippy::ptr_arg)]
         $vis fn $name($a: &$at) -> $r $body
         #[doc(hidden)]
         $vis mod $name {

@@ -57,7 +57,8 @@ impl Program for Chaos {
             "deep" => {
                 let n: u32 = config("n").and_then(|n| n.parse().ok()).unwrap_or(60_000);
                 let pause: u64 = config("pause_ms").and_then(|n| n.parse().ok()).unwrap_or(0);
-                let sums = parallelize(0..n, 6).map(spread).reduce_by_key(add, 6).map(gather).reduce_by_key(add, 6);
+                let sums =
+                    parallelize(0..n, 6).map(spread).reduce_by_key(add, 6).map(gather).reduce_by_key(add, 6);
                 let mut sums = sums.map(slow.with(&pause)?).collect()?;
                 sums.sort();
                 Ok(serde_json::json!(sums))

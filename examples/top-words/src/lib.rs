@@ -11,7 +11,7 @@ use serde::Serialize;
 flint_guest::functions! {
     /// A line's words.
     pub fn words(line: String) -> Vec<String> {
-        line.split(|c| matches!(c, ' ' | '\t' | '\r' | '\n' | '\x0b' | '\x0c'))
+        line.split([' ', '\t', '\r', '\n', '\x0b', '\x0c'])
             .filter(|w| !w.is_empty())
             .map(str::to_owned)
             .collect()

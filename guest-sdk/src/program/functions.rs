@@ -41,10 +41,16 @@ pub struct Entry {
 /// encoded again.
 #[derive(Clone)]
 pub(crate) struct Reducer {
-    pub decode: fn(&[u8]) -> Result<Box<dyn Any>, Error>,
-    pub combine: std::rc::Rc<dyn Fn(Box<dyn Any>, Box<dyn Any>) -> Result<Box<dyn Any>, Error>>,
+    pub decode: fn(&[u8]) -> Erased,
+    pub combine: std::rc::Rc<Combine>,
     pub encode: fn(&dyn Any, &mut Vec<u8>) -> Result<(), Error>,
 }
+
+/// A value of a type only its function knows, or why it could not be made.
+pub(crate) type Erased = Result<Box<dyn Any>, Error>;
+
+/// Two values of a fold's type folded into one.
+pub(crate) type Combine = dyn Fn(Box<dyn Any>, Box<dyn Any>) -> Erased;
 
 /// The functions a component declares, by name.
 #[doc(hidden)]
@@ -460,14 +466,14 @@ where
 {
     fn fold_use(&self) -> Uses {
         let f = self.0;
-        fn decode<V: DeserializeOwned + 'static>(bytes: &[u8]) -> Result<Box<dyn Any>, Error> {
+        fn decode<V: DeserializeOwned + 'static>(bytes: &[u8]) -> Erased {
             Ok(Box::new(records::decode::<V>(bytes)?))
         }
         fn encode<V: Serialize + 'static>(value: &dyn Any, out: &mut Vec<u8>) -> Result<(), Error> {
             let value = value.downcast_ref::<V>().ok_or_else(|| Error::fatal("a fold of another type"))?;
             records::encode_into(value, out)
         }
-        let combine = move |a: Box<dyn Any>, b: Box<dyn Any>| -> Result<Box<dyn Any>, Error> {
+        let combine = move |a: Box<dyn Any>, b: Box<dyn Any>| -> Erased {
             match (a.downcast::<V>(), b.downcast::<V>()) {
                 (Ok(a), Ok(b)) => Ok(Box::new(f(*a, *b))),
                 _ => Err(Error::fatal("a fold given values of another type")),

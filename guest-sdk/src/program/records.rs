@@ -189,7 +189,7 @@ macro_rules! refuse {
     };
 }
 
-impl<'b> Serializer for &'b mut PairSplit<'_> {
+impl Serializer for &mut PairSplit<'_> {
     type Ok = ();
     type Error = NotPair;
     type SerializeSeq = Impossible<(), NotPair>;

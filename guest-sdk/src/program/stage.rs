@@ -250,13 +250,16 @@ struct Groups<'a> {
 
 type Group = (Vec<u8>, Vec<(u32, Vec<u8>)>);
 
+/// A record as the host sent it: the parent it came from, its key, its value.
+type Flat<'a> = (u32, &'a [u8], &'a [u8]);
+
 impl<'a> Groups<'a> {
     fn new(input: &'a mut dyn Sorted) -> Self {
         Groups { input, batch: Vec::new(), at: 0, ended: false }
     }
 
     /// The record at the read position: (parent, key, value).
-    fn peek(&mut self) -> Result<Option<(u32, &[u8], &[u8])>, Error> {
+    fn peek(&mut self) -> Result<Option<Flat<'_>>, Error> {
         if self.at >= self.batch.len() {
             if self.ended {
                 return Ok(None);

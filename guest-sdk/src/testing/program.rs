@@ -150,6 +150,9 @@ enum Ran {
     Shuffled(Vec<Vec<(Vec<u8>, Vec<u8>)>>),
 }
 
+/// A shuffled record with the parent it came from: key, parent, value.
+type Sided = (Vec<u8>, u32, Vec<u8>);
+
 #[derive(Default)]
 struct Memory(Vec<Vec<u8>>);
 
@@ -279,8 +282,7 @@ impl Driver {
                 // Each partition's records from every parent in turn, the parent's
                 // number in the partition field, sorted by key (stable: the earlier
                 // parent first among equal keys, as the host's merge has it).
-                let mut by_partition: Vec<Vec<(Vec<u8>, u32, Vec<u8>)>> =
-                    vec![Vec::new(); dep.partitions as usize];
+                let mut by_partition: Vec<Vec<Sided>> = vec![Vec::new(); dep.partitions as usize];
                 for (side, parent) in (0..).zip(parents) {
                     let Ran::Shuffled(records) = self.run(parent, Some(&dep))? else { unreachable!() };
                     for (bucket, records) in by_partition.iter_mut().zip(records) {

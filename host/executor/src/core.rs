@@ -11,7 +11,6 @@ use crate::meter::{InputMeter, Metered};
 use crate::shuffle::files::ShuffleFiles;
 use crate::shuffle::merge::SortedRuns;
 use crate::shuffle::read::ShuffleFetch;
-use crate::shuffle::stages::StageRead;
 use crate::source::DriverSource;
 use flint_data::lines::Begun;
 use flint_proto::{
@@ -822,6 +821,12 @@ enum Prepared {
         partition: u32,
         runs: SortedRuns,
     },
+}
+
+/// What a program's task reads, prepared.
+pub(crate) enum StageRead {
+    Source(TaskInput),
+    Shuffled { partition: u32, runs: Box<dyn flint_runtime::RecordSource> },
 }
 
 /// A slot thread's life: run queued attempts one after another until the core is gone.

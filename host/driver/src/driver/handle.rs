@@ -503,13 +503,17 @@ impl Driver {
         &self.shared.conf
     }
 
-    /// Queues a job made ready here (a program's action), shipping `bytes` as its
-    /// component.
-    pub(super) async fn submit_prepared(
-        &self,
-        job: PreparedJob,
-        bytes: Arc<Vec<u8>>,
-    ) -> Result<JobHandle, SubmitError> {
+    fn send(&self, event: Event) -> Result<(), SubmitError> {
+        self.events.send(event).map_err(|_| SubmitError::DriverStopped)
+    }
+}
+
+impl super::program::Submitter for Driver {
+    fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    async fn submit_prepared(&self, job: PreparedJob, bytes: Arc<Vec<u8>>) -> Result<JobHandle, SubmitError> {
         let digest = job.component.digest;
         self.shared.hold_component(digest, bytes);
         let (reply, handle) = oneshot::channel();
@@ -520,18 +524,13 @@ impl Driver {
         handle.await.map_err(|_| SubmitError::DriverStopped)?
     }
 
-    /// A job id of its own, for what is not one of the loop's jobs (a program).
-    pub(super) async fn new_job_id(&self) -> Result<flint_proto::JobId, SubmitError> {
+    async fn new_job_id(&self) -> Result<flint_proto::JobId, SubmitError> {
         let (reply, id) = oneshot::channel();
         self.send(Event::NewJobId { reply })?;
         id.await.map_err(|_| SubmitError::DriverStopped)
     }
 
-    pub(super) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
-    }
-
-    fn send(&self, event: Event) -> Result<(), SubmitError> {
-        self.events.send(event).map_err(|_| SubmitError::DriverStopped)
+    async fn cancel(&self, job: flint_proto::JobId) -> flint_proto::wire::CancelReply {
+        Driver::cancel(self, job).await
     }
 }

@@ -30,6 +30,7 @@ mod program;
 mod records;
 mod reports;
 mod shared;
+mod warnings;
 
 pub use events::JobHandle;
 pub use handle::{Driver, DriverConfig, NoToken, merge_runtime};

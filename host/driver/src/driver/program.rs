@@ -6,7 +6,7 @@
 //! the job, and gets its last stage's records back.
 
 use super::events::{JobHandle, PreparedJob};
-use super::handle::Driver;
+use super::shared::{Control, Shared};
 use crate::job::{JobRequest, SubmitError};
 use flint_proto::program::{DatasetSource, Dependency, ProgramStage, StagePlan, Step};
 use flint_proto::{JobError, JobId, JobPlan, JobProgress, JobReport, Settings, StageInput, StageReport};
@@ -18,11 +18,18 @@ use tokio::sync::{oneshot, watch};
 /// The most datasets one program may make: each costs the driver a record.
 pub const MAX_DATASETS: usize = 100_000;
 
-/// How to stop a running program.
-pub(super) struct Control {
-    pub(super) kill: KillSwitch,
-    /// The job of the action it waits for, if it waits for one.
-    pub(super) action: Option<JobId>,
+/// What a program asks of the driver (its handle, which starts programs, answers).
+pub(super) trait Submitter: Clone + Send + Sync + 'static {
+    fn shared(&self) -> &Arc<Shared>;
+    /// Queues a job made ready here, shipping `bytes` as its component.
+    fn submit_prepared(
+        &self,
+        job: PreparedJob,
+        bytes: Arc<Vec<u8>>,
+    ) -> impl Future<Output = Result<JobHandle, SubmitError>> + Send;
+    /// A job id of the loop's numbering.
+    fn new_job_id(&self) -> impl Future<Output = Result<JobId, SubmitError>> + Send;
+    fn cancel(&self, job: JobId) -> impl Future<Output = flint_proto::wire::CancelReply> + Send;
 }
 
 /// A dataset as its program made it.
@@ -87,10 +94,10 @@ impl Lineage {
 }
 
 /// The driver's side of one program's datasets.
-struct ProgramHost {
+struct ProgramHost<D> {
     id: JobId,
     kill: KillSwitch,
-    driver: Driver,
+    driver: D,
     runtime: tokio::runtime::Handle,
     request: Arc<JobRequest>,
     component: Arc<JobComponent>,
@@ -114,7 +121,7 @@ struct Ran {
     failed: Option<JobError>,
 }
 
-impl ProgramHost {
+impl<D: Submitter> ProgramHost<D> {
     /// The submission's inputs `name` picks: one as its submitter named it, one by its
     /// file name, or all of them.
     fn picked(&self, name: &str) -> Result<Vec<String>, String> {
@@ -285,7 +292,7 @@ impl ProgramHost {
     }
 }
 
-impl DatasetsHost for ProgramHost {
+impl<D: Submitter> DatasetsHost for ProgramHost<D> {
     fn source(&mut self, source: DatasetSource) -> Result<u32, String> {
         match &source {
             DatasetSource::TextFile(name) => {
@@ -354,8 +361,8 @@ impl DatasetsHost for ProgramHost {
 }
 
 /// Starts a program: its handle at once, its report when `main` returns.
-pub(super) async fn start(
-    driver: Driver,
+pub(super) async fn start<D: Submitter>(
+    driver: D,
     request: JobRequest,
     component: Arc<JobComponent>,
     bytes: Arc<Vec<u8>>,
@@ -427,7 +434,7 @@ pub(super) async fn start(
             if report_of.outcome.is_ok() {
                 let (asked, full) = asked.seen();
                 if !full {
-                    report_of.warnings = super::jobs::unread_keys(&request.config, &asked);
+                    report_of.warnings = super::warnings::unread_keys(&request.config, &asked);
                 }
             }
             let _ = report.send(report_of);
@@ -488,5 +495,57 @@ fn program_report(
         speculative_won: won,
         stages,
         warnings: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(kind: &str) -> Step {
+        Step { kind: kind.into(), function: format!("f::{kind}"), capture: Vec::new() }
+    }
+
+    fn dependency(kind: &str, partitions: u32) -> Dependency {
+        Dependency { kind: kind.into(), function: String::new(), capture: Vec::new(), partitions }
+    }
+
+    #[test]
+    fn an_action_is_cut_at_every_wide_dependency_parents_first() {
+        let mut lineage = Lineage::default();
+        let text =
+            |l: &mut Lineage, name: &str| l.add(Node::Source(DatasetSource::TextFile(name.into()))).unwrap();
+        // a.map.filter ⋈ b.map, then a reduce, then a collect's narrow step.
+        let a = text(&mut lineage, "a");
+        let a = lineage.add(Node::Narrow { parent: a, step: step("map") }).unwrap();
+        let a = lineage.add(Node::Narrow { parent: a, step: step("filter") }).unwrap();
+        let b = text(&mut lineage, "b");
+        let b = lineage.add(Node::Narrow { parent: b, step: step("map") }).unwrap();
+        let joined =
+            lineage.add(Node::Wide { parents: vec![a, b], dependency: dependency("join", 4) }).unwrap();
+        let keyed = lineage.add(Node::Narrow { parent: joined, step: step("map") }).unwrap();
+        let summed = lineage
+            .add(Node::Wide { parents: vec![keyed], dependency: dependency("reduce-by-key", 2) })
+            .unwrap();
+        let tail = lineage.add(Node::Narrow { parent: summed, step: step("top") }).unwrap();
+        let mut stages = Vec::new();
+        assert_eq!(lineage.cut(tail, None, &mut stages), Ok(3));
+        let kinds = |d: &Draft| d.plan.steps.iter().map(|s| s.kind.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            stages.iter().map(kinds).collect::<Vec<_>>(),
+            [vec!["map", "filter"], vec!["map"], vec!["map"], vec!["top"]]
+        );
+        // Each stage writes what its child reads; the children read their parents'.
+        assert_eq!(stages[0].plan.writes, Some(dependency("join", 4)));
+        assert_eq!(stages[1].plan.writes, Some(dependency("join", 4)));
+        assert_eq!(
+            (stages[2].reads.clone(), stages[2].plan.reads.clone()),
+            (vec![0, 1], Some(dependency("join", 4)))
+        );
+        assert_eq!(stages[2].plan.writes, Some(dependency("reduce-by-key", 2)));
+        assert_eq!((stages[3].reads.clone(), stages[3].plan.writes.clone()), (vec![2], None));
+        assert_eq!((stages[0].root, stages[1].root, stages[2].root, stages[3].root), (0, 3, joined, summed));
+        // A dataset the program never made is refused, not cut.
+        assert!(lineage.cut(99, None, &mut Vec::new()).is_err());
     }
 }

@@ -15,7 +15,7 @@ use crate::journal::Store;
 
 pub(super) struct Shared {
     /// Programs running now: how to stop each, and its action's job when one runs.
-    pub(super) programs: Mutex<HashMap<flint_proto::JobId, super::program::Control>>,
+    pub(super) programs: Mutex<HashMap<flint_proto::JobId, Control>>,
     pub(super) app_id: String,
     pub(super) conf: Conf,
     pub(super) settings: Settings,
@@ -135,6 +135,13 @@ impl Shared {
             }
         }
     }
+}
+
+/// How to stop a running program.
+pub(super) struct Control {
+    pub(super) kill: flint_runtime::KillSwitch,
+    /// The job of the action it waits for, if it waits for one.
+    pub(super) action: Option<flint_proto::JobId>,
 }
 
 #[cfg(test)]

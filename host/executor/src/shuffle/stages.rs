@@ -4,15 +4,9 @@
 //! task's output).
 
 use super::write::MapWriter;
-use crate::core::{ExecutorCore, Taken};
+use crate::core::{ExecutorCore, StageRead, Taken};
 use flint_proto::{TaskFailure, TaskLaunch, TaskOutput, TaskState};
-use flint_runtime::{RecordSource, StageInput, TaskContext, TaskInput};
-
-/// What a program's task reads, prepared.
-pub(crate) enum StageRead {
-    Source(TaskInput),
-    Shuffled { partition: u32, runs: Box<dyn RecordSource> },
-}
+use flint_runtime::{StageInput, TaskContext};
 
 impl ExecutorCore {
     pub(crate) fn run_stage(

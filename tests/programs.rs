@@ -205,6 +205,17 @@ fn a_program_that_goes_wrong_fails_saying_how_and_the_driver_serves_on() {
     assert_eq!(fine["result"], json!({ "sums": sums, "generated": 3000 }), "{fine}");
 }
 
+/// `flint submit` of `args` to the cluster, left running.
+fn submitting(cluster: &Cluster, args: &[&str]) -> std::process::Child {
+    let mut submit = common::command(&[&["submit", "--driver-url", &cluster.url][..], args].concat());
+    submit
+        .env("FLINT_SECRET", common::cluster::SECRET)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn an_executor_killed_as_a_third_stage_runs_costs_only_the_outputs_it_held() {
     let ui = common::free_port();
@@ -213,23 +224,10 @@ fn an_executor_killed_as_a_third_stage_runs_costs_only_the_outputs_it_held() {
         cluster.executor(&["--cores", "1"]);
     }
     cluster.wait_live(3);
-    let mut submit = common::command(&[
-        "submit",
-        "--driver-url",
-        &cluster.url,
-        "examples/program-chaos",
-        "--conf",
-        "mode=deep",
-        "--conf",
-        "pause_ms=400",
-        "--json",
-    ]);
-    let submit = submit
-        .env("FLINT_SECRET", common::cluster::SECRET)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let submit = submitting(
+        &cluster,
+        &["examples/program-chaos", "--conf", "mode=deep", "--conf", "pause_ms=400", "--json"],
+    );
     // Its first two stages done, its third (4 s a task) under way.
     let third = common::eventually(std::time::Duration::from_secs(60), || {
         let status = cluster.status();
@@ -274,22 +272,8 @@ fn ctrl_c_on_a_submitted_program_cancels_it_and_the_job_of_its_action() {
     let mut cluster = Cluster::start(&[]);
     cluster.executor(&["--cores", "2"]);
     cluster.wait_live(1);
-    let mut submit = common::command(&[
-        "submit",
-        "--driver-url",
-        &cluster.url,
-        "examples/program-chaos",
-        "--conf",
-        "mode=deep",
-        "--conf",
-        "pause_ms=2000",
-    ]);
-    let submit = submit
-        .env("FLINT_SECRET", common::cluster::SECRET)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let submit =
+        submitting(&cluster, &["examples/program-chaos", "--conf", "mode=deep", "--conf", "pause_ms=2000"]);
     let running = common::eventually(std::time::Duration::from_secs(60), || {
         let status = cluster.status();
         let job = status["jobs"].as_array()?.iter().find(|j| j["state"] == "running")?.clone();

@@ -249,14 +249,7 @@ impl Driver {
             uploads: request.uploads,
             speculate: !request.no_speculation,
         };
-        let digest = job.component.digest;
-        self.shared.hold_component(digest, bytes);
-        let (reply, handle) = oneshot::channel();
-        if self.send(Event::Submit { job: Box::new(job), reply }).is_err() {
-            self.shared.release_component(&digest);
-            return Err(SubmitError::DriverStopped);
-        }
-        handle.await.map_err(|_| SubmitError::DriverStopped)?
+        super::program::Submitter::submit_prepared(self, job, bytes).await
     }
 
     /// Reserves an executor id and incarnation before the executor receives any

@@ -17,6 +17,25 @@ use tokio::sync::{oneshot, watch};
 
 /// The most datasets one program may make: each costs the driver a record.
 pub const MAX_DATASETS: usize = 100_000;
+/// The largest value a step or a dependency carries: it travels to executors with
+/// every stage that runs it (a large value belongs in a dataset).
+pub const MAX_CAPTURE: usize = 1 << 20;
+/// The longest name of a function, a kind or an input a program gives.
+pub const MAX_NAME: usize = 1024;
+
+/// A step's or a dependency's names and value, within their bounds.
+fn bounded(what: &str, names: &[&str], capture: &[u8]) -> Result<(), String> {
+    if let Some(name) = names.iter().find(|n| n.len() > MAX_NAME) {
+        return Err(format!("a {what} names {} bytes; at most {MAX_NAME}", name.len()));
+    }
+    if capture.len() > MAX_CAPTURE {
+        return Err(format!(
+            "a {what} carries a value of {} bytes; at most {MAX_CAPTURE} (give a large value as a dataset)",
+            capture.len()
+        ));
+    }
+    Ok(())
+}
 
 /// What a program asks of the driver (its handle, which starts programs, answers).
 pub(super) trait Submitter: Clone + Send + Sync + 'static {
@@ -107,6 +126,8 @@ struct ProgramHost<D> {
     /// Each source's partitions, planned once.
     planned: std::collections::HashMap<u32, JobPlan>,
     ran: Arc<std::sync::Mutex<Ran>>,
+    /// What its `parallelize` calls gave, all together: the driver holds it.
+    parallelized: u64,
     /// The keys the program and its tasks read.
     asked: Arc<flint_runtime::ConfAsked>,
     progress: watch::Sender<JobProgress>,
@@ -217,6 +238,15 @@ impl<D: Submitter> ProgramHost<D> {
                 StageInput::Source(plan) => plan.len() as u32,
             };
             let writes = draft.plan.writes.as_ref().map(|d| d.partitions);
+            // The tracker keeps a size for every slice of a shuffle.
+            if let Some(partitions) = writes
+                && u64::from(tasks) * u64::from(partitions) > flint_core::shuffle::MAX_SLICES
+            {
+                return Err(format!(
+                    "a stage of {tasks} tasks writing {partitions} partitions: at most {} slices a shuffle",
+                    flint_core::shuffle::MAX_SLICES
+                ));
+            }
             stages.push((input, draft.reads.clone(), writes));
             programs.push(ProgramStage { first, tasks, plan: draft.plan.clone() });
             first = first.saturating_add(tasks);
@@ -296,16 +326,19 @@ impl<D: Submitter> DatasetsHost for ProgramHost<D> {
     fn source(&mut self, source: DatasetSource) -> Result<u32, String> {
         match &source {
             DatasetSource::TextFile(name) => {
+                bounded("source", &[name], &[])?;
                 self.picked(name)?;
             }
             DatasetSource::Parallelize { records, .. } => {
-                let size: usize = records.iter().map(Vec::len).sum();
-                if size as u64 > self.settings.driver_max_result_size {
+                let size = records.iter().map(|r| r.len() as u64 + 4).sum::<u64>();
+                let limit = self.settings.driver_max_result_size;
+                if self.parallelized.saturating_add(size) > limit {
                     return Err(format!(
-                        "parallelize of {size} bytes: at most flint.driver.maxResultSize ({} bytes)",
-                        self.settings.driver_max_result_size
+                        "parallelize of {size} bytes, after {} before: at most flint.driver.maxResultSize ({limit} bytes) a program",
+                        self.parallelized
                     ));
                 }
+                self.parallelized += size;
             }
             DatasetSource::Range(0) => return Err("a range of no partitions".into()),
             DatasetSource::Range(n) if *n > flint_proto::MAX_TASKS => {
@@ -318,6 +351,7 @@ impl<D: Submitter> DatasetsHost for ProgramHost<D> {
 
     fn narrow(&mut self, parent: u32, step: Step) -> Result<u32, String> {
         self.lineage.node(parent)?;
+        bounded("step", &[&step.kind, &step.function], &step.capture)?;
         const KINDS: [&str; 10] =
             ["map", "flat-map", "filter", "key-by", "map-values", "top", "fold", "count", "take", "sample"];
         if !KINDS.contains(&step.kind.as_str()) {
@@ -327,6 +361,7 @@ impl<D: Submitter> DatasetsHost for ProgramHost<D> {
     }
 
     fn wide(&mut self, parents: Vec<u32>, mut dependency: Dependency) -> Result<u32, String> {
+        bounded("dependency", &[&dependency.kind, &dependency.function], &dependency.capture)?;
         let Some(wanted) = Dependency::parents(&dependency.kind) else {
             return Err(format!("no dependency kind {:?}", dependency.kind));
         };
@@ -415,6 +450,7 @@ pub(super) async fn start<D: Submitter>(
         lineage: Lineage::default(),
         planned: Default::default(),
         ran: Arc::default(),
+        parallelized: 0,
         asked: asked.clone(),
         progress,
     };
@@ -547,5 +583,15 @@ mod tests {
         assert_eq!((stages[0].root, stages[1].root, stages[2].root, stages[3].root), (0, 3, joined, summed));
         // A dataset the program never made is refused, not cut.
         assert!(lineage.cut(99, None, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn a_value_too_large_to_travel_with_its_stages_is_refused_naming_the_bound() {
+        assert!(bounded("step", &["map", "f::g"], &[0; 1024]).is_ok());
+        let said = bounded("step", &["map"], &vec![0; MAX_CAPTURE + 1]).unwrap_err();
+        assert!(said.contains("at most 1048576") && said.contains("as a dataset"), "{said}");
+        assert!(
+            bounded("dependency", &[&"k".repeat(MAX_NAME + 1)], &[]).unwrap_err().contains("at most 1024")
+        );
     }
 }

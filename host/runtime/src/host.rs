@@ -237,15 +237,26 @@ impl HostPartWriter for HostState {
     }
 }
 
-/// The driver's side of a program's datasets: what the calls of its `main` do. Its
-/// errors are the program's to see (and, when it gives up on them, its failure).
+/// Why a program's datasets call did not do what it asked: the program's to see (and,
+/// when it gives up on it, its failure).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DatasetError {
+    /// The driver does not take the plan (an unknown dataset, kind or input, a bound).
+    #[error("{0}")]
+    Refused(String),
+    /// The action's job ran and failed (or could not be submitted).
+    #[error("the action's job failed: {0}")]
+    ActionFailed(String),
+}
+
+/// The driver's side of a program's datasets: what the calls of its `main` do.
 pub trait DatasetsHost: Send {
-    fn source(&mut self, source: DatasetSource) -> Result<u32, String>;
-    fn narrow(&mut self, parent: u32, step: Step) -> Result<u32, String>;
-    fn wide(&mut self, parents: Vec<u32>, dependency: Dependency) -> Result<u32, String>;
-    fn partitions(&mut self, dataset: u32) -> Result<u32, String>;
+    fn source(&mut self, source: DatasetSource) -> Result<u32, DatasetError>;
+    fn narrow(&mut self, parent: u32, step: Step) -> Result<u32, DatasetError>;
+    fn wide(&mut self, parents: Vec<u32>, dependency: Dependency) -> Result<u32, DatasetError>;
+    fn partitions(&mut self, dataset: u32) -> Result<u32, DatasetError>;
     /// Runs a job computing `dataset`; its partitions' records, in order.
-    fn collect(&mut self, dataset: u32) -> Result<Vec<Vec<u8>>, String>;
+    fn collect(&mut self, dataset: u32) -> Result<Vec<Vec<u8>>, DatasetError>;
 }
 
 /// A program's instance: its driver side, and the functions its component declares.
@@ -256,6 +267,10 @@ pub(crate) struct ProgramState {
 
 fn refused(message: String) -> TaskError {
     TaskError { message, retryable: false }
+}
+
+fn said(e: DatasetError) -> TaskError {
+    refused(e.to_string())
 }
 
 impl HostState {
@@ -289,33 +304,30 @@ impl datasets::Host for HostState {
             }
             datasets::Source::Range(n) => DatasetSource::Range(n),
         };
-        self.program()?.host.source(source).map_err(refused)
+        self.program()?.host.source(source).map_err(said)
     }
 
     fn narrow(&mut self, parent: u32, step: datasets::Step) -> Result<u32, TaskError> {
         self.declared(&step.function)?;
         let step = Step { kind: step.kind, function: step.function, capture: step.capture };
-        self.program()?.host.narrow(parent, step).map_err(refused)
+        self.program()?.host.narrow(parent, step).map_err(said)
     }
 
     fn wide(&mut self, parents: Vec<u32>, dependency: datasets::Dependency) -> Result<u32, TaskError> {
         self.declared(&dependency.function)?;
         let datasets::Dependency { kind, function, capture, partitions } = dependency;
-        self.program()?
-            .host
-            .wide(parents, Dependency { kind, function, capture, partitions })
-            .map_err(refused)
+        self.program()?.host.wide(parents, Dependency { kind, function, capture, partitions }).map_err(said)
     }
 
     fn partitions(&mut self, dataset: u32) -> Result<u32, TaskError> {
-        self.program()?.host.partitions(dataset).map_err(refused)
+        self.program()?.host.partitions(dataset).map_err(said)
     }
 
     fn collect(&mut self, dataset: u32) -> Result<Vec<Vec<u8>>, TaskError> {
         // The program waits for its job: that time is not its own, and does not count
         // against its deadline.
         let started = std::time::Instant::now();
-        let result = self.program()?.host.collect(dataset).map_err(refused);
+        let result = self.program()?.host.collect(dataset).map_err(said);
         self.deadline += started.elapsed();
         result
     }

@@ -20,7 +20,7 @@ mod sandbox;
 pub use asked::ConfAsked;
 pub use component::{JobComponent, LoadError};
 pub use engine::{Runtime, RuntimeConfig, RuntimeError, Variant};
-pub use host::DatasetsHost;
+pub use host::{DatasetError, DatasetsHost};
 pub use limits::{KillSwitch, RuntimeStats};
 pub use program::StageInput;
 pub use records::{LineSource, PartSink, RECORD_HEADER, RecordSink, RecordSource, Records, ShuffleError};

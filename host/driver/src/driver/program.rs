@@ -10,7 +10,7 @@ use super::shared::{Control, Shared};
 use crate::job::{JobRequest, SubmitError};
 use flint_proto::program::{DatasetSource, Dependency, ProgramStage, StagePlan, Step};
 use flint_proto::{JobError, JobId, JobPlan, JobProgress, JobReport, Settings, StageInput, StageReport};
-use flint_runtime::{DatasetsHost, JobComponent, KillSwitch, TaskContext};
+use flint_runtime::{DatasetError, DatasetsHost, JobComponent, KillSwitch, TaskContext};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -222,7 +222,13 @@ impl<D: Submitter> ProgramHost<D> {
     }
 
     /// Runs the job of an action's stages; its outputs.
-    fn run(&mut self, tail: u32) -> Result<Vec<Vec<u8>>, String> {
+    fn run(&mut self, tail: u32) -> Result<Vec<Vec<u8>>, DatasetError> {
+        let job = self.planned_job(tail).map_err(DatasetError::Refused)?;
+        self.submit(job).map_err(DatasetError::ActionFailed)
+    }
+
+    /// An action's job, its stages cut and planned.
+    fn planned_job(&mut self, tail: u32) -> Result<PreparedJob, String> {
         let mut drafts = Vec::new();
         self.lineage.cut(tail, None, &mut drafts)?;
         let mut stages = Vec::with_capacity(drafts.len());
@@ -279,6 +285,11 @@ impl<D: Submitter> ProgramHost<D> {
             uploads: request.uploads.clone(),
             speculate: !request.no_speculation,
         };
+        Ok(job)
+    }
+
+    /// Submits an action's job and waits for it: its outputs, or why it failed.
+    fn submit(&mut self, job: PreparedJob) -> Result<Vec<Vec<u8>>, String> {
         if self.kill.is_killed() {
             return Err("the program was cancelled".into());
         }
@@ -316,14 +327,14 @@ impl<D: Submitter> ProgramHost<D> {
             Err(error) => {
                 let said = error.to_string();
                 ran.failed.get_or_insert(error);
-                Err(format!("the action's job failed: {said}"))
+                Err(said)
             }
         }
     }
 }
 
-impl<D: Submitter> DatasetsHost for ProgramHost<D> {
-    fn source(&mut self, source: DatasetSource) -> Result<u32, String> {
+impl<D: Submitter> ProgramHost<D> {
+    fn source_of(&mut self, source: DatasetSource) -> Result<u32, String> {
         match &source {
             DatasetSource::TextFile(name) => {
                 bounded("source", &[name], &[])?;
@@ -349,7 +360,7 @@ impl<D: Submitter> DatasetsHost for ProgramHost<D> {
         self.lineage.add(Node::Source(source))
     }
 
-    fn narrow(&mut self, parent: u32, step: Step) -> Result<u32, String> {
+    fn narrow_of(&mut self, parent: u32, step: Step) -> Result<u32, String> {
         self.lineage.node(parent)?;
         bounded("step", &[&step.kind, &step.function], &step.capture)?;
         const KINDS: [&str; 10] =
@@ -360,7 +371,7 @@ impl<D: Submitter> DatasetsHost for ProgramHost<D> {
         self.lineage.add(Node::Narrow { parent, step })
     }
 
-    fn wide(&mut self, parents: Vec<u32>, mut dependency: Dependency) -> Result<u32, String> {
+    fn wide_of(&mut self, parents: Vec<u32>, mut dependency: Dependency) -> Result<u32, String> {
         bounded("dependency", &[&dependency.kind, &dependency.function], &dependency.capture)?;
         let Some(wanted) = Dependency::parents(&dependency.kind) else {
             return Err(format!("no dependency kind {:?}", dependency.kind));
@@ -384,13 +395,27 @@ impl<D: Submitter> DatasetsHost for ProgramHost<D> {
         }
         self.lineage.add(Node::Wide { parents, dependency })
     }
+}
 
-    fn partitions(&mut self, dataset: u32) -> Result<u32, String> {
-        self.partitions_of(dataset)
+impl<D: Submitter> DatasetsHost for ProgramHost<D> {
+    fn source(&mut self, source: DatasetSource) -> Result<u32, DatasetError> {
+        self.source_of(source).map_err(DatasetError::Refused)
     }
 
-    fn collect(&mut self, dataset: u32) -> Result<Vec<Vec<u8>>, String> {
-        self.lineage.node(dataset)?;
+    fn narrow(&mut self, parent: u32, step: Step) -> Result<u32, DatasetError> {
+        self.narrow_of(parent, step).map_err(DatasetError::Refused)
+    }
+
+    fn wide(&mut self, parents: Vec<u32>, dependency: Dependency) -> Result<u32, DatasetError> {
+        self.wide_of(parents, dependency).map_err(DatasetError::Refused)
+    }
+
+    fn partitions(&mut self, dataset: u32) -> Result<u32, DatasetError> {
+        self.partitions_of(dataset).map_err(DatasetError::Refused)
+    }
+
+    fn collect(&mut self, dataset: u32) -> Result<Vec<Vec<u8>>, DatasetError> {
+        self.lineage.node(dataset).map_err(DatasetError::Refused)?;
         self.run(dataset)
     }
 }
